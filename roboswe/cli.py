@@ -1,0 +1,40 @@
+"""The `roboswe` command line: one subcommand per job, handlers imported lazily."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> "module:function"; each handler takes the parsed args and returns an exit code.
+# Each module also offers `add_arguments_<name>(parser)` to declare its options.
+COMMANDS: dict[str, tuple[str, str]] = {
+    # name: (module, one-line help)
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="roboswe",
+        description="Evaluate embodied coding agents: five retained-context trials per robot task, verified by replay.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(module)
+        getattr(mod, "add_arguments_" + name.replace("-", "_"))(p)
+        p.set_defaults(_module=module, _handler="run_" + name.replace("-", "_"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = getattr(importlib.import_module(args._module), args._handler)
+    try:
+        return int(handler(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
