@@ -1,0 +1,464 @@
+"""The provider-neutral participant vocabulary: operations, the conversation, decisions.
+
+Every participant -- a hosted model behind a provider adapter or a local ``python``
+agent -- receives a `DecisionRequest` and returns one `Decision` holding one `Operation`.
+The conversation is neutral: adapters map it to each provider's wire format and back.
+Images travel as digest references (`ImagePart.digest`) into `DecisionRequest.images`,
+so an actor can ship the bytes as raw ZMQ frames instead of inside msgpack.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import importlib
+import inspect
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal
+
+import msgspec
+
+# --------------------------------------------------------------------------- operations
+
+
+class Operation(msgspec.Struct, frozen=True, kw_only=True, tag_field="op"):
+    """One thing the participant asks the harness to do; the tag is the tool name."""
+
+
+class WriteFile(Operation, tag="write_file"):
+    """Create or replace a UTF-8 text file in the workspace."""
+
+    path: Annotated[str, msgspec.Meta(min_length=1, description="Workspace-relative path, e.g. 'lift.py'.")]
+    content: Annotated[str, msgspec.Meta(description="The complete new file content.")]
+
+
+class ReadFile(Operation, tag="read_file"):
+    """Read a text file from the workspace."""
+
+    path: Annotated[str, msgspec.Meta(min_length=1, description="Workspace-relative path.")]
+
+
+class ListFiles(Operation, tag="list_files"):
+    """List the workspace files with sizes."""
+
+
+class Exec(Operation, tag="exec"):
+    """Run a workspace Python script in the sandbox; it drives the robot through `import robot`."""
+
+    path: Annotated[str, msgspec.Meta(min_length=1, description="Workspace-relative path of the script to run.")]
+
+
+class Observe(Operation, tag="observe"):
+    """Render camera images and read robot sensors; physics does not advance."""
+
+    cameras: Annotated[
+        list[str] | None,
+        msgspec.Meta(description="Camera names to render; omit for the task's default cameras."),
+    ] = None
+    depth: Annotated[bool, msgspec.Meta(description="Also return depth images where the task allows.")] = False
+
+
+class Wait(Operation, tag="wait"):
+    """Advance physics holding the current targets; counts against the control-step budget."""
+
+    steps: Annotated[int, msgspec.Meta(ge=1, description="Number of control steps to advance.")]
+
+
+class SearchHistory(Operation, tag="search_history"):
+    """Literal search over conversation turns removed from the active context."""
+
+    query: Annotated[str, msgspec.Meta(min_length=1, description="Exact text to look for (case-insensitive).")]
+
+
+class Finish(Operation, tag="finish"):
+    """End the current trial."""
+
+    reason: Annotated[str, msgspec.Meta(description="Why the trial is finished, in one sentence.")] = ""
+
+
+AnyOperation = WriteFile | ReadFile | ListFiles | Exec | Observe | Wait | SearchHistory | Finish
+
+OPERATIONS: dict[str, type[Operation]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in (WriteFile, ReadFile, ListFiles, Exec, Observe, Wait, SearchHistory, Finish)
+}
+"""Tool name -> operation Struct, in the order tools are offered."""
+
+SEARCH_HISTORY = "search_history"
+
+
+def operation_name(op: Operation) -> str:
+    """The tool name of an operation (its tag)."""
+    return type(op).__struct_config__.tag  # type: ignore[return-value]
+
+
+def _strip_nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    # Optional fields become plain optional properties: several providers (Gemini) reject
+    # `anyOf [..., null]`, and an omitted argument means the same thing as null here.
+    out: dict[str, Any] = {}
+    for key, prop in schema.get("properties", {}).items():
+        prop = dict(prop)
+        any_of = prop.pop("anyOf", None)
+        if any_of is not None:
+            non_null = [s for s in any_of if s.get("type") != "null"]
+            if len(non_null) == 1:
+                prop = {**non_null[0], **prop}
+            else:
+                prop["anyOf"] = any_of
+        if prop.get("default", 0) is None:
+            prop.pop("default")
+        out[key] = prop
+    return out
+
+
+def tool_parameters(cls: type[Operation]) -> dict[str, Any]:
+    """The JSON schema of an operation's arguments (the object a tool call carries)."""
+    (component,), defs = msgspec.json.schema_components([cls])
+    body = defs[cls.__name__]
+    tag_field = cls.__struct_config__.tag_field
+    props = _strip_nullable(body)
+    props.pop(tag_field, None)
+    return {
+        "type": "object",
+        "properties": props,
+        "required": [r for r in body.get("required", []) if r != tag_field],
+        "additionalProperties": False,
+    }
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool offered to the participant: name, one-line description, argument schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+def tool_spec(name: str) -> ToolSpec:
+    """The ToolSpec of one operation by its tool name; raises KeyError for unknown names."""
+    cls = OPERATIONS[name]
+    return ToolSpec(name=name, description=(cls.__doc__ or name).strip(), parameters=tool_parameters(cls))
+
+
+def offered_tools(*, search_history: bool) -> list[ToolSpec]:
+    """The tools offered in a request; search_history only after the first context slide."""
+    return [tool_spec(n) for n in OPERATIONS if n != SEARCH_HISTORY or search_history]
+
+
+class InvalidOperation(ValueError):
+    """A tool call that does not name a known operation or has bad arguments."""
+
+
+def parse_operation(name: str, arguments: str | bytes | dict[str, Any]) -> Operation:
+    """Decode a tool call into an Operation; raises InvalidOperation saying what was wrong."""
+    cls = OPERATIONS.get(name)
+    if cls is None:
+        raise InvalidOperation(f"unknown operation {name!r}; expected one of {', '.join(OPERATIONS)}")
+    if isinstance(arguments, (str, bytes)):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError as e:
+            raise InvalidOperation(f"arguments of {name} are not valid JSON: {e}") from None
+    if not isinstance(arguments, dict):
+        raise InvalidOperation(f"arguments of {name} must be a JSON object, got {type(arguments).__name__}")
+    try:
+        return msgspec.convert(arguments, cls, strict=False)
+    except msgspec.ValidationError as e:
+        raise InvalidOperation(f"bad arguments for {name}: {e}") from None
+
+
+# --------------------------------------------------------------------------- conversation
+
+
+class Part(msgspec.Struct, frozen=True, kw_only=True, tag_field="part"):
+    """One piece of a conversation turn."""
+
+
+class TextPart(Part, tag="text"):
+    text: str
+
+
+class ImagePart(Part, tag="image"):
+    """A camera image; the bytes live in `DecisionRequest.images[digest]`."""
+
+    digest: str  # sha256 hex of the encoded image bytes
+    camera: str
+    media_type: str = "image/png"
+    width: int = 0
+    height: int = 0
+
+
+class ToolCallPart(Part, tag="tool_call"):
+    """A tool call as the model made it: raw arguments kept verbatim, operation if they parsed."""
+
+    call_id: str
+    name: str
+    arguments: str  # exact JSON text the model produced
+    operation: AnyOperation | None = None
+
+
+class ToolResultPart(Part, tag="tool_result"):
+    """The harness's answer to one tool call."""
+
+    call_id: str
+    text: str
+    images: list[ImagePart] = msgspec.field(default_factory=list)
+    is_error: bool = False
+
+
+class ReasoningPart(Part, tag="reasoning"):
+    """Readable reasoning the provider chose to expose (e.g. a thinking summary); never sent back."""
+
+    text: str
+
+
+class OpaquePart(Part, tag="opaque"):
+    """A provider item kept byte-exact for replay to that provider (thinking signatures,
+    encrypted reasoning); never shown as readable reasoning."""
+
+    provider: str
+    kind: str  # e.g. "thinking", "redacted_thinking", "reasoning", "thought_signature"
+    data: bytes  # exact JSON of the provider item
+
+
+AnyPart = TextPart | ImagePart | ToolCallPart | ToolResultPart | ReasoningPart | OpaquePart
+
+
+class Turn(msgspec.Struct, frozen=True, kw_only=True):
+    """One conversation turn. Assistant turns carry the provider's exact output in `native`
+    (sent back verbatim to the same provider); the parts are the neutral reading of it."""
+
+    id: str
+    role: Literal["user", "assistant"]
+    parts: list[AnyPart]
+    trial: int = 0
+    pinned: bool = False  # never removed by a context slide
+    provider: str = ""  # adapter kind that produced this assistant turn
+    native: bytes = b""  # exact provider output JSON for this turn (assistant turns)
+
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+    def tool_results(self) -> list[ToolResultPart]:
+        return [p for p in self.parts if isinstance(p, ToolResultPart)]
+
+    def text(self) -> str:
+        """Searchable text of the turn: text, tool arguments and results (not opaque items)."""
+        out = []
+        for p in self.parts:
+            match p:
+                case TextPart(text=t) | ReasoningPart(text=t):
+                    out.append(t)
+                case ToolCallPart(name=n, arguments=a):
+                    out.append(f"{n}({a})")
+                case ToolResultPart(text=t):
+                    out.append(t)
+                case ImagePart(camera=c):
+                    out.append(f"[image {c}]")
+        return "\n".join(out)
+
+
+def image_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG header; (0, 0) when the bytes are not a PNG."""
+    if len(data) >= 24 and data[:8] == b"\x89PNG\r\n\x1a\n":
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    return 0, 0
+
+
+# --------------------------------------------------------------------------- requests and decisions
+
+
+class DecisionRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a participant sees for one decision."""
+
+    system: str
+    tools: list[ToolSpec]
+    conversation: list[Turn]
+    images: dict[str, bytes] = msgspec.field(default_factory=dict)  # digest -> encoded bytes
+    trial: int = 0
+    series: str = ""
+
+    def referenced_images(self) -> list[str]:
+        """Digests of every image referenced by the conversation, in order, deduplicated."""
+        seen: dict[str, None] = {}
+        for turn in self.conversation:
+            for p in turn.parts:
+                if isinstance(p, ImagePart):
+                    seen.setdefault(p.digest)
+                elif isinstance(p, ToolResultPart):
+                    for im in p.images:
+                        seen.setdefault(im.digest)
+        return list(seen)
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """Token usage as the provider reported it (zeros when not reported)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
+
+
+class Attempt(msgspec.Struct, frozen=True, kw_only=True):
+    """One HTTP attempt at a provider call, with its exact bytes (no credentials)."""
+
+    number: int
+    started_at: float  # wall clock (time.time())
+    latency_s: float
+    outcome: str  # "ok", "http_429", "http_500", "transport", "timeout", "malformed", "refused", ...
+    status: int = 0
+    detail: str = ""
+    url: str = ""
+    request: bytes = b""
+    response: bytes = b""
+    request_sha256: str = ""
+    response_sha256: str = ""
+    backoff_s: float = 0.0  # sleep after this attempt before the next one
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """A participant's answer: one operation (or why none could be read) and its evidence.
+
+    `operation` is None when the model made no usable tool call; `invalid` then says why,
+    and the series loop answers with an error result that consumes no control steps.
+    """
+
+    turn: Turn  # the assistant turn to append to the conversation
+    operation: AnyOperation | None
+    call_id: str = ""  # the tool call that carries `operation` (answer it with ToolResultPart)
+    invalid: str = ""
+    usage: Usage = msgspec.field(default_factory=Usage)
+    attempts: list[Attempt] = msgspec.field(default_factory=list)
+    latency_s: float = 0.0  # the successful attempt's latency
+    model: str = ""  # model id the provider reported
+
+    @property
+    def attempt_count(self) -> int:
+        return len(self.attempts)
+
+    @property
+    def request_bytes(self) -> bytes:
+        return self.attempts[-1].request if self.attempts else b""
+
+    @property
+    def response_bytes(self) -> bytes:
+        return self.attempts[-1].response if self.attempts else b""
+
+
+def result_turn(
+    decision: Decision,
+    *,
+    id: str,
+    text: str,
+    images: list[ImagePart] = (),  # type: ignore[assignment]
+    is_error: bool = False,
+    trial: int = 0,
+    extra_text: str = "",
+) -> Turn:
+    """The user turn answering a decision: its call's result, plus 'not executed' results
+    for any further calls (one operation per decision), plus optional text."""
+    parts: list[Any] = []
+    for call in decision.turn.tool_calls():
+        if call.call_id == decision.call_id:
+            parts.append(ToolResultPart(call_id=call.call_id, text=text, images=list(images), is_error=is_error))
+        else:
+            parts.append(
+                ToolResultPart(
+                    call_id=call.call_id,
+                    text="Not executed: one operation per decision; only the first tool call ran.",
+                    is_error=True,
+                )
+            )
+    if not parts or extra_text:
+        parts.append(TextPart(text=(text if not parts else "") + extra_text))
+    return Turn(id=id, role="user", parts=parts, trial=trial)
+
+
+class ProviderFailure(Exception):
+    """A provider call that failed after its last attempt; the trial becomes incomplete
+    (reason "provider"). `attempts` holds every attempt's evidence."""
+
+    reason = "provider"
+
+    def __init__(self, detail: str, attempts: list[Attempt]):
+        super().__init__(detail)
+        self.detail = detail
+        self.attempts = attempts
+
+
+# --------------------------------------------------------------------------- participants
+
+
+class Participant(abc.ABC):
+    """Anything that turns a DecisionRequest into a Decision (a hosted model or a local agent)."""
+
+    kind: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    async def decide(self, request: DecisionRequest) -> Decision:
+        """Return one decision; raises ProviderFailure when the provider cannot answer."""
+
+    async def aclose(self) -> None:
+        """Release connections; always safe to call."""
+
+
+_REGISTRY: dict[str, Callable[[Any], Participant]] = {}
+_KIND_MODULES = {
+    "openai": "roboswe.providers.openai",
+    "anthropic": "roboswe.providers.anthropic",
+    "google": "roboswe.providers.google",
+    "openrouter": "roboswe.providers.openrouter",
+    "python": "roboswe.providers.local",
+}
+
+
+def participant_kind(kind: str) -> Callable[[Callable[[Any], Participant]], Callable[[Any], Participant]]:
+    """Class decorator / factory decorator registering a participant for a provider kind."""
+
+    def register(factory: Callable[[Any], Participant]) -> Callable[[Any], Participant]:
+        _REGISTRY[kind] = factory
+        if isinstance(factory, type):
+            factory.kind = kind  # type: ignore[attr-defined]
+        return factory
+
+    return register
+
+
+def create_participant(config: Any) -> Participant:
+    """Build the participant for a provider config (`config.kind`); raises ValueError for an
+    unknown kind."""
+    kind = config.kind
+    if kind not in _REGISTRY and kind in _KIND_MODULES:
+        importlib.import_module(_KIND_MODULES[kind])
+    factory = _REGISTRY.get(kind)
+    if factory is None:
+        raise ValueError(
+            f"unknown provider kind {kind!r} in the run config; expected one of {', '.join(sorted(_KIND_MODULES))}"
+        )
+    return factory(config)
+
+
+def load_object(spec: str) -> Any:
+    """Import "module:attribute"; raises ValueError naming the spec when it cannot be found."""
+    module, _, attr = spec.partition(":")
+    if not module or not attr:
+        raise ValueError(f"agent {spec!r} must look like 'package.module:ClassName'")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as e:
+        raise ValueError(f"cannot import agent module {module!r} ({e}); check the run config's agent setting") from e
+    for name in attr.split("."):
+        obj = getattr(obj, name, None)
+        if obj is None:
+            raise ValueError(f"module {module!r} has no attribute {attr!r}; check the run config's agent setting")
+    return obj
+
+
+async def maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
