@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from ._base import Message
+from ._codec import Codec
 
 
 class Hello(Message, frozen=True, kw_only=True):
@@ -62,3 +63,6 @@ class Ok(Message, frozen=True, kw_only=True):
 
 
 Control = Hello | Ready | Error | Heartbeat | StatisticsRequest | Statistics | Shutdown | Ok
+
+CONTROL_CODEC = Codec(Control)
+"""Codec for links that speak only control messages (supervisor, status, placeholders)."""

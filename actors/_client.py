@@ -1,0 +1,220 @@
+"""The calling side of an actor link: a DEALER socket with request/reply and heartbeats."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+import trio
+import zmq
+
+from roboswe.protocol import PROTOCOL_VERSION, Codec, Decoded, DecodeError, Message
+from roboswe.protocol.control import Error, Heartbeat, Hello, Ready
+
+from ._accounts import Accounts
+from ._curve import CurveClientKeys
+from ._errors import PeerDead, ProtocolError, RemoteError
+from ._socket import AsyncSocket
+
+log = structlog.get_logger()
+
+
+class _Pending:
+    __slots__ = ("done", "reply", "failure")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.reply: Decoded[Any] | None = None
+        self.failure: Exception | None = None
+
+
+class Client:
+    """One link to a peer actor; use as ``async with Client(...) as client:``.
+
+    Entering connects the socket, starts heartbeats and (unless ``handshake=False``)
+    exchanges Hello/Ready. Deadlines are the caller's trio cancel scopes. A peer silent
+    for ``liveness`` heartbeat intervals is declared dead: pending and new requests raise
+    ``PeerDead`` until it answers again (e.g. after the supervisor restarts it).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        endpoint: str,
+        codec: Codec[Any],
+        *,
+        peer: str | None = None,
+        curve: CurveClientKeys | None = None,
+        accounts: Accounts | None = None,
+        heartbeat_interval: float = 1.0,
+        liveness: int = 3,
+        handshake: bool = True,
+        context: zmq.Context | None = None,
+    ):
+        self.name = name
+        self.endpoint = endpoint
+        self.codec = codec
+        self.peer = peer or endpoint
+        self.accounts = accounts or Accounts(name)
+        self.heartbeat_interval = heartbeat_interval
+        self.liveness = liveness
+        self.peer_pid: int | None = None
+        self._curve = curve
+        self._handshake = handshake
+        self._context = context or zmq.Context.instance()
+        self._socket: AsyncSocket | None = None
+        self._pending: dict[str, _Pending] = {}
+        self._last_seen = time.monotonic()
+        self._dead = False
+        self._dead_event = trio.Event()
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    @property
+    def last_seen(self) -> float:
+        """time.monotonic() of the last message received from the peer."""
+        return self._last_seen
+
+    @property
+    def peer_alive(self) -> bool:
+        return not self._dead
+
+    async def __aenter__(self) -> Client:
+        stack = contextlib.AsyncExitStack()
+        try:
+            raw = self._context.socket(zmq.DEALER)
+            raw.linger = 0
+            if self._curve is not None:
+                self._curve.apply(raw)
+            raw.connect(self.endpoint)
+            self._socket = AsyncSocket(raw)
+            stack.callback(self._socket.close, 0)
+            self._last_seen = time.monotonic()
+            nursery = await stack.enter_async_context(trio.open_nursery())
+            nursery.start_soon(self._receive_loop)
+            nursery.start_soon(self._heartbeat_loop)
+            stack.callback(nursery.cancel_scope.cancel)
+            if self._handshake:
+                await self.connect()
+        except BaseException as e:
+            await stack.__aexit__(type(e), e, e.__traceback__)
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        assert self._stack is not None
+        self._fail_pending(ProtocolError(f"link to {self.peer} closed"))
+        return await self._stack.__aexit__(*exc_info)
+
+    async def aclose(self) -> None:
+        await self.__aexit__(None, None, None)
+
+    async def connect(self) -> Ready:
+        """Exchange Hello/Ready; raises RemoteError (code "version") if the peer refuses us."""
+        decoded = await self._request(Hello(version=PROTOCOL_VERSION, actor=self.name, pid=os.getpid()), (), probe=True)
+        ready = decoded.message
+        if not isinstance(ready, Ready):
+            raise ProtocolError(f"{self.peer} answered Hello with {type(ready).__name__}, expected Ready")
+        if ready.version[0] != PROTOCOL_VERSION[0]:
+            raise RemoteError(
+                Error(code="version", detail=f"{ready.actor} speaks protocol {ready.version}, we speak {PROTOCOL_VERSION}")
+            )
+        self.peer_pid = ready.pid
+        if self.peer == self.endpoint:
+            self.peer = ready.actor
+        return ready
+
+    async def request(self, message: Message, blobs: Sequence[bytes | memoryview] = ()) -> Decoded[Any]:
+        """Send a request and wait for its reply.
+
+        Raises PeerDead if the peer is or becomes dead, RemoteError if it answers with Error,
+        ProtocolError if its reply does not decode; the caller's cancel scope is the deadline.
+        """
+        return await self._request(message, blobs, probe=False)
+
+    async def send(self, message: Message, blobs: Sequence[bytes | memoryview] = ()) -> None:
+        """Fire-and-forget: queue a message that expects no reply."""
+        assert self._socket is not None, "use `async with Client(...)` first"
+        _, frames = self.codec.encode(message, sender=self.name, blobs=blobs)
+        await self._socket.send(frames)
+
+    async def wait_peer_dead(self) -> None:
+        """Return once the peer has been declared dead."""
+        await self._dead_event.wait()
+
+    async def _request(self, message: Message, blobs: Sequence[bytes | memoryview], *, probe: bool) -> Decoded[Any]:
+        assert self._socket is not None, "use `async with Client(...)` first"
+        if self._dead and not probe:
+            raise PeerDead(self.peer, self.endpoint, time.monotonic() - self._last_seen)
+        env, frames = self.codec.encode(message, sender=self.name, blobs=blobs)
+        pending = self._pending[env.message_id] = _Pending()
+        started = time.monotonic()
+        try:
+            await self._socket.send(frames)
+            await pending.done.wait()
+        finally:
+            del self._pending[env.message_id]
+            self.accounts.add_waiting(self.peer, time.monotonic() - started)
+        if pending.failure is not None:
+            raise pending.failure
+        assert pending.reply is not None
+        if isinstance(pending.reply.message, Error):
+            raise RemoteError(pending.reply.message)
+        return pending.reply
+
+    async def _receive_loop(self) -> None:
+        assert self._socket is not None
+        while True:
+            frames = await self._socket.receive()
+            self._last_seen = time.monotonic()
+            if self._dead:
+                self._dead = False
+                self._dead_event = trio.Event()
+                log.info("peer_alive", peer=self.peer, endpoint=self.endpoint)
+            try:
+                decoded = self.codec.decode(frames)
+            except DecodeError as e:
+                log.warning("reply_rejected", peer=self.peer, reason=e.reason)
+                waiting = self._pending.get(e.envelope.correlation_id or "") if e.envelope else None
+                if waiting is not None:
+                    waiting.failure = ProtocolError(f"reply from {self.peer} does not decode: {e.reason}")
+                    waiting.done.set()
+                continue
+            waiting = self._pending.get(decoded.envelope.correlation_id or "")
+            if waiting is not None:
+                waiting.reply = decoded
+                waiting.done.set()
+            elif not isinstance(decoded.message, Heartbeat):
+                log.debug("unmatched_reply", peer=self.peer, kind=type(decoded.message).__name__)
+
+    async def _heartbeat_loop(self) -> None:
+        assert self._socket is not None
+        window = self.heartbeat_interval * self.liveness
+        next_beat = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now >= next_beat:
+                _, frames = self.codec.encode(Heartbeat(), sender=self.name)
+                self._socket.send_nowait(frames)  # skipped while the peer's queue is full
+                next_beat = now + self.heartbeat_interval
+            silent = now - self._last_seen
+            if not self._dead and silent > window:
+                self._declare_dead(silent)
+            wake = next_beat if self._dead else min(next_beat, self._last_seen + window + 0.001)
+            await trio.sleep(max(0.0, wake - time.monotonic()))
+
+    def _declare_dead(self, silent: float) -> None:
+        self._dead = True
+        log.warning("peer_dead", peer=self.peer, endpoint=self.endpoint, silent_for=round(silent, 3), failed_requests=len(self._pending))
+        self._fail_pending(PeerDead(self.peer, self.endpoint, silent))
+        self._dead_event.set()
+
+    def _fail_pending(self, failure: Exception) -> None:
+        for waiting in self._pending.values():
+            if not waiting.done.is_set():
+                waiting.failure = failure
+                waiting.done.set()

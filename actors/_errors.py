@@ -1,0 +1,31 @@
+"""Typed failures a caller of the actor runtime can catch."""
+
+from __future__ import annotations
+
+from roboswe.protocol.control import Error
+
+
+class PeerDead(Exception):
+    """The peer stopped answering (no message within its liveness window)."""
+
+    def __init__(self, peer: str, endpoint: str, silent_for: float):
+        super().__init__(f"peer {peer!r} at {endpoint} silent for {silent_for:.1f} s; declared dead")
+        self.peer = peer
+        self.endpoint = endpoint
+        self.silent_for = silent_for
+
+
+class RemoteError(Exception):
+    """The peer answered with a typed ``Error``; ``error`` carries it."""
+
+    def __init__(self, error: Error):
+        super().__init__(f"{error.code}: {error.detail}")
+        self.error = error
+
+    @property
+    def code(self) -> str:
+        return self.error.code
+
+
+class ProtocolError(Exception):
+    """A reply from the peer could not be decoded."""

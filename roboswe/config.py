@@ -1,0 +1,115 @@
+"""Typed run configuration decoded from TOML.
+
+Each section is a frozen msgspec Struct with defaults, so an empty file (or none) is a
+valid config, and unknown keys fail loudly. To add a section, define a Struct here (or in
+your package and import it) and add one field to ``RunConfig`` with a default factory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+
+ACTOR_NAMES = ("coordinator", "simulator", "sandbox_bridge", "provider_client", "context_manager", "recorder")
+
+
+class ConfigError(Exception):
+    """A run config that cannot be used; the message names the file and the bad key."""
+
+
+class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every config section: typos in keys fail instead of being ignored."""
+
+
+Seconds = Annotated[float, msgspec.Meta(gt=0)]
+
+
+class RestartPolicy(Section, frozen=True, kw_only=True):
+    """How the supervisor treats one actor's death: restart with exponential back-off, then give up."""
+
+    max_restarts: Annotated[int, msgspec.Meta(ge=0)] = 3
+    backoff_initial: Seconds = 0.5
+    backoff_factor: Annotated[float, msgspec.Meta(ge=1)] = 2.0
+    backoff_max: Seconds = 10.0
+
+    def backoff(self, restart: int) -> float:
+        """Delay before restart number ``restart`` (0-based)."""
+        return min(self.backoff_max, self.backoff_initial * self.backoff_factor**restart)
+
+
+class SupervisorConfig(Section, frozen=True, kw_only=True):
+    """Start, watch and stop the actors."""
+
+    ready_timeout: Seconds = 60.0
+    stop_grace: Seconds = 10.0
+    # 0.75 s x 3 keeps heartbeat-loss detection under 3 s.
+    heartbeat_interval: Seconds = 0.75
+    heartbeat_liveness: Annotated[int, msgspec.Meta(ge=1)] = 3
+    restart: RestartPolicy = msgspec.field(default_factory=RestartPolicy)
+    # Per-actor override of `restart`, e.g. [supervisor.actors.simulator] max_restarts = 5
+    actors: dict[str, RestartPolicy] = msgspec.field(default_factory=dict)
+
+    def policy_for(self, actor: str) -> RestartPolicy:
+        return self.actors.get(actor, self.restart)
+
+
+class TransportConfig(Section, frozen=True, kw_only=True):
+    """Where actors listen. Empty means ipc sockets inside the run dir."""
+
+    # actor name -> endpoint, e.g. simulator = "tcp://10.0.0.5:5555" for a remote simulator
+    endpoints: dict[str, str] = msgspec.field(default_factory=dict)
+    heartbeat_interval: Seconds = 1.0
+    heartbeat_liveness: Annotated[int, msgspec.Meta(ge=1)] = 3
+
+
+class LoggingConfig(Section, frozen=True, kw_only=True):
+    level: str = "info"
+
+
+class RunConfig(Section, frozen=True, kw_only=True):
+    """Everything a run needs to know, recorded with the run."""
+
+    supervisor: SupervisorConfig = msgspec.field(default_factory=SupervisorConfig)
+    transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
+    logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
+
+
+def load_config(path: str | Path | None) -> RunConfig:
+    """Read a run config TOML file (None gives the defaults); raises ConfigError naming file and key."""
+    if path is None:
+        return RunConfig()
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read run config: {e.strerror}") from None
+    try:
+        config = msgspec.toml.decode(data, type=RunConfig)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{path}: {_explain(str(e))}") from None
+    except msgspec.DecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    _check_actor_names(path, config)
+    return config
+
+
+def _explain(message: str) -> str:
+    # msgspec says "Object contains unknown field `foo` - at `$.supervisor`"; make the key a TOML path.
+    if " - at `$" in message:
+        what, where = message.split(" - at `$", 1)
+        where = where.rstrip("`").lstrip(".")
+        if "unknown field" in what:
+            key = what.split("`")[1]
+            full = f"{where}.{key}" if where else key
+            return f"unknown key `{full}`; check the spelling against roboswe/config.py"
+        return f"bad value for `{where}`: {what}"
+    return message
+
+
+def _check_actor_names(path: Path, config: RunConfig) -> None:
+    for section, names in (("supervisor.actors", config.supervisor.actors), ("transport.endpoints", config.transport.endpoints)):
+        for name in names:
+            if name not in ACTOR_NAMES:
+                raise ConfigError(f"{path}: unknown actor `{section}.{name}`; expected one of {', '.join(ACTOR_NAMES)}")
