@@ -84,6 +84,7 @@ class Client:
 
     async def __aenter__(self) -> Client:
         stack = contextlib.AsyncExitStack()
+        nursery: trio.Nursery | None = None
         try:
             raw = self._context.socket(zmq.DEALER)
             raw.linger = 0
@@ -99,8 +100,12 @@ class Client:
             stack.callback(nursery.cancel_scope.cancel)
             if self._handshake:
                 await self.connect()
-        except BaseException as e:
-            await stack.__aexit__(type(e), e, e.__traceback__)
+        except BaseException:
+            # Close without handing the error to the nursery, so callers see PeerDead etc.
+            # itself rather than wrapped in an ExceptionGroup.
+            if nursery is not None:
+                nursery.cancel_scope.cancel()
+            await stack.aclose()
             raise
         self._stack = stack
         return self
@@ -108,7 +113,8 @@ class Client:
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         assert self._stack is not None
         self._fail_pending(ProtocolError(f"link to {self.peer} closed"))
-        return await self._stack.__aexit__(*exc_info)
+        await self._stack.aclose()  # the body's own exception propagates unwrapped
+        return None
 
     async def aclose(self) -> None:
         await self.__aexit__(None, None, None)

@@ -17,6 +17,8 @@ from zmq.auth.thread import ThreadAuthenticator
 
 log = structlog.get_logger()
 
+_DOMAIN = "roboswe"  # pyzmq matches the ZAP domain exactly, so server sockets and the allow-list share it
+
 
 class CurveServerKeys:
     """Server secret/public key plus the client public keys it admits (Z85 bytes)."""
@@ -31,7 +33,7 @@ class CurveServerKeys:
         socket.curve_server = True
         socket.curve_publickey = self.public_key
         socket.curve_secretkey = self.secret_key
-        socket.zap_domain = b"roboswe"
+        socket.zap_domain = _DOMAIN.encode()
 
 
 class CurveClientKeys:
@@ -83,7 +85,7 @@ def _start_authenticator(context: zmq.Context, keys: CurveServerKeys, actor: str
             auth.start()
             allow = _AllowList()
             allow.actor = actor
-            auth.configure_curve_callback(domain="*", credentials_provider=allow)
+            auth.configure_curve_callback(domain=_DOMAIN, credentials_provider=allow)
             entry = _authenticators[id(context)] = (auth, allow)
         entry[1].allowed |= keys.allowed_clients
 

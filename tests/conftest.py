@@ -1,0 +1,63 @@
+"""Shared fixtures: real actor processes started for a test and always reaped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ECHO_SERVER = ROOT / "tests" / "actors" / "echo_server.py"
+
+
+def actor_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONHASHSEED": "0"}
+
+
+class EchoProcess:
+    """An echo server in its own OS process; ``endpoint`` is where it is bound."""
+
+    def __init__(self, endpoint: str, *extra: str):
+        # stderr to a file, not a pipe: an unread pipe fills up and blocks the actor's logging.
+        self.stderr = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(
+            [sys.executable, str(ECHO_SERVER), endpoint, *extra],
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            env=actor_env(),
+        )
+        line = self.process.stdout.readline()
+        if not line.startswith("bound "):
+            self.process.kill()
+            raise RuntimeError(f"echo server did not start: {line!r} {self.log()}")
+        self.endpoint = line.split()[1]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(5)
+
+    def log(self) -> str:
+        """Everything the process wrote to stderr so far (its JSON events)."""
+        self.stderr.seek(0)
+        return self.stderr.read()
+
+
+@pytest.fixture
+def echo_server_factory() -> Iterator:
+    started: list[EchoProcess] = []
+
+    def start(endpoint: str, *extra: str) -> EchoProcess:
+        server = EchoProcess(endpoint, *extra)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
