@@ -10,6 +10,7 @@ import sys
 # Each module also offers `add_arguments_<name>(parser)` to declare its options.
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (module, one-line help)
+    "images": ("roboswe.images", "build or show the sandbox image (debootstrapped rootfs, docker import)"),
 }
 
 
