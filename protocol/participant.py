@@ -263,6 +263,12 @@ def image_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def image_part(data: bytes, camera: str, media_type: str = "image/png") -> ImagePart:
+    """An ImagePart for encoded image bytes (digest and PNG size filled in)."""
+    width, height = png_size(data)
+    return ImagePart(digest=image_digest(data), camera=camera, media_type=media_type, width=width, height=height)
+
+
 def png_size(data: bytes) -> tuple[int, int]:
     """Width and height from a PNG header; (0, 0) when the bytes are not a PNG."""
     if len(data) >= 24 and data[:8] == b"\x89PNG\r\n\x1a\n":
@@ -320,6 +326,20 @@ class Attempt(msgspec.Struct, frozen=True, kw_only=True):
     request_sha256: str = ""
     response_sha256: str = ""
     backoff_s: float = 0.0  # sleep after this attempt before the next one
+
+
+class TokenCount(msgspec.Struct, frozen=True, kw_only=True):
+    """Input units of one request and how they were counted.
+
+    `exact` counts come from a provider's count endpoint; estimates are stored apart from
+    them. `proxy` marks an OpenRouter base count N for the proxy ceil(m*N) + 8192.
+    """
+
+    tokens: int
+    method: str  # e.g. "anthropic.count_tokens", "google.count_tokens", "openai.local_estimate"
+    exact: bool
+    proxy: bool = False
+    attempts: list[Attempt] = msgspec.field(default_factory=list)
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):
@@ -403,6 +423,13 @@ class Participant(abc.ABC):
     @abc.abstractmethod
     async def decide(self, request: DecisionRequest) -> Decision:
         """Return one decision; raises ProviderFailure when the provider cannot answer."""
+
+    async def count_tokens(self, request: DecisionRequest) -> TokenCount:
+        """Input units of a request for the context policy; raises ProviderFailure.
+
+        Every registered participant implements it (hosted adapters count natively or
+        estimate; the `python` kind estimates)."""
+        raise NotImplementedError(f"{type(self).__name__} does not count tokens")
 
     async def aclose(self) -> None:
         """Release connections; always safe to call."""

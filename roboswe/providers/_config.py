@@ -1,0 +1,67 @@
+"""The `[provider]` section of a run config: which participant decides, and how."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+Kind = Literal["openai", "anthropic", "google", "openrouter", "python"]
+
+
+class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A participant: a hosted model (model pin, limits, key variable NAME) or a local agent.
+
+    The key itself is never part of the config; `api_key_env` names the environment
+    variable that holds it, read once when the adapter is built.
+    """
+
+    kind: Kind
+    model: str = ""  # exact model pin, e.g. a dated snapshot
+    api_key_env: str = ""  # NAME of the environment variable holding the key
+    base_url: str | None = None  # provider endpoint override (proxies, tests)
+    max_output_tokens: Annotated[int, msgspec.Meta(gt=0)] = 16_384  # O in B = C - O - S
+    context_window: Annotated[int, msgspec.Meta(gt=0)] = 200_000  # C in B = C - O - S
+    # Passed as the provider's native reasoning setting: OpenAI `reasoning`, Anthropic
+    # `thinking`, Google `thinking_config`, OpenRouter `reasoning`.
+    reasoning: dict[str, Any] = msgspec.field(default_factory=dict)
+    extra_body: dict[str, Any] = msgspec.field(default_factory=dict)  # merged into each request body
+    attempts: Annotated[int, msgspec.Meta(ge=1, le=20)] = 5
+    backoff_initial_s: Annotated[float, msgspec.Meta(ge=0)] = 2.0
+    backoff_max_s: Annotated[float, msgspec.Meta(ge=0)] = 60.0
+    retry_after_max_s: Annotated[float, msgspec.Meta(ge=0)] = 120.0  # cap on a server's Retry-After
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0  # per attempt
+    connect_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 15.0
+    image_detail: Literal["auto", "low", "high"] = "auto"  # OpenAI / OpenRouter image detail
+    # OpenRouter counting: "local" (conservative estimate) or "google" (Gemini count_tokens
+    # on the mapped request, for Gemini models; needs count_model and count_api_key_env).
+    count_via: Literal["local", "google"] = "local"
+    count_model: str = ""
+    count_api_key_env: str = ""
+    count_base_url: str | None = None
+    # kind = "python": the local participant class ("package.module:Class") and its options.
+    agent: str = ""
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def input_budget(self) -> int:
+        """B = C - O - S (S = 4096): the most request tokens a decision may use."""
+        return self.context_window - self.max_output_tokens - SAFETY_ALLOWANCE
+
+
+SAFETY_ALLOWANCE = 4096
+
+
+class MissingKey(Exception):
+    """The environment variable named by `api_key_env` is unset or empty."""
+
+
+class MissingSDK(ImportError):
+    """A provider SDK that is not installed; the message says what to install."""
+
+
+def decode_provider_config(data: dict[str, Any] | bytes) -> ProviderConfig:
+    """Decode a provider section (TOML bytes of the section or a dict)."""
+    if isinstance(data, bytes):
+        return msgspec.toml.decode(data, type=ProviderConfig)
+    return msgspec.convert(data, ProviderConfig)

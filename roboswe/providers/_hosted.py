@@ -1,0 +1,378 @@
+"""What every hosted-model adapter shares: exact recording of HTTP attempts, retries, keys.
+
+Each adapter builds its provider's native request body from the neutral DecisionRequest,
+sends it through the provider's own SDK (SDK retries off: we retry here so every attempt
+is recorded), and reads the decision from the exact response bytes the transport saw.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextvars
+import email.utils
+import hashlib
+import json
+import math
+import os
+import time
+import uuid
+from typing import Any
+
+import anyio
+import msgspec
+import structlog
+
+from roboswe.protocol.participant import (
+    Attempt,
+    Decision,
+    DecisionRequest,
+    InvalidOperation,
+    Participant,
+    ProviderFailure,
+    TokenCount,
+    ToolCallPart,
+    Turn,
+    Usage,
+    parse_operation,
+)
+
+from ._config import MissingKey, MissingSDK, ProviderConfig
+from ._estimate import estimate_request
+
+log = structlog.get_logger()
+
+# Headers kept in the evidence; everything else (notably credentials) is dropped.
+_KEPT_HEADERS = ("content-type", "retry-after", "retry-after-ms", "request-id", "x-request-id")
+
+
+class Exchange(msgspec.Struct, kw_only=True):
+    """One HTTP request/response as the wire carried it (body bytes; no credentials)."""
+
+    url: str
+    request: bytes = b""
+    status: int = 0
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    response: bytes = b""
+
+
+_exchanges: contextvars.ContextVar[list[Exchange] | None] = contextvars.ContextVar("exchanges", default=None)
+
+
+def recording_client(timeout_s: float, connect_timeout_s: float) -> Any:
+    """An httpx2 AsyncClient whose transport records every exchange of the current attempt."""
+    import httpx2
+
+    class RecordingTransport(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: Any) -> Any:
+            body = await request.aread()
+            # The query string may carry a key (?key=...); never record it.
+            exchange = Exchange(url=str(request.url.copy_with(query=None)), request=body)
+            sink = _exchanges.get()
+            if sink is not None:
+                sink.append(exchange)
+            response = await self._inner.handle_async_request(request)
+            try:
+                raw = httpx2.Response(response.status_code, headers=response.headers, stream=response.stream)
+                content = await raw.aread()  # decoded (gzip etc. undone)
+            finally:
+                await response.aclose()
+            exchange.status = response.status_code
+            exchange.response = content
+            exchange.headers = {k: response.headers[k] for k in _KEPT_HEADERS if k in response.headers}
+            headers = [
+                (k, v) for k, v in response.headers.items() if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+            ]
+            return httpx2.Response(
+                response.status_code, headers=headers, content=content, request=request, extensions=response.extensions
+            )
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    timeout = httpx2.Timeout(timeout_s, connect=connect_timeout_s)
+    return httpx2.AsyncClient(transport=RecordingTransport(), timeout=timeout)
+
+
+def recording_sync_client(timeout_s: float, connect_timeout_s: float) -> Any:
+    """The blocking twin of `recording_client`, for SDKs whose async path needs asyncio
+    (google-genai); they run in a worker thread, which inherits the attempt's context."""
+    import httpx2
+
+    class RecordingTransport(httpx2.BaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx2.HTTPTransport()
+
+        def handle_request(self, request: Any) -> Any:
+            body = request.read()
+            exchange = Exchange(url=str(request.url.copy_with(query=None)), request=body)
+            sink = _exchanges.get()
+            if sink is not None:
+                sink.append(exchange)
+            response = self._inner.handle_request(request)
+            try:
+                raw = httpx2.Response(response.status_code, headers=response.headers, stream=response.stream)
+                content = raw.read()
+            finally:
+                response.close()
+            exchange.status = response.status_code
+            exchange.response = content
+            exchange.headers = {k: response.headers[k] for k in _KEPT_HEADERS if k in response.headers}
+            headers = [
+                (k, v) for k, v in response.headers.items() if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+            ]
+            return httpx2.Response(
+                response.status_code, headers=headers, content=content, request=request, extensions=response.extensions
+            )
+
+        def close(self) -> None:
+            self._inner.close()
+
+    timeout = httpx2.Timeout(timeout_s, connect=connect_timeout_s)
+    return httpx2.Client(transport=RecordingTransport(), timeout=timeout)
+
+
+def read_key(config: ProviderConfig) -> str:
+    """The API key from the variable the config names; raises MissingKey saying what to set."""
+    if not config.api_key_env:
+        raise MissingKey(f"provider {config.kind}: set api_key_env in the run config to the NAME of the variable holding the key")
+    key = os.environ.get(config.api_key_env, "")
+    if not key:
+        raise MissingKey(
+            f"provider {config.kind}: environment variable {config.api_key_env} is empty or unset; "
+            f"export it with your API key (the config holds only the variable's name)"
+        )
+    return key
+
+
+def import_sdk(module: str, package: str) -> Any:
+    """Import a provider SDK lazily; raises MissingSDK naming the package to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingSDK(f"the {package!r} package is needed for this provider: pip install {package} ({e})") from e
+
+
+class Retryable(Exception):
+    """An attempt that failed in a way worth retrying (transport, 429, 5xx, malformed body)."""
+
+    def __init__(self, outcome: str, detail: str, *, retry_after: float | None = None):
+        super().__init__(detail)
+        self.outcome = outcome
+        self.detail = detail
+        self.retry_after = retry_after
+
+
+class Refused(Exception):
+    """An attempt the provider refused for good (bad request, auth, not found)."""
+
+    def __init__(self, outcome: str, detail: str):
+        super().__init__(detail)
+        self.outcome = outcome
+        self.detail = detail
+
+
+def retry_after_seconds(headers: dict[str, str]) -> float | None:
+    """Seconds a server asked us to wait (Retry-After seconds or HTTP date, retry-after-ms)."""
+    if "retry-after-ms" in headers:
+        try:
+            return float(headers["retry-after-ms"]) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def classify_status(status: int, body: bytes, headers: dict[str, str]) -> Exception:
+    """Turn an HTTP error status into Retryable or Refused."""
+    snippet = body[:300].decode("utf-8", "replace")
+    if status == 429 or status == 408 or status >= 500:
+        outcome = "overloaded" if status == 529 else f"http_{status}"
+        return Retryable(outcome, f"HTTP {status}: {snippet}", retry_after=retry_after_seconds(headers))
+    return Refused(f"http_{status}", f"HTTP {status}: {snippet}")
+
+
+def new_turn_id(kind: str) -> str:
+    return f"{kind}-{uuid.uuid4().hex[:16]}"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest() if data else ""
+
+
+class HostedParticipant(Participant):
+    """Base of the hosted-model adapters: the attempt loop and the decision assembly."""
+
+    def __init__(self, config: ProviderConfig):
+        if not config.model:
+            raise ValueError(f"provider {config.kind}: set `model` in the run config to an exact model pin")
+        self.config = config
+        self.http = recording_client(config.timeout_s, config.connect_timeout_s)
+
+    # ---- what each adapter provides
+
+    @abc.abstractmethod
+    def build_body(self, request: DecisionRequest) -> dict[str, Any]:
+        """The provider-native request body for this decision."""
+
+    @abc.abstractmethod
+    async def send(self, body: dict[str, Any]) -> None:
+        """Send one attempt through the SDK; the transport records the exchange."""
+
+    @abc.abstractmethod
+    def read_response(self, raw: bytes) -> tuple[Turn, Usage, str]:
+        """Parse the exact response bytes into (assistant turn, usage, model id); raises
+        Retryable("malformed") when they are not a valid response."""
+
+    async def count_tokens(self, request: DecisionRequest) -> TokenCount:
+        """Input units of a request; the base uses the conservative local estimate."""
+        return TokenCount(tokens=estimate_request(request), method=f"{self.kind}.local_estimate", exact=False)
+
+    def classify_error(self, error: BaseException) -> Exception:
+        """Map an SDK exception that came without an HTTP response to Retryable/Refused."""
+        name = type(error).__name__.lower()
+        if "timeout" in name:
+            return Retryable("timeout", f"{type(error).__name__}: {error}")
+        if "connect" in name or "transport" in name or "network" in name or "protocol" in name:
+            return Retryable("transport", f"{type(error).__name__}: {error}")
+        return Refused("client_error", f"{type(error).__name__}: {error}")
+
+    # ---- the attempt loop
+
+    async def call(self, body: dict[str, Any], read: Any, *, send: Any = None) -> tuple[Any, list[Attempt]]:
+        """Send `body` until an attempt succeeds; returns (read(raw), attempts) or raises
+        ProviderFailure carrying every attempt."""
+        cfg = self.config
+        attempts: list[Attempt] = []
+        for number in range(1, cfg.attempts + 1):
+            sink: list[Exchange] = []
+            token = _exchanges.set(sink)
+            started, t0 = time.time(), time.monotonic()
+            result: Any = None
+            failure: Exception | None = None
+            try:
+                await (send or self.send)(body)
+            except BaseException as e:  # noqa: BLE001 - every SDK failure is classified below
+                if isinstance(e, (KeyboardInterrupt, SystemExit)) or _is_cancellation(e):
+                    raise
+                failure = e
+            finally:
+                _exchanges.reset(token)
+            latency = time.monotonic() - t0
+            exchange = sink[-1] if sink else Exchange(url="")
+            if exchange.status and exchange.status >= 400:
+                failure = classify_status(exchange.status, exchange.response, exchange.headers)
+            elif exchange.status == 200:
+                try:
+                    result = read(exchange.response)
+                    failure = None
+                except (Retryable, Refused) as e:
+                    failure = e
+            elif failure is not None:
+                failure = self.classify_error(failure)
+            else:
+                failure = Retryable("transport", "no HTTP response was recorded")
+            if failure is None:
+                attempts.append(_attempt(number, started, latency, "ok", "", exchange))
+                log.info("provider_attempt", provider=self.kind, attempt=number, outcome="ok", latency_s=round(latency, 3))
+                return result, attempts
+            outcome = getattr(failure, "outcome", "error")
+            detail = getattr(failure, "detail", str(failure))
+            last = number == cfg.attempts
+            backoff = 0.0
+            if isinstance(failure, Retryable) and not last:
+                backoff = min(cfg.backoff_max_s, cfg.backoff_initial_s * 2 ** (number - 1))
+                if failure.retry_after is not None:
+                    backoff = max(backoff, min(cfg.retry_after_max_s, failure.retry_after))
+            attempts.append(_attempt(number, started, latency, outcome, detail, exchange, backoff))
+            log.warning(
+                "provider_attempt", provider=self.kind, attempt=number, outcome=outcome, detail=detail[:200], backoff_s=backoff
+            )
+            if isinstance(failure, Refused) or last:
+                raise ProviderFailure(f"{self.kind}: {outcome} after {number} attempt(s): {detail}", attempts)
+            await anyio.sleep(backoff)
+        raise AssertionError("unreachable")
+
+    async def decide(self, request: DecisionRequest) -> Decision:
+        body = self.build_body(request)
+        (turn, usage, model), attempts = await self.call(body, self.read_response)
+        turn = msgspec.structs.replace(turn, trial=request.trial)
+        return assemble_decision(turn, usage, attempts, model)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+def _is_cancellation(e: BaseException) -> bool:
+    try:
+        return isinstance(e, anyio.get_cancelled_exc_class())
+    except Exception:  # noqa: BLE001 - outside an event loop
+        return False
+
+
+def _attempt(number: int, started: float, latency: float, outcome: str, detail: str, ex: Exchange, backoff: float = 0.0) -> Attempt:
+    return Attempt(
+        number=number,
+        started_at=started,
+        latency_s=latency,
+        outcome=outcome,
+        status=ex.status,
+        detail=detail,
+        url=ex.url,
+        request=ex.request,
+        response=ex.response,
+        request_sha256=sha256(ex.request),
+        response_sha256=sha256(ex.response),
+        backoff_s=backoff,
+    )
+
+
+def assemble_decision(turn: Turn, usage: Usage, attempts: list[Attempt], model: str) -> Decision:
+    """Pick the operation from the turn's first tool call, or say why there is none."""
+    calls = turn.tool_calls()
+    latency = attempts[-1].latency_s if attempts else 0.0
+    if not calls:
+        return Decision(turn=turn, operation=None, invalid="no tool call: answer with exactly one operation",
+                        usage=usage, attempts=attempts, latency_s=latency, model=model)
+    first = calls[0]
+    try:
+        operation = parse_operation(first.name, first.arguments)
+        invalid = ""
+    except InvalidOperation as e:
+        operation, invalid = None, str(e)
+    if operation is not None and first.operation is None:
+        parts = [msgspec.structs.replace(p, operation=operation) if p is first else p for p in turn.parts]
+        turn = msgspec.structs.replace(turn, parts=parts)
+    return Decision(turn=turn, operation=operation, call_id=first.call_id, invalid=invalid, usage=usage,
+                    attempts=attempts, latency_s=latency, model=model)
+
+
+def loads_json(raw: bytes) -> Any:
+    """json.loads that turns a bad body into Retryable("malformed")."""
+    try:
+        return json.loads(raw)
+    except ValueError as e:
+        raise Retryable("malformed", f"response is not valid JSON: {e}; first bytes {raw[:80]!r}") from None
+
+
+def tool_call_part(call_id: str, name: str, arguments: str) -> ToolCallPart:
+    return ToolCallPart(call_id=call_id, name=name, arguments=arguments)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b) if b else 0
+
+
+__all__ = ["HostedParticipant", "Retryable", "Refused", "math"]
