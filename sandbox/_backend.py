@@ -1,0 +1,123 @@
+"""Sandbox backends: one small abstract class and a registry, selected by name."""
+
+from __future__ import annotations
+
+import abc
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import ClassVar
+
+import msgspec
+import structlog
+
+from roboswe.images import SandboxImage
+from roboswe.protocol.bridge import ScriptLimits
+
+from ._output import Captured
+
+log = structlog.get_logger()
+
+WORKSPACE = "/workspace"
+BRIDGE_DIR = "/bridge"
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class SandboxError(Exception):
+    """The sandbox could not be created or used; the message says what to do."""
+
+
+class ProcessOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """How one program in the sandbox ended (before the bridge adds step counts)."""
+
+    exit_status: int  # 128+N when killed by signal N
+    stdout: Captured
+    stderr: Captured
+    exception: dict | None  # runner's report: type, message, traceback
+    wall_seconds: float
+    limit: str | None  # "wall_time" | "memory" | "processes" | "cpu_time" | "file_size" | None
+
+
+class SandboxBackend(abc.ABC):
+    """One trial's sandbox: ``start`` once, ``run`` per script, ``cleanup`` at the end."""
+
+    name: ClassVar[str]
+
+    def __init__(self, image: SandboxImage, workspace: Path, bridge_dir: Path, *, trial: str = "trial"):
+        self.image = image
+        self.workspace = Path(workspace).resolve()
+        self.bridge_dir = Path(bridge_dir).resolve()
+        self.trial = trial
+
+    @classmethod
+    def available(cls) -> str | None:
+        """None when usable here, else why not."""
+        return None
+
+    @abc.abstractmethod
+    async def start(self, limits: ScriptLimits) -> None:
+        """Create the trial's sandbox (trial-wide resource limits); raises SandboxError."""
+
+    @abc.abstractmethod
+    async def run(self, argv: list[str], env: dict[str, str], limits: ScriptLimits) -> ProcessOutcome:
+        """Run one program to completion or to a limit; every process it started is gone afterwards."""
+
+    @abc.abstractmethod
+    async def cleanup(self, interrupted: bool = False) -> None:
+        """Remove the sandbox; always safe to call, also after a failed start."""
+
+    def own_workspace(self) -> None:
+        """Hand workspace files to the sandbox user (never following symlinks) so scripts can edit them."""
+        if os.geteuid() != 0:
+            return
+        uid, gid = self.image.uid, self.image.gid
+        os.lchown(self.workspace, uid, gid)
+        for dirpath, dirnames, filenames in os.walk(self.workspace):
+            for name in dirnames + filenames:
+                p = os.path.join(dirpath, name)
+                st = os.lstat(p)
+                if st.st_uid != uid or st.st_gid != gid:
+                    os.lchown(p, uid, gid)
+
+
+_BACKENDS: dict[str, type[SandboxBackend]] = {}
+
+
+def sandbox_backend(name: str) -> Callable[[type[SandboxBackend]], type[SandboxBackend]]:
+    """Register a backend class under ``name`` (``-e NAME`` selects it)."""
+
+    def register(cls: type[SandboxBackend]) -> type[SandboxBackend]:
+        cls.name = name
+        _BACKENDS[name] = cls
+        return cls
+
+    return register
+
+
+def backend_names() -> list[str]:
+    return sorted(_BACKENDS)
+
+
+def backend_class(name: str) -> type[SandboxBackend]:
+    """The registered backend; raises SandboxError naming the known ones."""
+    try:
+        return _BACKENDS[name]
+    except KeyError:
+        raise SandboxError(f"unknown sandbox backend {name!r}: choose one of {backend_names()}") from None
+
+
+def choose_backend(requested: str | None, image: SandboxImage) -> str:
+    """``requested`` if usable; without one, docker when a daemon answers and the image is imported, else bwrap."""
+    if requested:
+        why = backend_class(requested).available()
+        if why:
+            raise SandboxError(f"sandbox backend {requested!r} is not usable here: {why}")
+        if requested == "docker" and not image.docker_tag:
+            raise SandboxError("the sandbox image is not imported into Docker: run `roboswe images build` with dockerd running")
+        return requested
+    if backend_class("docker").available() is None and image.docker_tag:
+        return "docker"
+    why = backend_class("bwrap").available()
+    if why:
+        raise SandboxError(f"no sandbox backend is usable: docker does not answer and bwrap: {why}")
+    return "bwrap"

@@ -1,0 +1,109 @@
+"""bubblewrap backend: each script in fresh namespaces over the read-only image rootfs."""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import shutil
+
+import structlog
+
+from roboswe.protocol.bridge import ScriptLimits
+
+from ._backend import BRIDGE_DIR, WORKSPACE, ProcessOutcome, SandboxBackend, SandboxError, sandbox_backend
+from ._process import run_process
+
+log = structlog.get_logger()
+
+_SIGNAL_LIMITS = {24: "cpu_time", 25: "file_size"}  # SIGXCPU, SIGXFSZ
+
+
+@sandbox_backend("bwrap")
+class BwrapSandbox(SandboxBackend):
+    """No daemon: a new user/pid/net/ipc/uts/cgroup namespace per script; killing bwrap kills them all."""
+
+    @classmethod
+    def available(cls) -> str | None:
+        return None if shutil.which("bwrap") else "bwrap is not installed (apt-get install bubblewrap)"
+
+    async def start(self, limits: ScriptLimits | None = None) -> None:
+        why = self.available()
+        if why:
+            raise SandboxError(why)
+        if not os.path.exists(os.path.join(self.image.rootfs, "usr/bin/python3")):
+            raise SandboxError(f"sandbox rootfs {self.image.rootfs} is missing: run `roboswe images build`")
+        self.workspace.mkdir(parents=True, exist_ok=True)
+
+    def command(self, argv: list[str], env: dict[str, str]) -> list[str]:
+        cmd = [
+            "bwrap",
+            "--unshare-all",  # ipc, pid, net (loopback only), uts, cgroup
+            "--unshare-user",  # required, not "try": the program must not keep host ids
+            "--disable-userns",  # no nested user namespaces for the program
+            "--uid", str(self.image.uid), "--gid", str(self.image.gid),
+            "--hostname", "sandbox",
+            "--die-with-parent",
+            "--new-session",  # no TIOCSTI into a controlling terminal
+            "--cap-drop", "ALL",
+            "--ro-bind", self.image.rootfs, "/",
+            "--proc", "/proc",
+            "--dev", "/dev",
+            "--tmpfs", "/tmp",
+            "--bind", str(self.workspace), WORKSPACE,
+            "--ro-bind", str(self.bridge_dir), BRIDGE_DIR,
+            "--chdir", WORKSPACE,
+            "--clearenv",
+        ]  # fmt: skip
+        for key, value in env.items():
+            cmd += ["--setenv", key, value]
+        return [*cmd, "--", *argv]
+
+    def _preexec(self, limits: ScriptLimits):
+        uid, gid = self.image.uid, self.image.gid
+        cpu = math.ceil(limits.seconds) + 1
+        rlimits = [
+            (resource.RLIMIT_AS, limits.memory_mb << 20),
+            (resource.RLIMIT_NPROC, limits.processes),
+            (resource.RLIMIT_CPU, cpu),
+            (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
+            (resource.RLIMIT_CORE, 0),
+        ]
+        as_root = os.geteuid() == 0
+
+        def preexec() -> None:
+            for which, value in rlimits:
+                resource.setrlimit(which, (value, value))
+            if as_root:
+                # Run bwrap itself as the sandbox user: the namespaces then hold no host privilege.
+                os.setgroups([])
+                os.setgid(gid)
+                os.setuid(uid)
+
+        return preexec
+
+    async def run(self, argv: list[str], env: dict[str, str], limits: ScriptLimits) -> ProcessOutcome:
+        self.own_workspace()
+        raw = await run_process(
+            self.command(argv, env),
+            seconds=limits.seconds,
+            output_cap=limits.output_bytes,
+            preexec_fn=self._preexec(limits),
+            env={"PATH": "/usr/bin:/bin"},
+        )
+        stdout, _ = raw.stdout.finish()
+        stderr, report = raw.stderr.finish(strip_report=True)
+        limit = "wall_time" if raw.timed_out else _SIGNAL_LIMITS.get(raw.signal)
+        if limit is None and report and report.get("type") == "MemoryError":
+            limit = "memory"
+        return ProcessOutcome(
+            exit_status=raw.exit_status,
+            stdout=stdout,
+            stderr=stderr,
+            exception=report,
+            wall_seconds=raw.wall,
+            limit=limit,
+        )
+
+    async def cleanup(self, interrupted: bool = False) -> None:
+        return None  # nothing outlives a script

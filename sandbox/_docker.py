@@ -1,0 +1,173 @@
+"""Docker backend: one networkless, read-only, capability-less container per trial, one exec per script."""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+
+import structlog
+import trio
+
+from roboswe.images import docker_client
+from roboswe.protocol.bridge import ScriptLimits
+
+from ._backend import BRIDGE_DIR, WORKSPACE, ProcessOutcome, SandboxBackend, SandboxError, sandbox_backend
+from ._output import OutputBuffer
+
+log = structlog.get_logger()
+
+_SIGNAL_LIMITS = {24: "cpu_time", 25: "file_size"}
+_EXIT_POLL = 0.25  # how often to look for a program that exited while a leftover child holds its output
+
+
+@sandbox_backend("docker")
+class DockerSandbox(SandboxBackend):
+    """The image from `roboswe images build`; the container idles as root (no capabilities), scripts run as the sandbox user."""
+
+    _client = None
+    _container_id: str | None = None
+
+    @classmethod
+    def available(cls) -> str | None:
+        return None if docker_client() is not None else "no Docker daemon answers (start dockerd, or use -e bwrap)"
+
+    async def start(self, limits: ScriptLimits | None = None) -> None:
+        limits = limits or ScriptLimits()
+        if not self.image.docker_tag:
+            raise SandboxError("the sandbox image is not imported into Docker: run `roboswe images build` with dockerd running")
+        self._client = await trio.to_thread.run_sync(docker_client)
+        if self._client is None:
+            raise SandboxError("no Docker daemon answers (start dockerd, or use -e bwrap)")
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.own_workspace()
+        self._limits = limits
+        self._container_id = await trio.to_thread.run_sync(self._create, limits)
+        log.info("sandbox_started", backend="docker", container=self._container_id[:12], trial=self.trial)
+
+    def _create(self, limits: ScriptLimits) -> str:
+        from docker.types import Ulimit
+
+        mem = f"{limits.memory_mb}m"
+        container = self._client.containers.run(
+            self.image.docker_tag,
+            command=["sleep", "infinity"],
+            detach=True,
+            init=True,  # reaps zombies the scripts leave
+            user="0:0",  # only the idle process; scripts are exec'd as the sandbox user and cannot signal it
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": "rw,nosuid,nodev,size=64m"},
+            volumes={
+                str(self.workspace): {"bind": WORKSPACE, "mode": "rw"},
+                str(self.bridge_dir): {"bind": BRIDGE_DIR, "mode": "ro"},
+            },
+            working_dir=WORKSPACE,
+            environment={},
+            hostname="sandbox",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=limits.processes,
+            mem_limit=mem,
+            memswap_limit=mem,
+            nano_cpus=int(limits.cpus * 1e9),
+            ulimits=[
+                Ulimit(name="fsize", soft=limits.file_size_mb << 20, hard=limits.file_size_mb << 20),
+                Ulimit(name="core", soft=0, hard=0),
+            ],
+            ipc_mode="private",
+            labels={"roboswe.trial": self.trial, "roboswe.image": self.image.digest},
+        )
+        return container.id
+
+    async def run(self, argv: list[str], env: dict[str, str], limits: ScriptLimits) -> ProcessOutcome:
+        if self._container_id is None:
+            raise SandboxError("docker sandbox used before start()")
+        self.own_workspace()
+        api = self._client.api
+        user = f"{self.image.uid}:{self.image.gid}"
+        cpu = math.ceil(limits.seconds) + 1
+        # ulimit -t bounds CPU time per script (the container's own ulimits are per trial).
+        wrapped = ["/bin/sh", "-c", f'ulimit -t {cpu}; exec "$@"', "sh", *argv]
+        out, err = OutputBuffer(limits.output_bytes), OutputBuffer(limits.output_bytes)
+        started = time.monotonic()
+        exec_id = (
+            await trio.to_thread.run_sync(
+                functools.partial(
+                    api.exec_create, self._container_id, wrapped, stdout=True, stderr=True, stdin=False,
+                    tty=False, environment=env, workdir=WORKSPACE, user=user,
+                )  # fmt: skip
+            )
+        )["Id"]
+
+        def pump() -> None:
+            for o, e in api.exec_start(exec_id, stream=True, demux=True):
+                if o:
+                    out.feed(o)
+                if e:
+                    err.feed(e)
+
+        timed_out = False
+        pumped = trio.Event()
+
+        async def pump_task() -> None:
+            try:
+                await trio.to_thread.run_sync(pump, abandon_on_cancel=True)
+            finally:
+                pumped.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pump_task)
+            with trio.move_on_after(limits.seconds) as scope:
+                while True:
+                    with trio.move_on_after(_EXIT_POLL):
+                        await pumped.wait()
+                    if pumped.is_set():
+                        break
+                    info = await trio.to_thread.run_sync(api.exec_inspect, exec_id)
+                    if not info["Running"]:
+                        break  # the program ended; a leftover process still holds its output
+            wall = time.monotonic() - started
+            timed_out = scope.cancelled_caught
+            await self._kill_leftovers()
+            with trio.move_on_after(2):
+                await pumped.wait()
+            nursery.cancel_scope.cancel()
+        info = await trio.to_thread.run_sync(api.exec_inspect, exec_id)
+        code = info.get("ExitCode")
+        code = 137 if code is None else code
+        stdout, _ = out.finish()
+        stderr, report = err.finish(strip_report=True)
+        sig = code - 128 if code > 128 else 0
+        limit = "wall_time" if timed_out else _SIGNAL_LIMITS.get(sig)
+        if limit is None and (sig == 9 or (report and report.get("type") == "MemoryError")):
+            limit = "memory"  # only the cgroup's OOM killer sends SIGKILL to a script we did not time out
+        return ProcessOutcome(
+            exit_status=code, stdout=stdout, stderr=stderr, exception=report, wall_seconds=wall, limit=limit
+        )
+
+    async def _kill_leftovers(self) -> None:
+        """SIGKILL every process of the sandbox user (background children, daemons, the program itself)."""
+        api = self._client.api
+        user = f"{self.image.uid}:{self.image.gid}"
+
+        def kill() -> None:
+            exec_id = api.exec_create(self._container_id, ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; true"], user=user)["Id"]
+            api.exec_start(exec_id)
+
+        try:
+            await trio.to_thread.run_sync(kill)
+        except Exception as e:  # noqa: BLE001 - e.g. the pids limit is full: restart the container instead
+            log.warning("sandbox_kill_failed", backend="docker", error=str(e), action="restart")
+            await trio.to_thread.run_sync(functools.partial(self._client.api.restart, self._container_id, timeout=0))
+
+    async def cleanup(self, interrupted: bool = False) -> None:
+        if self._container_id is None or self._client is None:
+            return
+        cid, self._container_id = self._container_id, None
+        with trio.CancelScope(shield=True):
+            try:
+                await trio.to_thread.run_sync(functools.partial(self._client.api.remove_container, cid, force=True))
+            except Exception as e:  # noqa: BLE001 - already gone is fine
+                log.warning("sandbox_remove_failed", container=cid[:12], error=str(e))
+        log.info("sandbox_stopped", backend="docker", container=cid[:12], interrupted=interrupted)
