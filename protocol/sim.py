@@ -1,0 +1,230 @@
+"""Simulator boundary: the coordinator's `control` endpoint and the bridge's `robot` endpoint.
+
+Two unions, two codecs. ``SimRobotMessage`` is the robot subset the sandbox bridge may use
+(spec, state, observe, step); admin messages (load, wait, success, recorded states) are not in
+it, so the robot endpoint cannot even decode a reset or a grading request. ``SimControlMessage``
+is everything, for the coordinator.
+
+Images travel as blobs: ``CameraImage.rgb_blob`` / ``depth_blob`` index the reply's blob frames.
+RGB is uint8 H x W x 3, row-major, top image row first. Depth is float32 H x W in metres
+(distance along the camera's optical axis). K is the 3x3 pinhole intrinsic matrix and
+T_world_camera the 4x4 camera pose in the world frame, both in the OpenCV convention
+(x right, y down, z forward), so ``p_world = T_world_camera @ [z*(u-cx)/fx, z*(v-cy)/fy, z, 1]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from ._base import Message
+from ._codec import Codec
+from .control import Control
+
+# ---- plain data carried inside messages -------------------------------------------------
+
+
+class Fingerprint(msgspec.Struct, frozen=True, kw_only=True):
+    """Identity of an initial state: sha256 over model XML, initial qpos/qvel/act/mocap, seed and versions."""
+
+    digest: str
+    seed: int
+    model_xml_sha256: str
+    initial_state_sha256: str
+    versions: dict[str, str]
+
+
+class ActionComponent(msgspec.Struct, frozen=True, kw_only=True):
+    index: int
+    name: str  # e.g. "right.dx", "right.r_elbow_pitch", "right_gripper.grip"
+    low: float
+    high: float
+    unit: str  # what 1.0 means, in which frame
+
+
+class ActionSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """The action vector: bounds are enforced exactly (rejected outside, never clipped)."""
+
+    dim: int
+    low: list[float]
+    high: list[float]
+    components: list[ActionComponent]
+    hold: list[float]  # the action `wait` repeats right now (current targets, zero deltas)
+    hold_rule: str  # how `wait` holds targets for this controller
+    doc: str  # units, frames and scaling, generated from the live controller config
+
+
+class CameraInfo(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    width: int
+    height: int
+    depth: bool
+    calibration: bool
+
+
+class Limits(msgspec.Struct, frozen=True, kw_only=True):
+    steps: int
+    seconds: float
+
+
+class ActionError(msgspec.Struct, frozen=True, kw_only=True):
+    """Why an action was rejected; nothing in its chunk was applied."""
+
+    chunk_index: int  # which action of the chunk
+    component_index: int | None  # which component (None: wrong length)
+    component: str | None
+    value: float | None
+    low: float | None
+    high: float | None
+    detail: str
+
+
+class CameraImage(msgspec.Struct, frozen=True, kw_only=True):
+    camera: str
+    width: int
+    height: int
+    rgb_blob: int
+    depth_blob: int | None = None
+    K: list[list[float]] | None = None
+    T_world_camera: list[list[float]] | None = None
+
+
+# ---- robot subset (bridge) --------------------------------------------------------------
+
+
+class GetSpec(Message, frozen=True, kw_only=True):
+    pass
+
+
+class TaskSpec(Message, frozen=True, kw_only=True):
+    """Everything authored code may know about the task and the robot."""
+
+    task_id: str
+    instruction: str
+    privileged: bool
+    action_dim: int
+    action_low: list[float]
+    action_high: list[float]
+    action: ActionSpec
+    control_hz: int
+    control_dt: float
+    cameras: list[CameraInfo]
+    state_keys: list[str]
+    script_limits: Limits
+    trial_limits: Limits
+
+
+class GetState(Message, frozen=True, kw_only=True):
+    pass
+
+
+class RobotState(Message, frozen=True, kw_only=True):
+    control_step: int
+    sim_time: float
+    steps_left: int
+    values: dict[str, list[float]]
+
+
+class Observe(Message, frozen=True, kw_only=True):
+    cameras: list[str] = []  # empty: every allowed camera
+    depth: bool = True  # only for cameras whose manifest exposes depth
+
+
+class Observation(Message, frozen=True, kw_only=True):
+    control_step: int
+    sim_time: float
+    images: list[CameraImage]
+    state: RobotState
+    render_seconds: float
+
+
+class Step(Message, frozen=True, kw_only=True):
+    """A chunk of one or more actions, applied one control step each."""
+
+    actions: list[list[float]]
+
+
+class StepResult(Message, frozen=True, kw_only=True):
+    applied: int
+    control_step: int
+    sim_time: float
+    steps_left: int
+    stopped: Literal["done", "invalid_action", "trial_budget"]
+    error: ActionError | None = None
+
+
+# ---- admin (coordinator only) -----------------------------------------------------------
+
+
+class Load(Message, frozen=True, kw_only=True):
+    """Build the task's scene fresh and reset it with ``seed``; ``trial_steps`` overrides the manifest budget."""
+
+    manifest: dict[str, Any]  # TaskManifest.to_builtins()
+    seed: int
+    trial_steps: int | None = None
+    backend: str = "robosuite"
+
+
+class Loaded(Message, frozen=True, kw_only=True):
+    fingerprint: Fingerprint
+    spec: TaskSpec
+    manifest_digest: str
+
+
+class Wait(Message, frozen=True, kw_only=True):
+    """Advance ``steps`` control steps holding the current targets (ActionSpec.hold)."""
+
+    steps: int
+
+
+class SuccessQuery(Message, frozen=True, kw_only=True):
+    pass
+
+
+class SuccessStatus(Message, frozen=True, kw_only=True):
+    achieved: bool  # predicate held for `interval` consecutive control steps at some point
+    interval: int
+    achieved_step: int | None  # control step at which the interval was first completed
+    first_held_step: int | None  # first control step at which the predicate held at all
+    current_run: int  # consecutive steps it holds now
+    longest_run: int
+    control_step: int
+    sim_time: float
+
+
+class TakeStates(Message, frozen=True, kw_only=True):
+    """Hand over (and forget) the per-step physics states recorded since the last TakeStates."""
+
+
+class RecordedStates(Message, frozen=True, kw_only=True):
+    """Per-control-step physics states; each array is a float64 blob, row-major, ``count`` rows."""
+
+    fingerprint_digest: str
+    seed: int
+    count: int
+    fields: dict[str, list[int]]  # name -> [blob index, columns]; names: step, time, qpos, qvel, act, mocap_pos, mocap_quat
+
+
+SimRobotMessage = Control | GetSpec | TaskSpec | GetState | RobotState | Observe | Observation | Step | StepResult
+SimControlMessage = (
+    Control
+    | GetSpec
+    | TaskSpec
+    | GetState
+    | RobotState
+    | Observe
+    | Observation
+    | Step
+    | StepResult
+    | Load
+    | Loaded
+    | Wait
+    | SuccessQuery
+    | SuccessStatus
+    | TakeStates
+    | RecordedStates
+)
+
+robot_codec: Codec = Codec(SimRobotMessage)
+control_codec: Codec = Codec(SimControlMessage)

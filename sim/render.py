@@ -1,0 +1,125 @@
+"""Offscreen camera rendering from a scratch copy of the physics state.
+
+The live simulation data is never touched: the state (qpos, qvel, act, mocap) is copied into
+a private MjData, kinematics are recomputed there, and the scene is drawn from it. Live
+observations and video frames re-rendered from recorded states use this same path, so a
+frame rendered from a recorded state is identical to the live frame at that step.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+
+STATE_FIELDS = ("qpos", "qvel", "act", "mocap_pos", "mocap_quat")
+"""What is recorded per control step and suffices to redraw a scene identically."""
+
+# MuJoCo cameras look along -z with +y up; OpenCV cameras look along +z with +y down.
+_MJ_TO_CV = np.diag([1.0, -1.0, -1.0])
+
+
+class CameraFrame(msgspec.Struct, frozen=True, kw_only=True):
+    """One rendered camera: RGB right way up, optional depth (metres), optional calibration."""
+
+    camera: str
+    rgb: np.ndarray  # uint8 (H, W, 3), row 0 = top
+    depth: np.ndarray | None = None  # float32 (H, W), metres along the optical axis
+    K: np.ndarray | None = None  # 3x3 intrinsics (OpenCV)
+    T_world_camera: np.ndarray | None = None  # 4x4 camera-to-world (OpenCV axes)
+
+
+def depth_from_zbuffer(z: np.ndarray, model) -> np.ndarray:
+    """Convert an OpenGL z-buffer in [0, 1] to metres with the model's near/far clip planes."""
+    extent = model.stat.extent
+    near = model.vis.map.znear * extent
+    far = model.vis.map.zfar * extent
+    return (near / (1.0 - z.astype(np.float64) * (1.0 - near / far))).astype(np.float32)
+
+
+def intrinsics(model, cam_id: int, width: int, height: int) -> np.ndarray:
+    """Pinhole K for a MuJoCo camera rendered at width x height (square pixels, vertical fovy)."""
+    fovy = float(model.cam_fovy[cam_id])
+    f = 0.5 * height / np.tan(np.deg2rad(fovy) / 2.0)
+    return np.array([[f, 0.0, width / 2.0], [0.0, f, height / 2.0], [0.0, 0.0, 1.0]])
+
+
+def camera_pose(data, cam_id: int) -> np.ndarray:
+    """4x4 camera-to-world transform in OpenCV axes, from computed kinematics in ``data``."""
+    T = np.eye(4)
+    T[:3, :3] = data.cam_xmat[cam_id].reshape(3, 3) @ _MJ_TO_CV
+    T[:3, 3] = data.cam_xpos[cam_id]
+    return T
+
+
+def snapshot(data) -> dict[str, np.ndarray]:
+    """Copy of the state fields needed to redraw the scene."""
+    return {name: np.array(getattr(data, name), dtype=np.float64, copy=True) for name in STATE_FIELDS}
+
+
+class SceneRenderer:
+    """Owns one GL context and a scratch MjData for a model; draws fixed cameras on request.
+
+    Not thread-safe: call it from the single thread that owns the simulator.
+    """
+
+    def __init__(self, model, max_width: int = 256, max_height: int = 256):
+        import mujoco
+
+        self._mj = mujoco
+        self.model = model
+        # The offscreen buffer is sized from the model's visual settings; grow it if needed.
+        model.vis.global_.offwidth = max(int(model.vis.global_.offwidth), max_width)
+        model.vis.global_.offheight = max(int(model.vis.global_.offheight), max_height)
+        self._gl = mujoco.GLContext(int(model.vis.global_.offwidth), int(model.vis.global_.offheight))
+        self._gl.make_current()
+        self._scene = mujoco.MjvScene(model, maxgeom=10000)
+        self._context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._context)
+        self._option = mujoco.MjvOption()
+        self._perturb = mujoco.MjvPerturb()
+        self._camera = mujoco.MjvCamera()
+        self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        self._data = mujoco.MjData(model)
+
+    def camera_id(self, name: str) -> int:
+        cam_id = self._mj.mj_name2id(self.model, self._mj.mjtObj.mjOBJ_CAMERA, name)
+        if cam_id < 0:
+            names = [self._mj.mj_id2name(self.model, self._mj.mjtObj.mjOBJ_CAMERA, i) for i in range(self.model.ncam)]
+            raise KeyError(f"camera {name!r} is not in the model; cameras: {names}")
+        return cam_id
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Set the scratch data to a recorded state and recompute kinematics there."""
+        for name in STATE_FIELDS:
+            target = getattr(self._data, name)
+            target[...] = np.asarray(state[name]).reshape(target.shape)
+        self._mj.mj_forward(self.model, self._data)
+
+    def render(self, camera: str, width: int, height: int, *, depth: bool, calibration: bool) -> CameraFrame:
+        """Draw one camera from the state last given to load_state."""
+        mj = self._mj
+        if width > self.model.vis.global_.offwidth or height > self.model.vis.global_.offheight:
+            raise ValueError(f"{width}x{height} exceeds the offscreen buffer; build the renderer with larger max size")
+        cam_id = self.camera_id(camera)
+        self._gl.make_current()
+        self._camera.fixedcamid = cam_id
+        mj.mjv_updateScene(self.model, self._data, self._option, self._perturb, self._camera, mj.mjtCatBit.mjCAT_ALL, self._scene)
+        viewport = mj.MjrRect(0, 0, width, height)
+        mj.mjr_render(viewport, self._scene, self._context)
+        rgb = np.empty((height, width, 3), dtype=np.uint8)
+        zbuf = np.empty((height, width), dtype=np.float32) if depth else None
+        mj.mjr_readPixels(rgb, zbuf, viewport, self._context)
+        # OpenGL rows start at the bottom; images start at the top.
+        rgb = np.ascontiguousarray(rgb[::-1])
+        metres = np.ascontiguousarray(depth_from_zbuffer(zbuf[::-1], self.model)) if depth else None
+        K = T = None
+        if calibration:
+            K = intrinsics(self.model, cam_id, width, height)
+            T = camera_pose(self._data, cam_id)
+        return CameraFrame(camera=camera, rgb=rgb, depth=metres, K=K, T_world_camera=T)
+
+    def close(self) -> None:
+        try:
+            self._context.free()
+        finally:
+            self._gl.free()
