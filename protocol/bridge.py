@@ -119,6 +119,7 @@ class OpenTrial(Message, frozen=True, kw_only=True):
     workspace: str
     backend: str | None = None  # "docker" | "bwrap"; None: docker when a daemon answers, else bwrap
     limits: ScriptLimits = ScriptLimits()
+    sim_endpoint: str | None = None  # the simulator's robot endpoint; None: the run's configured one
 
 
 class TrialOpened(Message, frozen=True, kw_only=True):
@@ -133,6 +134,7 @@ class ExecScript(Message, frozen=True, kw_only=True):
 
     script: str
     limits: ScriptLimits | None = None  # None: the trial's limits
+    trial: str | None = None  # None: the only open trial
 
 
 class ScriptException(msgspec.Struct, frozen=True, kw_only=True):

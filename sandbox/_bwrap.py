@@ -6,6 +6,7 @@ import math
 import os
 import resource
 import shutil
+from pathlib import Path
 
 import structlog
 
@@ -34,6 +35,21 @@ class BwrapSandbox(SandboxBackend):
         if not os.path.exists(os.path.join(self.image.rootfs, "usr/bin/python3")):
             raise SandboxError(f"sandbox rootfs {self.image.rootfs} is missing: run `roboswe images build`")
         self.workspace.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            for path in (Path(self.image.rootfs), self.workspace, self.bridge_dir):
+                self._check_reachable(path)
+
+    def _check_reachable(self, path: Path) -> None:
+        """bwrap binds as the sandbox user, so every parent directory must let that user through."""
+        uid, gid = self.image.uid, self.image.gid
+        for p in [path, *path.parents]:
+            st = p.stat()
+            ok = st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100) or (st.st_gid == gid and st.st_mode & 0o010)
+            if not ok:
+                raise SandboxError(
+                    f"{path} is not reachable by the sandbox user (uid {uid}): {p} has mode {st.st_mode & 0o777:o}. "
+                    "Put workspaces and the image cache under directories others may traverse (chmod o+x), or use -e docker."
+                )
 
     def command(self, argv: list[str], env: dict[str, str]) -> list[str]:
         cmd = [

@@ -1,0 +1,218 @@
+"""What the bridge does with an allowed robot call: per-script step accounting, action checks,
+and translation to the simulator's robot endpoint. No ZeroMQ here: the simulator is reached
+through an async ``SimLink`` the actor provides.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import msgspec
+import numpy as np
+import structlog
+
+from roboswe.protocol import Decoded, Message
+from roboswe.protocol import sim as simp
+from roboswe.protocol.bridge import (
+    INVALID_ACTION,
+    LIMIT_REACHED,
+    REFUSED,
+    Array,
+    GetSpec,
+    GetState,
+    GetStepsLeft,
+    Observe,
+    ObserveReply,
+    ScriptLimits,
+    SpecReply,
+    StateReply,
+    Step,
+    StepMany,
+    StepReply,
+    StepsLeftReply,
+)
+from roboswe.protocol.control import Error
+
+log = structlog.get_logger()
+
+SimLink = Callable[[Message], Awaitable[Decoded]]
+"""Sends one request to the simulator's robot endpoint and returns its decoded reply."""
+
+Reply = tuple[Message, list[Any]]
+
+
+class ScriptSession:
+    """One running script: its secret token, its step budget, what it used and what was refused."""
+
+    def __init__(self, script: str, limits: ScriptLimits):
+        self.script = script
+        self.limits = limits
+        self.token = secrets.token_hex(16)
+        self.steps = 0
+        self.refused = 0
+        self.limit_hit = False  # a step was asked for after the budget ran out, or a chunk was cut
+
+    @property
+    def steps_left(self) -> int:
+        return max(self.limits.steps - self.steps, 0)
+
+
+class _Blobs:
+    def __init__(self) -> None:
+        self.frames: list[Any] = []
+
+    def add(self, data: Any, dtype: str, shape: Sequence[int]) -> Array:
+        self.frames.append(data)
+        return Array(len(self.frames) - 1, dtype, tuple(int(s) for s in shape))
+
+    def array(self, a: np.ndarray) -> Array:
+        a = np.ascontiguousarray(a)
+        return self.add(a.tobytes(), a.dtype.str, a.shape)
+
+
+def _state_arrays(state: simp.RobotState, blobs: _Blobs) -> dict[str, Array]:
+    return {k: blobs.array(np.asarray(v, dtype=np.float64)) for k, v in state.values.items()}
+
+
+def check_actions(rows: list[list[float]], spec: simp.TaskSpec) -> str | None:
+    """None when every row is a finite in-bounds action, else what is wrong (nothing is clipped)."""
+    low, high = spec.action_low, spec.action_high
+    for i, row in enumerate(rows):
+        where = f"action {i} of the chunk" if len(rows) > 1 else "action"
+        if len(row) != spec.action_dim:
+            return f"{where} has {len(row)} components; expected action_dim = {spec.action_dim}"
+        for j, x in enumerate(row):
+            if not math.isfinite(x):
+                return f"{where}, component {j}: {x} is not finite"
+            if x < low[j] or x > high[j]:
+                name = spec.action.components[j].name if j < len(spec.action.components) else str(j)
+                return f"{where}, component {j} ({name}) = {x} is outside [{low[j]}, {high[j]}]; actions are rejected, never clipped"
+    return None
+
+
+class RobotDoor:
+    """Serves allowed robot calls for the current script against the simulator."""
+
+    def __init__(self, sim: SimLink):
+        self.sim = sim
+        self.session: ScriptSession | None = None
+        self._spec: simp.TaskSpec | None = None
+
+    def begin(self, script: str, limits: ScriptLimits) -> ScriptSession:
+        self.session = ScriptSession(script, limits)
+        return self.session
+
+    def end(self) -> ScriptSession | None:
+        session, self.session = self.session, None
+        return session
+
+    async def spec(self) -> simp.TaskSpec:
+        if self._spec is None:
+            self._spec = await self._ask(simp.GetSpec(), simp.TaskSpec)
+        return self._spec
+
+    async def _ask(self, message: Message, expected: type) -> Any:
+        decoded = await self.sim(message)
+        if not isinstance(decoded.message, expected):
+            raise BridgeFault(f"simulator answered {type(decoded.message).__name__} to {type(message).__name__}")
+        self._last_blobs = decoded.blobs
+        return decoded.message
+
+    async def handle(self, decoded: Decoded) -> Reply:
+        """The reply to one allowed call; a wrong token or no running script is a refusal."""
+        message = decoded.message
+        session = self.session
+        if session is None or not secrets.compare_digest(message.token, session.token):
+            raise Refused(type(message).__name__, "no script of this sandbox is running with that token")
+        match message:
+            case GetSpec():
+                return await self._get_spec(session), []
+            case GetState():
+                blobs = _Blobs()
+                state = await self._ask(simp.GetState(), simp.RobotState)
+                return StateReply(state=_state_arrays(state, blobs)), blobs.frames
+            case Observe(cameras=cameras, depth=depth):
+                return await self._observe(cameras, depth)
+            case Step(action=action):
+                return await self._step(session, [action])
+            case StepMany(actions=actions):
+                return await self._step(session, actions)
+            case GetStepsLeft():
+                state = await self._ask(simp.GetState(), simp.RobotState)
+                return StepsLeftReply(steps_left=min(session.steps_left, state.steps_left)), []
+        raise Refused(type(message).__name__, "not a robot call")
+
+    async def _get_spec(self, session: ScriptSession) -> Message:
+        spec = await self._ask(simp.GetSpec(), simp.TaskSpec)
+        self._spec = spec
+        data = msgspec.to_builtins(spec)
+        data.pop("kind", None)
+        data["script_limits"] = {"steps": session.limits.steps, "seconds": session.limits.seconds}
+        return SpecReply(spec=data)
+
+    async def _observe(self, cameras: list[str] | None, depth: bool) -> Reply:
+        obs = await self._ask(simp.Observe(cameras=list(cameras or []), depth=depth), simp.Observation)
+        sim_blobs = self._last_blobs
+        blobs = _Blobs()
+        out: dict[str, dict[str, Array]] = {}
+        for img in obs.images:
+            fields = {"rgb": blobs.add(sim_blobs[img.rgb_blob], "|u1", (img.height, img.width, 3))}
+            if img.depth_blob is not None:
+                fields["depth"] = blobs.add(sim_blobs[img.depth_blob], "<f4", (img.height, img.width))
+            if img.K is not None:
+                fields["K"] = blobs.array(np.asarray(img.K, dtype=np.float64))
+            if img.T_world_camera is not None:
+                fields["T_world_camera"] = blobs.array(np.asarray(img.T_world_camera, dtype=np.float64))
+            out[img.camera] = fields
+        return ObserveReply(cameras=out), blobs.frames
+
+    async def _step(self, session: ScriptSession, rows: list[list[float]]) -> Reply:
+        if session.steps_left == 0:
+            session.limit_hit = True
+            return _error(LIMIT_REACHED, f"this script used all {session.limits.steps} control steps; no further step is accepted"), []
+        problem = check_actions(rows, await self.spec())
+        if problem:
+            return _error(INVALID_ACTION, problem), []
+        allowed = rows[: session.steps_left]
+        result = await self._ask(simp.Step(actions=allowed), simp.StepResult)
+        session.steps += result.applied
+        if result.stopped == "invalid_action":
+            detail = result.error.detail if result.error else "the simulator rejected the action"
+            return _error(INVALID_ACTION, detail), []
+        if result.stopped == "trial_budget" and result.applied == 0:
+            session.limit_hit = True
+            return _error(LIMIT_REACHED, "the trial's control-step budget is used up"), []
+        cut = result.applied < len(rows)
+        session.limit_hit |= cut
+        blobs = _Blobs()
+        state = await self._ask(simp.GetState(), simp.RobotState)
+        reply = StepReply(
+            state=_state_arrays(state, blobs),
+            steps=result.applied,
+            steps_left=min(session.steps_left, state.steps_left),
+            limit_reached=cut,
+        )
+        return reply, blobs.frames
+
+
+class Refused(Exception):
+    """A request the door will not serve; becomes Error(code="refused") and a bridge_refused event."""
+
+    def __init__(self, kind: str, reason: str):
+        super().__init__(reason)
+        self.kind, self.reason = kind, reason
+
+
+class BridgeFault(Exception):
+    """The simulator answered something unexpected."""
+
+
+def _error(code: str, detail: str) -> Error:
+    return Error(code=code, detail=detail)
+
+
+def refusal_error(reason: str) -> Error:
+    return Error(code=REFUSED, detail=reason)
