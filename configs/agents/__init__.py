@@ -1,0 +1,1 @@
+"""Local `python` participants (run config `agent = "roboswe.agents.<name>:<Class>"`)."""
