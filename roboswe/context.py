@@ -1,0 +1,366 @@
+"""The context policy (DESIGN.md section 5): what fits in the next request, and the archive.
+
+Input budget B = C - O - S with S = 4096. The accounting covers the instructions, tool
+schemas, images and conversation of the actual request. When the next request would
+exceed B, the oldest complete exchanges leave the active request (an assistant turn and
+the user turn answering its tool calls leave together; pinned turns stay) until at least
+200,000 units are removed, or more if needed to fit. If the exchanges that may not be
+removed still exceed B, that is a ContextOverflow carrying the evidence -- never a
+silent truncation. The archive keeps every turn; after the first slide the participant
+may search it (`search_history`).
+
+Units: a provider's exact count where it has a count endpoint (Anthropic, Google); for
+OpenRouter the proxy ceil(m*N) + 8192, m starting at 1.30 and raised after each response
+to max(m, 1.1*U/N), never lowered within the series; for local estimates (OpenAI, the
+`python` kind) ceil(e*N) with e starting at 1.0 and raised the same way, so an
+estimate that turned out low is corrected upward for the rest of the series.
+
+Count calls are made once per distinct request; each turn's share of a count is cached
+by turn id (attributed from the difference between consecutive counts), so choosing
+which exchanges to remove needs no further calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+import structlog
+
+from roboswe.protocol.context import CountRecord, OverflowEvidence, SearchHit, SlideRecord
+from roboswe.protocol.participant import (
+    DecisionRequest,
+    TextPart,
+    TokenCount,
+    Turn,
+    Usage,
+    offered_tools,
+)
+from roboswe.providers._estimate import estimate_request, turn_tokens
+
+log = structlog.get_logger()
+
+SAFETY_ALLOWANCE = 4096  # S
+SLIDE_MIN_UNITS = 200_000  # a slide removes at least this many units (or everything removable)
+PROXY_START = 1.30
+PROXY_CONSTANT = 8192
+USAGE_MARGIN = 1.1
+
+SEARCH_MAX_HITS = 20
+SEARCH_RADIUS = 160  # characters either side of a match
+SEARCH_MAX_CHARS = 8000
+
+Counter = Callable[[DecisionRequest], Awaitable[TokenCount]]
+
+
+class ContextOverflow(Exception):
+    """The exchanges that may not be removed are larger than the input budget; the series
+    stops and `evidence` says what did not fit."""
+
+    reason = "context_overflow"
+
+    def __init__(self, detail: str, evidence: OverflowEvidence):
+        super().__init__(detail)
+        self.detail = detail
+        self.evidence = evidence
+
+
+class SearchUnavailable(Exception):
+    """search_history before the first slide: there is no archived turn outside the request."""
+
+
+class Prepared(msgspec.Struct, frozen=True, kw_only=True):
+    request: DecisionRequest
+    count: CountRecord
+    slide: SlideRecord | None = None
+
+
+def input_budget(context_window: int, max_output_tokens: int) -> int:
+    """B = C - O - S; raises ValueError when nothing would be left for input."""
+    budget = context_window - max_output_tokens - SAFETY_ALLOWANCE
+    if budget <= 0:
+        raise ValueError(
+            f"context_window {context_window} leaves no input budget after max_output_tokens {max_output_tokens} "
+            f"and the {SAFETY_ALLOWANCE}-token safety allowance; raise context_window or lower max_output_tokens"
+        )
+    return budget
+
+
+class ContextWindow:
+    """One series' archive and active request under the context policy."""
+
+    def __init__(
+        self,
+        *,
+        context_window: int,
+        max_output_tokens: int,
+        counter: Counter,
+        series: str = "",
+        clock: Callable[[], float] = time.time,
+        slide_min_units: int = SLIDE_MIN_UNITS,
+    ):
+        self.budget = input_budget(context_window, max_output_tokens)
+        self.counter = counter
+        self.series = series
+        self.clock = clock
+        self.slide_min_units = slide_min_units
+        self.archive: list[Turn] = []
+        self.active: list[Turn] = []
+        self.images: dict[str, bytes] = {}
+        self.slides: list[SlideRecord] = []
+        self.counts: list[CountRecord] = []
+        self.proxy_multiplier = PROXY_START  # m, OpenRouter proxy; never lowered in a series
+        self.estimate_multiplier = 1.0  # e, local estimates; never lowered in a series
+        self._ids: set[str] = set()
+        self._turn_tokens: dict[str, int] = {}  # per-turn share of counted base tokens (cache)
+        self._last: tuple[tuple[Any, ...], TokenCount] | None = None  # (request key, count)
+        self._last_prepared: TokenCount | None = None
+
+    # ---- archive
+
+    def append(self, turn: Turn, images: dict[str, bytes] | None = None) -> None:
+        """Add a turn to the archive and the active request; raises ValueError on a repeated id."""
+        if turn.id in self._ids:
+            raise ValueError(f"turn id {turn.id!r} is already in the archive; every turn needs a new id")
+        self._ids.add(turn.id)
+        self.archive.append(turn)
+        self.active.append(turn)
+        if images:
+            self.images.update(images)
+
+    @property
+    def search_offered(self) -> bool:
+        return bool(self.slides)
+
+    # ---- accounting
+
+    def units(self, count: TokenCount) -> int:
+        """Budget units of a count under the policy for its method."""
+        if count.exact:
+            return count.tokens
+        if count.proxy:
+            return math.ceil(self.proxy_multiplier * count.tokens) + PROXY_CONSTANT
+        return math.ceil(self.estimate_multiplier * count.tokens)
+
+    def _scale(self, count: TokenCount | None) -> float:
+        if count is None or count.exact:
+            return 1.0
+        return self.proxy_multiplier if count.proxy else self.estimate_multiplier
+
+    def record_usage(self, usage: Usage) -> None:
+        """Raise the multiplier after a response: m = max(m, 1.1*U/N); never lowered."""
+        count = self._last_prepared
+        if count is None or count.exact or count.tokens <= 0 or usage.input_tokens <= 0:
+            return
+        observed = USAGE_MARGIN * usage.input_tokens / count.tokens
+        if count.proxy:
+            if observed > self.proxy_multiplier:
+                log.info("proxy_multiplier_raised", series=self.series, old=self.proxy_multiplier, new=observed)
+                self.proxy_multiplier = observed
+        elif observed > self.estimate_multiplier:
+            log.info("estimate_multiplier_raised", series=self.series, old=self.estimate_multiplier, new=observed)
+            self.estimate_multiplier = observed
+
+    async def _count(self, request: DecisionRequest) -> TokenCount:
+        key = _request_key(request)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        count = await self.counter(request)
+        self._attribute(request, count, key)
+        self._last = (key, count)
+        return count
+
+    def _attribute(self, request: DecisionRequest, count: TokenCount, key: tuple[Any, ...]) -> None:
+        # Give each not-yet-counted turn its share of this count, proportional to its estimate.
+        ids = [t.id for t in request.conversation]
+        new = [t for t in request.conversation if t.id not in self._turn_tokens]
+        if not new:
+            return
+        known = sum(self._turn_tokens[i] for i in ids if i in self._turn_tokens)
+        estimate_total = max(1, estimate_request(request))
+        if self._last is not None and self._last[0][:2] == key[:2] and tuple(ids[: len(self._last[0][2])]) == self._last[0][2]:
+            residual = count.tokens - self._last[1].tokens  # the previous request is a prefix
+        else:
+            overhead = estimate_request(msgspec.structs.replace(request, conversation=[]))
+            residual = count.tokens - known - round(overhead * count.tokens / estimate_total)
+        estimates = {t.id: max(1, turn_tokens(t)) for t in new}
+        total = sum(estimates.values())
+        residual = max(residual, len(new))
+        for t in new:
+            self._turn_tokens[t.id] = max(1, round(residual * estimates[t.id] / total))
+
+    def _exchange_units(self, exchange: list[Turn], count: TokenCount) -> int:
+        base = sum(self._turn_tokens.get(t.id, turn_tokens(t)) for t in exchange)
+        return math.ceil(base * self._scale(count))
+
+    # ---- the request
+
+    def _request(self, system: str, trial: int) -> DecisionRequest:
+        conversation: list[Turn] = []
+        notice_due = bool(self.slides)
+        for turn in self.active:
+            if notice_due and not turn.pinned:
+                conversation.append(self._notice())
+                notice_due = False
+            conversation.append(turn)
+        if notice_due:
+            conversation.append(self._notice())
+        request = DecisionRequest(system=system, tools=offered_tools(search_history=bool(self.slides)),
+                                  conversation=conversation, trial=trial, series=self.series)
+        wanted = request.referenced_images()
+        return msgspec.structs.replace(request, images={d: self.images[d] for d in wanted if d in self.images})
+
+    def _notice(self) -> Turn:
+        removed = len(self.archive) - len(self.active)
+        text = (
+            f"[Context window: {removed} earlier turns were removed from this request to fit the model's context; "
+            f"they remain in the archive. Use search_history(query) to find text in them.]"
+        )
+        return Turn(id=f"slide-notice-{len(self.slides)}", role="user", parts=[TextPart(text=text)])
+
+    def exchanges(self) -> list[list[Turn]]:
+        """The active turns grouped into indivisible exchanges, oldest first: an assistant turn
+        with tool calls and the user turn holding their results form one exchange."""
+        groups: list[list[Turn]] = []
+        i = 0
+        turns = self.active
+        while i < len(turns):
+            group = [turns[i]]
+            calls = {c.call_id for c in turns[i].tool_calls()} if turns[i].role == "assistant" else set()
+            if calls and i + 1 < len(turns) and turns[i + 1].role == "user":
+                if calls & {r.call_id for r in turns[i + 1].tool_results()}:
+                    group.append(turns[i + 1])
+                    i += 1
+            groups.append(group)
+            i += 1
+        return groups
+
+    async def prepare(self, system: str, trial: int) -> Prepared:
+        """The next request, sliding the window first if it would exceed B; raises
+        ContextOverflow (archive intact) when the indivisible part cannot fit, and
+        ProviderFailure when a count call fails."""
+        request = self._request(system, trial)
+        count = await self._count(request)
+        before = self.units(count)
+        if before <= self.budget:
+            return self._prepared(request, count, trial, None)
+
+        saved_active = list(self.active)
+        groups = self.exchanges()
+        # The newest exchange is the state the participant must answer; pinned turns stay.
+        removable = [g for g in groups[:-1] if not any(t.pinned for t in g)]
+        removed: list[Turn] = []
+        removed_units = 0
+        estimated = before
+        queue = list(removable)
+        while queue and (removed_units < self.slide_min_units or estimated > self.budget):
+            group = queue.pop(0)
+            units = self._exchange_units(group, count)
+            removed += group
+            removed_units += units
+            estimated -= units
+        while True:
+            gone = {t.id for t in removed}
+            self.active = [t for t in saved_active if t.id not in gone]
+            pending_slide = SlideRecord(
+                series=self.series, trial=trial, at=self.clock(), removed_turn_ids=[t.id for t in removed],
+                before_units=before, after_units=0, removed_units=removed_units, budget=self.budget,
+                method=count.method, multiplier=self._scale(count), number=len(self.slides) + 1,
+            )
+            self.slides.append(pending_slide)  # the request after a slide offers search_history
+            request = self._request(system, trial)
+            try:
+                after_count = await self._count(request)
+            except BaseException:
+                self.slides.pop()
+                self.active = saved_active
+                raise
+            after = self.units(after_count)
+            if after <= self.budget:
+                break
+            self.slides.pop()
+            if not queue:
+                self.active = saved_active
+                kept = self.exchanges()
+                evidence = OverflowEvidence(
+                    series=self.series, trial=trial, budget=self.budget, units=after, method=after_count.method,
+                    kept_exchanges=[[t.id for t in g] for g in kept if not set(t.id for t in g) & gone],
+                    kept_units=[self._exchange_units(g, after_count) for g in kept if not set(t.id for t in g) & gone],
+                )
+                log.error("context_overflow", series=self.series, trial=trial, budget=self.budget, units=after)
+                raise ContextOverflow(
+                    f"the request needs {after} units ({after_count.method}) after removing every removable exchange, "
+                    f"but the input budget is {self.budget}; an indivisible exchange or the pinned turns are too large",
+                    evidence,
+                )
+            group = queue.pop(0)
+            removed += group
+            removed_units += self._exchange_units(group, count)
+        slide = msgspec.structs.replace(self.slides[-1], after_units=after, removed_units=removed_units, at=self.clock())
+        self.slides[-1] = slide
+        log.info("context_slide", series=self.series, trial=trial, removed=len(slide.removed_turn_ids),
+                 before=before, after=after, removed_units=removed_units, method=count.method)
+        return self._prepared(request, after_count, trial, slide)
+
+    def _prepared(self, request: DecisionRequest, count: TokenCount, trial: int, slide: SlideRecord | None) -> Prepared:
+        units = self.units(count)
+        record = CountRecord(
+            trial=trial, at=self.clock(), method=count.method, units=units,
+            exact_tokens=count.tokens if count.exact else None,
+            estimated_units=None if count.exact else units,
+            base_tokens=count.tokens, multiplier=self._scale(count), budget=self.budget,
+            turns=len(request.conversation),
+        )
+        self.counts.append(record)
+        self._last_prepared = count
+        return Prepared(request=request, count=record, slide=slide)
+
+    # ---- search
+
+    def search(self, query: str, *, max_hits: int = SEARCH_MAX_HITS) -> list[SearchHit]:
+        """Case-insensitive literal search over archived turns, oldest first, bounded;
+        raises SearchUnavailable before the first slide and ValueError for an empty query."""
+        if not self.slides:
+            raise SearchUnavailable("search_history is offered only after the first context slide")
+        if not query.strip():
+            raise ValueError("search_history needs a non-empty query")
+        needle = query.lower()
+        active = {t.id for t in self.active}
+        hits: list[SearchHit] = []
+        for turn in self.archive:
+            text = turn.text()
+            at = text.lower().find(needle)
+            if at < 0:
+                continue
+            start, end = max(0, at - SEARCH_RADIUS), min(len(text), at + len(query) + SEARCH_RADIUS)
+            excerpt = ("..." if start else "") + text[start:end] + ("..." if end < len(text) else "")
+            hits.append(SearchHit(turn_id=turn.id, trial=turn.trial, role=turn.role, excerpt=excerpt, active=turn.id in active))
+            if len(hits) >= max_hits:
+                break
+        return hits
+
+
+def format_hits(query: str, hits: list[SearchHit], *, max_chars: int = SEARCH_MAX_CHARS) -> str:
+    """The search_history tool result text: one excerpt per hit with its turn id, bounded."""
+    if not hits:
+        return f"No archived turn contains {query!r}."
+    lines = [f"{len(hits)} archived turn(s) contain {query!r}:"]
+    used = len(lines[0])
+    for h in hits:
+        entry = f"--- turn {h.turn_id} (trial {h.trial}, {h.role}{', still in context' if h.active else ''}):\n{h.excerpt}"
+        if used + len(entry) > max_chars:
+            lines.append(f"[{len(hits) - len(lines) + 1} more hit(s) not shown; search for a longer phrase]")
+            break
+        lines.append(entry)
+        used += len(entry)
+    return "\n".join(lines)
+
+
+def _request_key(request: DecisionRequest) -> tuple[Any, ...]:
+    system = hashlib.sha256(request.system.encode()).hexdigest()
+    tools = tuple(t.name for t in request.tools)
+    return (system, tools, tuple(t.id for t in request.conversation))
