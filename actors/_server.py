@@ -100,6 +100,8 @@ class Server:
                 task_status.started(self)
                 while True:
                     self._dispatch(await self._socket.receive())
+                    if self._in_order is not None:
+                        await self._wait_in_order_room()
         finally:
             self._socket.close()
             if self.endpoint.startswith("ipc://"):
@@ -108,6 +110,14 @@ class Server:
                 except FileNotFoundError:
                     pass
             log.info("server_closed", endpoint=self.endpoint)
+
+    async def _wait_in_order_room(self) -> None:
+        # Backpressure rather than "busy" drops: receive never yields while frames are
+        # waiting, so a burst of fire-and-forget messages (the recorder's records) would
+        # overflow the in-order queue and be lost. Pause reading until the handler catches up.
+        assert self._in_order is not None
+        while self._in_order.statistics().current_buffer_used >= 512:
+            await trio.sleep(0.001)
 
     async def _stop_on_shutdown(self, scope: trio.CancelScope) -> None:
         await self.shutdown_requested.wait()

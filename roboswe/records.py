@@ -563,18 +563,19 @@ class RunStore:
                         written += 1
                     else:
                         duplicates += 1
-                except (StoreError, sqlite3.Error) as e:
+                except Exception as e:  # noqa: BLE001 - a bad record must not stop the writer
                     failed += 1
                     error = f"{type(item.record).__name__}: {e}"
                     log.error("record_refused", error=error, durable=item.receipt is not None)
                     if item.receipt is not None:
                         item.receipt._fail(error)
             conn.execute("COMMIT")
-        except sqlite3.Error as e:  # the whole batch is lost: disk full, I/O error
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
+        except Exception as e:  # noqa: BLE001 - the whole batch is lost: disk full, I/O error, lock timeout
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
             error = f"commit failed, batch of {len(batch)} lost: {e}"
             log.error("batch_lost", error=error)
             failed, written, duplicates = sum(isinstance(i, _Put) for i in batch), 0, 0

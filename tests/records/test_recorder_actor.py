@@ -121,3 +121,18 @@ async def test_receipt_survives_kill_9_of_the_recorder(recorder):
         (trial,) = reader.trials(sid)
         assert trial.outcome == "failure"
         assert [e.data["i"] for _, e in reader.events()] == list(range(50))
+
+
+async def test_a_burst_of_fire_and_forget_records_is_not_dropped(recorder):
+    _, run_dir, endpoint = recorder
+    sid = "r1/lift"
+    async with Client("coordinator", endpoint, CODEC) as client:
+        with trio.fail_after(60):
+            await client.request(Durable(records=[*run_records(series_id=sid), *trial_records(sid, 1, None)]))
+            for i in range(5000):  # far beyond the server's in-order queue
+                await client.send(EventRecord(run_id="r1", event="tick", at=time.time(), data={"i": i}))
+            await client.request(Flush())
+            stats = (await client.request(StatisticsRequest())).message
+    assert stats.errors == 0 and stats.extra["failed"] == 0
+    with RunReader(run_dir) as reader:
+        assert [e.data["i"] for _, e in reader.events()] == list(range(5000))

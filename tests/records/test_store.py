@@ -168,3 +168,12 @@ def test_other_schema_version_is_refused(tmp_path):
         RunStore.open(tmp_path / "run")
     with pytest.raises(SchemaMismatch):
         RunReader(tmp_path / "run")
+
+
+def test_a_bad_fire_and_forget_record_does_not_stop_the_writer(store, tmp_path):
+    store.put(object())  # not a record
+    store.put_durable(*run_records())
+    stats = store.statistics()
+    assert stats.failed == 1 and stats.written == 2
+    with pytest.raises(StoreError, match="not a record type"):
+        store.put_durable(object())
