@@ -12,6 +12,8 @@ from typing import Annotated
 
 import msgspec
 
+from roboswe.providers._config import ProviderConfig
+
 ACTOR_NAMES = ("coordinator", "simulator", "sandbox_bridge", "provider_client", "context_manager", "recorder")
 
 
@@ -74,6 +76,8 @@ class RunConfig(Section, frozen=True, kw_only=True):
     supervisor: SupervisorConfig = msgspec.field(default_factory=SupervisorConfig)
     transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
+    # The participant: [provider] kind = "openai" | "anthropic" | "google" | "openrouter" | "python"
+    provider: ProviderConfig | None = None
 
 
 def load_config(path: str | Path | None) -> RunConfig:
