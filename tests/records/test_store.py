@@ -177,3 +177,21 @@ def test_a_bad_fire_and_forget_record_does_not_stop_the_writer(store, tmp_path):
     assert stats.failed == 1 and stats.written == 2
     with pytest.raises(StoreError, match="not a record type"):
         store.put_durable(object())
+
+
+def test_control_traces_pack_and_unpack_per_step_states(store, tmp_path):
+    import numpy as np
+
+    from roboswe.records import control_trace, trace_arrays
+
+    qpos = np.arange(30, dtype=float).reshape(10, 3)
+    qvel = np.linspace(0, 1, 20).reshape(10, 2)
+    trace = control_trace("r1/lift/t1a0", 0, 100, {"qpos": qpos, "qvel": qvel})
+    assert (trace.step_start, trace.step_end, trace.layout) == (100, 110, {"qpos": 3, "qvel": 2})
+    store.put_durable(*run_records(), *trial_records("r1/lift", 1, None), trace)
+    with RunReader(tmp_path / "run") as reader:
+        (back,) = reader.control_traces("r1/lift/t1a0")
+    arrays = trace_arrays(back)
+    assert np.array_equal(arrays["qpos"], qpos) and np.array_equal(arrays["qvel"], qvel)
+    with pytest.raises(ValueError, match="different step counts"):
+        control_trace("t", 0, 0, {"a": qpos, "b": qvel[:5]})
