@@ -1,0 +1,159 @@
+"""A simulator session: one loaded task, answered in the simulator boundary's message types.
+
+The simulator actor calls these methods from the single thread that owns the scene; this
+module knows nothing of ZeroMQ. Images become blobs (bytes) with their index in the reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import structlog
+
+from roboswe.protocol.sim import (
+    ActionError,
+    CameraImage,
+    Loaded,
+    Observation,
+    RecordedStates,
+    RobotState,
+    StepResult,
+    SuccessStatus,
+    TaskSpec,
+)
+
+from .backend import InvalidAction, NotLoaded, SimBackend, SimError, create_backend
+from .manifest import ManifestError, TaskManifest, manifest_from_builtins
+
+log = structlog.get_logger()
+
+
+class SimSession:
+    """Holds at most one loaded backend; every method raises SimError subclasses on misuse."""
+
+    def __init__(self, *, require_fixed_hash_seed: bool = True):
+        self._require_fixed_hash_seed = require_fixed_hash_seed
+        self._backend: SimBackend | None = None
+        self._manifest: TaskManifest | None = None
+        self._accounted = {"physics_seconds": 0.0, "render_seconds": 0.0, "control_steps": 0.0, "frames_rendered": 0.0}
+
+    @property
+    def backend(self) -> SimBackend:
+        if self._backend is None:
+            raise NotLoaded("no task is loaded; the coordinator sends Load first")
+        return self._backend
+
+    def load(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str = "robosuite") -> Loaded:
+        """Build the task's scene fresh and reset it; raises SimError / ManifestError."""
+        try:
+            manifest = manifest_from_builtins(manifest_data)
+        except ManifestError as e:
+            raise SimError(str(e)) from None
+        self.close()
+        sim = create_backend(backend, manifest, trial_steps=trial_steps, require_fixed_hash_seed=self._require_fixed_hash_seed)
+        try:
+            fingerprint = sim.reset(seed)
+        except Exception:
+            sim.close()
+            raise
+        self._backend, self._manifest = sim, manifest
+        return Loaded(fingerprint=fingerprint, spec=sim.spec(), manifest_digest=manifest.digest())
+
+    def spec(self) -> TaskSpec:
+        return self.backend.spec()
+
+    def state(self) -> RobotState:
+        sim = self.backend
+        values = {k: v.astype(float).tolist() for k, v in sim.state().items()}
+        return RobotState(control_step=sim.control_step, sim_time=sim.sim_time, steps_left=sim.steps_left, values=values)
+
+    def observe(self, cameras: Sequence[str], depth: bool) -> tuple[Observation, list[bytes]]:
+        sim = self.backend
+        before = sim.statistics().render_seconds
+        frames = sim.observe(cameras, depth)
+        blobs: list[bytes] = []
+        images = []
+        for f in frames:
+            rgb_blob = len(blobs)
+            blobs.append(f.rgb.tobytes())
+            depth_blob = None
+            if f.depth is not None:
+                depth_blob = len(blobs)
+                blobs.append(f.depth.astype("<f4").tobytes())
+            h, w = f.rgb.shape[:2]
+            images.append(CameraImage(
+                camera=f.camera, width=w, height=h, rgb_blob=rgb_blob, depth_blob=depth_blob,
+                K=None if f.K is None else f.K.tolist(),
+                T_world_camera=None if f.T_world_camera is None else f.T_world_camera.tolist(),
+            ))
+        render_seconds = sim.statistics().render_seconds - before
+        return Observation(control_step=sim.control_step, sim_time=sim.sim_time, images=images, state=self.state(),
+                           render_seconds=render_seconds), blobs
+
+    def step(self, actions: Sequence[Sequence[float]]) -> StepResult:
+        sim = self.backend
+        try:
+            out = sim.step(actions)
+        except InvalidAction as e:
+            return StepResult(
+                applied=0, control_step=sim.control_step, sim_time=sim.sim_time, steps_left=sim.steps_left,
+                stopped="invalid_action",
+                error=ActionError(chunk_index=e.chunk_index or 0, component_index=e.index, component=e.component,
+                                  value=e.value, low=e.low, high=e.high, detail=e.detail),
+            )
+        return StepResult(applied=out.applied, control_step=out.control_step, sim_time=out.sim_time,
+                          steps_left=out.steps_left, stopped=out.stopped)
+
+    def wait(self, steps: int) -> StepResult:
+        out = self.backend.wait(steps)
+        return StepResult(applied=out.applied, control_step=out.control_step, sim_time=out.sim_time,
+                          steps_left=out.steps_left, stopped=out.stopped)
+
+    def success(self) -> SuccessStatus:
+        sim = self.backend
+        r = sim.success()
+        return SuccessStatus(achieved=r.achieved, interval=r.interval, achieved_step=r.achieved_step,
+                             first_held_step=r.first_held_step, current_run=r.current_run, longest_run=r.longest_run,
+                             control_step=sim.control_step, sim_time=sim.sim_time)
+
+    def take_states(self) -> tuple[RecordedStates, list[bytes]]:
+        sim = self.backend
+        states = sim.take_states()
+        blobs, fields = [], {}
+        for name in ("step", "time", "qpos", "qvel", "act", "mocap_pos", "mocap_quat"):
+            arr = np.ascontiguousarray(getattr(states, name), dtype="<f8")
+            fields[name] = [len(blobs), int(arr.shape[1]) if arr.ndim == 2 else 1]
+            blobs.append(arr.tobytes())
+        fp = sim.fingerprint
+        return RecordedStates(fingerprint_digest=fp.digest if fp else "", seed=fp.seed if fp else -1,
+                              count=len(states), fields=fields), blobs
+
+    def accounting(self) -> dict[str, float]:
+        """Increments of physics/render seconds, control steps and frames since the last call."""
+        if self._backend is None:
+            return {}
+        s = self._backend.statistics()
+        now = {"physics_seconds": s.physics_seconds, "render_seconds": s.render_seconds,
+               "control_steps": float(s.control_steps), "frames_rendered": float(s.frames_rendered)}
+        delta = {k: now[k] - self._accounted[k] for k in now if now[k] != self._accounted[k]}
+        self._accounted = now
+        return delta
+
+    def close(self) -> None:
+        if self._backend is not None:
+            backend, self._backend = self._backend, None
+            self._accounted = dict.fromkeys(self._accounted, 0.0)
+            backend.close()
+
+
+def states_from_blobs(message: RecordedStates, blobs: Sequence[bytes | memoryview]):
+    """Rebuild PhysicsStates from a RecordedStates reply (for video workers and replay)."""
+    from .backend import PhysicsStates
+
+    arrays = {}
+    for name, (index, cols) in message.fields.items():
+        arr = np.frombuffer(blobs[index], dtype="<f8")
+        arrays[name] = arr.reshape(message.count, cols) if name not in ("step", "time") else arr.copy()
+    arrays["step"] = arrays["step"].astype(np.int64)
+    return PhysicsStates(**arrays)

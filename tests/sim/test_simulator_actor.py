@@ -1,0 +1,98 @@
+"""The simulator actor in its own process: control and robot endpoints over ipc."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import trio
+
+from roboswe.actors import Client, RemoteError
+from roboswe.actors.simulator import robot_endpoint
+from roboswe.protocol.control import Shutdown, Statistics, StatisticsRequest
+from roboswe.protocol.sim import (
+    GetSpec,
+    GetState,
+    Load,
+    Observe,
+    Step,
+    SuccessQuery,
+    TakeStates,
+    Wait,
+    control_codec,
+    robot_codec,
+)
+from roboswe.sim.session import states_from_blobs
+
+from .conftest import sim_env
+
+
+@pytest.fixture
+def simulator(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "roboswe.actors.simulator", "--run-dir", str(tmp_path)],
+                            env=sim_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    control = f"ipc://{tmp_path / 'sock' / 'simulator.sock'}"
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "sock" / "simulator.sock").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "simulator did not bind"
+        time.sleep(0.05)
+    yield control, proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(10)
+
+
+async def test_control_and_robot_endpoints(simulator, lift_manifest):
+    control, proc = simulator
+    async with Client("coordinator", control, control_codec) as coord, \
+            Client("sandbox_bridge", robot_endpoint(control), robot_codec) as bridge:
+        with trio.fail_after(120):
+            loaded = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=0, trial_steps=100))).message
+        assert loaded.spec.action_dim == 7 and loaded.spec.trial_limits.steps == 100
+        assert loaded.manifest_digest == lift_manifest.digest()
+
+        with trio.fail_after(30):
+            spec = (await bridge.request(GetSpec())).message
+            assert spec == loaded.spec and [c.name for c in spec.cameras] == ["agentview", "birdview", "robot0_eye_in_hand"]
+            result = (await bridge.request(Step(actions=[[0.2, 0, 0, 0, 0, 0, -1]] * 3))).message
+            assert (result.applied, result.control_step, result.stopped) == (3, 3, "done")
+            bad = (await bridge.request(Step(actions=[[0.0] * 7, [0, 0, 0, 0, 0, 0, 2.0]]))).message
+            assert bad.stopped == "invalid_action" and bad.applied == 0 and bad.control_step == 3
+            assert (bad.error.chunk_index, bad.error.component_index, bad.error.value, bad.error.high) == (1, 6, 2.0, 1.0)
+
+            reply = await bridge.request(Observe(cameras=["agentview"], depth=True))
+            obs, blobs = reply.message, reply.blobs
+            (img,) = obs.images
+            rgb = np.frombuffer(blobs[img.rgb_blob], dtype=np.uint8).reshape(img.height, img.width, 3)
+            depth = np.frombuffer(blobs[img.depth_blob], dtype="<f4").reshape(img.height, img.width)
+            assert rgb.std() > 5 and 0.3 < float(np.median(depth)) < 5.0
+            assert np.array(img.K).shape == (3, 3) and np.array(img.T_world_camera).shape == (4, 4)
+            assert obs.state.control_step == 3 and set(obs.state.values) == set(spec.state_keys)
+            with pytest.raises(RemoteError) as refused:
+                await bridge.request(Observe(cameras=["frontview"]))  # a video camera, not an observation camera
+            assert "not allowed" in refused.value.error.detail
+            state = (await bridge.request(GetState())).message
+            assert state.steps_left == 97
+
+            # Admin messages are not in the robot union: they do not even decode there.
+            for admin in (Load(manifest={}, seed=1), SuccessQuery(), Wait(steps=1), TakeStates()):
+                with pytest.raises(RemoteError) as failure:
+                    await bridge.request(admin)
+                assert failure.value.code == "decode"
+
+            waited = (await coord.request(Wait(steps=5))).message
+            assert (waited.applied, waited.control_step) == (5, 8)
+            status = (await coord.request(SuccessQuery())).message
+            assert status.achieved is False and status.control_step == 8 and status.interval == 10
+            reply = await coord.request(TakeStates())
+            states = states_from_blobs(reply.message, reply.blobs)
+            assert states.step.tolist() == list(range(9)) and states.qpos.shape == (9, 16)
+            stats = (await coord.request(StatisticsRequest())).message
+            assert isinstance(stats, Statistics)
+            assert stats.extra["control_steps"] == 8 and stats.extra["render_seconds"] > 0
+            assert stats.extra["physics_seconds"] > 0
+            await coord.request(Shutdown(reason="test over"))
+    assert proc.wait(20) == 0
