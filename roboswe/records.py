@@ -805,6 +805,15 @@ class RunReader:
     def blob_stored(self, sha256: str) -> bool:
         return self._conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (sha256,)).fetchone() is not None
 
+    def row_digests(self, table: str) -> dict[int, str]:
+        """rowid -> sha256 of the row's values, to show rows written earlier are unchanged."""
+        if table not in APPEND_ONLY:
+            raise ValueError(f"unknown table {table!r}; expected one of {APPEND_ONLY}")
+        out = {}
+        for rowid, *values in self._conn.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid"):
+            out[rowid] = _sha256(_json_encoder.encode([v.hex() if isinstance(v, bytes) else v for v in values]))
+        return out
+
     def count(self, table: str) -> int:
         if table not in APPEND_ONLY:
             raise ValueError(f"unknown table {table!r}; expected one of {APPEND_ONLY}")

@@ -139,6 +139,7 @@ def test_interrupted_trial_is_linked_to_its_rerun(store, tmp_path):
                       *trial_records("r1/lift", 2, None))
     with RunReader(tmp_path / "run") as reader:
         (interrupted,) = reader.interrupted_trials("r1")
+        before = {t: reader.row_digests(t) for t in ("trials", "trial_ends")}
     assert interrupted.trial_id == "r1/lift/t2a0"
     # resume: close the original as incomplete, re-run it as attempt 1 linked to it
     end = trial_records("r1/lift", 2, "incomplete")[1]
@@ -147,6 +148,9 @@ def test_interrupted_trial_is_linked_to_its_rerun(store, tmp_path):
     with RunReader(tmp_path / "run") as reader:
         views = reader.trials("r1/lift")
         assert reader.interrupted_trials("r1") == []
+        after = {t: reader.row_digests(t) for t in ("trials", "trial_ends")}
+    for table, rows in before.items():  # resume appended; earlier rows are byte-for-byte the same
+        assert {k: after[table][k] for k in rows} == rows and len(after[table]) > len(rows)
     assert [(v.start.index, v.start.attempt, v.outcome) for v in views] == [
         (1, 0, "failure"), (2, 0, "incomplete"), (2, 1, "success")]
     assert views[1].recovered_by == "r1/lift/t2a1" and views[1].end.reason == "interrupted"
