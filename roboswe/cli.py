@@ -10,6 +10,9 @@ import sys
 # Each module also offers `add_arguments_<name>(parser)` to declare its options.
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (module, one-line help)
+    "up": ("roboswe._up", "start all actors under a supervisor (foreground) and wait for Ready"),
+    "status": ("roboswe._status", "show each actor of a run: pid, state, heartbeat, restarts, timing"),
+    "logs": ("roboswe._logs", "show or follow a run's events.jsonl"),
     "images": ("roboswe.images", "build or show the sandbox image (debootstrapped rootfs, docker import)"),
 }
 

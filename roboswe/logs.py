@@ -2,7 +2,9 @@
 
 Every process of a run appends JSON lines to ``RUN_DIR/events.jsonl`` (one ``write`` per
 line on an O_APPEND descriptor, so lines from different actors never interleave). Each
-line carries time, level, actor, pid, event and the event's fields. On a terminal the
+line carries time, level, actor, pid, event and the event's fields; actor and pid name the
+process that logged it, except events *about* an actor (the supervisor's ``actor_died``),
+which name that actor and pid and add ``by="supervisor"``. On a terminal the
 same events are also rendered for people. Context (actor, run, series, trial) is bound
 with ``bind_context`` and travels in contextvars.
 """
@@ -49,7 +51,8 @@ class _EventsFile:
 
 
 def _add_pid(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
-    event["pid"] = os.getpid()
+    # An event about another process (the supervisor's actor_died) passes that actor and pid itself.
+    event.setdefault("pid", os.getpid())
     return event
 
 

@@ -1,0 +1,81 @@
+"""`roboswe logs`: read, filter and follow a run's events.jsonl."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def add_arguments_logs(parser: argparse.ArgumentParser) -> None:
+    from roboswe.logs import LEVELS
+
+    parser.add_argument("--run-dir", type=Path, default=None, help="run directory (default: the latest under ./runs)")
+    parser.add_argument("--follow", "-f", action="store_true", help="keep printing new events until interrupted")
+    parser.add_argument("--actor", default=None, help="only events of this actor (e.g. simulator, supervisor)")
+    parser.add_argument("--level", default="debug", choices=LEVELS, help="only events at this level or above")
+    parser.add_argument("--json", action="store_true", help="print raw JSON lines")
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    from roboswe._runs import latest_run_dir
+    from roboswe.logs import EVENTS_FILE, LEVELS
+
+    try:
+        run_dir = args.run_dir or latest_run_dir()
+    except FileNotFoundError as e:
+        print(f"roboswe logs: {e}", file=sys.stderr)
+        return 2
+    path = run_dir / EVENTS_FILE
+    if not path.exists() and not args.follow:
+        print(f"roboswe logs: {path} not found; is {run_dir} a run dir?", file=sys.stderr)
+        return 2
+    threshold = LEVELS.index(args.level)
+    pretty = not args.json and sys.stdout.isatty()
+
+    def show(line: str) -> None:
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            return  # a line still being written; --follow picks it up whole next time
+        if args.actor and event.get("actor") != args.actor:
+            return
+        if LEVELS.index(event.get("level", "info")) < threshold if event.get("level") in LEVELS else False:
+            return
+        print(_pretty(event) if pretty else line.rstrip("\n"), flush=True)
+
+    try:
+        _read(path, show, follow=args.follow)
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:
+        sys.stderr.close()
+    return 0
+
+
+def _read(path: Path, show, *, follow: bool) -> None:
+    while follow and not path.exists():
+        time.sleep(0.25)
+    with open(path) as events:
+        partial = ""
+        while True:
+            chunk = events.readline()
+            if chunk:
+                partial += chunk
+                if partial.endswith("\n"):
+                    show(partial)
+                    partial = ""
+                continue
+            if not follow:
+                if partial:
+                    show(partial)
+                return
+            time.sleep(0.25)  # like `tail -f`: a CLI reader may poll a file
+
+
+def _pretty(event: dict[str, Any]) -> str:
+    fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("time", "level", "actor", "event", "pid"))
+    return f"{event.get('time', '')[11:23]} {event.get('level', ''):7} {event.get('actor', '-'):16} {event.get('event', '')}  {fields}"
