@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set up roboswe on a fresh Debian/Ubuntu machine: system packages, then a virtualenv at .venv.
+# Safe to re-run: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# System packages: bubblewrap/docker for sandboxes, debootstrap for the sandbox image,
+# chromium for the report viewer tests, Mesa EGL for offscreen MuJoCo rendering.
+APT_PACKAGES=(bubblewrap docker.io debootstrap chromium chromium-driver libegl1 libgl1 libegl-mesa0)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    echo "setup.sh: installing ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python 3.11 or 3.12 (robosuite 1.5.2 and mujoco 3.3 wheels).
+PYTHON="${PYTHON:-}"
+if [ -z "$PYTHON" ]; then
+    for candidate in python3.12 python3.11 python3; do
+        if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(not ((3, 11) <= sys.version_info[:2] < (3, 13)))'; then
+            PYTHON="$candidate"
+            break
+        fi
+    done
+fi
+if [ -z "$PYTHON" ]; then
+    echo "setup.sh: need Python 3.11 or 3.12 (set PYTHON=/path/to/python3.11)" >&2
+    exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv || { echo "setup.sh: '$PYTHON -m venv' failed; install python3-venv" >&2; exit 1; }
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+echo "setup.sh: ready (.venv)"
