@@ -87,8 +87,12 @@ class DockerSandbox(SandboxBackend):
         api = self._client.api
         user = f"{self.image.uid}:{self.image.gid}"
         cpu = math.ceil(limits.seconds) + 1
-        # ulimit -t bounds CPU time per script (the container's own ulimits are per trial).
-        wrapped = ["/bin/sh", "-c", f'ulimit -t {cpu}; exec "$@"', "sh", *argv]
+        # Per-script rlimits, as on bwrap: the container's cgroup limits are per trial.
+        rlimits = " && ".join(
+            f"ulimit -{flag} {value}"
+            for flag, value in (("t", cpu), ("p", limits.processes), ("v", limits.memory_mb << 10), ("f", limits.file_size_mb << 11))
+        )
+        wrapped = ["/bin/sh", "-c", f'{rlimits} && exec "$@"', "sh", *argv]
         out, err = OutputBuffer(limits.output_bytes), OutputBuffer(limits.output_bytes)
         started = time.monotonic()
         exec_id = (

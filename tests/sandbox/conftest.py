@@ -1,0 +1,83 @@
+"""Fixtures for sandbox and bridge tests: the built image, each backend, a trial against a stand-in robot."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from roboswe.images import ImageError, load_image
+from roboswe.protocol.bridge import ExecFeedback, ScriptLimits
+from roboswe.sandbox import backend_class
+
+from .stand_in_sim import ToyRobot, serve_toy_robot
+
+BACKENDS = ["bwrap", "docker"]
+
+
+@pytest.fixture(scope="session")
+def image():
+    try:
+        return load_image()
+    except ImageError as e:
+        pytest.skip(f"{e} (CI builds it in .ci/run)")
+
+
+def _docker_skip_reason(image) -> str | None:
+    why = backend_class("docker").available()
+    if why:
+        return why
+    if not image.docker_tag:
+        return "the sandbox image was built while dockerd was down: run `roboswe images build` again"
+    return None
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, image) -> str:
+    if request.param == "docker":
+        why = _docker_skip_reason(image)
+        if why:
+            pytest.skip(f"docker backend: {why}")
+    return request.param
+
+
+@pytest.fixture
+def scratch():
+    """A directory the sandbox user may traverse (pytest's tmp_path lives under a 0700 parent)."""
+    d = Path(tempfile.mkdtemp(prefix="rs-test-", dir="/tmp"))
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@dataclass
+class Trial:
+    sandbox: object  # TrialSandbox
+    robot: ToyRobot
+    workspace: Path
+    scratch: Path
+
+    async def run(self, code: str, name: str = "script.py", **limits) -> ExecFeedback:
+        (self.workspace / name).write_text(textwrap.dedent(code))
+        return await self.sandbox.exec(name, ScriptLimits(**{**TEST_LIMITS, **limits}))
+
+
+TEST_LIMITS = {"seconds": 10.0}
+
+
+@pytest.fixture
+async def trial(backend, image, scratch, nursery):
+    from roboswe.actors.sandbox_bridge import open_trial
+
+    robot = ToyRobot()
+    endpoint = f"ipc://{scratch}/sim.sock"
+    await nursery.start(serve_toy_robot, endpoint, robot)
+    workspace = scratch / "workspace"
+    workspace.mkdir()
+    async with open_trial("test-trial", workspace, endpoint, backend=backend, image=image) as sandbox:
+        yield Trial(sandbox, robot, workspace, scratch)

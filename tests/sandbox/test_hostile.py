@@ -1,0 +1,276 @@
+"""Hostile programs: each attempt is denied or contained, forged bridge requests never reach the
+simulator, the bridge keeps serving the next script, and every attempt shows in the events."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+import trio
+from structlog.testing import capture_logs
+
+
+async def _still_serving(trial) -> None:
+    before = trial.robot.control_step
+    fb = await trial.run("import robot; robot.step([0, 0, 0, 0]); print('ok')", name="next.py")
+    assert fb.exit_status == 0 and fb.stdout == "ok\n", fb.stderr
+    assert trial.robot.control_step == before + 1
+
+
+async def test_network_is_unreachable_including_host_loopback(trial):
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+    tcp.setblocking(False)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.setblocking(False)
+    tport, uport = tcp.getsockname()[1], udp.getsockname()[1]
+    fb = await trial.run(
+        f"""
+        import socket
+        for host, port in [("127.0.0.1", {tport}), ("1.1.1.1", 53), ("8.8.8.8", 443), ("10.0.0.1", 80), ("::1", {tport})]:
+            try:
+                s = socket.create_connection((host, port), timeout=2)
+                print("CONNECTED", host)
+            except OSError as e:
+                print("tcp denied", host, type(e).__name__)
+        try:
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            u.sendto(b"hello", ("127.0.0.1", {uport}))
+            u.sendto(b"hello", ("8.8.8.8", 53))
+            print("udp sent (into the sandbox's own loopback)")
+        except OSError as e:
+            print("udp denied", type(e).__name__)
+        try:
+            print("RESOLVED", socket.getaddrinfo("example.com", 80))
+        except OSError as e:
+            print("dns denied", type(e).__name__)
+        """
+    )
+    assert fb.exit_status == 0, fb.stderr
+    assert "CONNECTED" not in fb.stdout and "RESOLVED" not in fb.stdout, fb.stdout
+    assert fb.stdout.count("tcp denied") == 5 and "dns denied" in fb.stdout
+    await trio.sleep(0.2)
+    with pytest.raises(BlockingIOError):
+        tcp.accept()
+    with pytest.raises(BlockingIOError):
+        udp.recv(100)
+    tcp.close()
+    udp.close()
+
+
+async def test_filesystem_outside_workspace_is_read_only_or_invisible(trial):
+    host_secret = trial.scratch / "runs.sqlite"  # stands for the run database: a host path outside the workspace
+    host_secret.write_text("run database")
+    os.environ["ROBOSWE_TEST_PROVIDER_KEY"] = "sk-must-not-leak"
+    try:
+        fb = await trial.run(
+            f"""
+            import os, glob
+            for path in ["/etc/roboswe-owned", "/usr/local/lib/python3.11/dist-packages/robot.py", "/bridge/x",
+                         "/escape", "{trial.scratch}/planted"]:
+                try:
+                    open(path, "w").write("x")
+                    print("WROTE", path)
+                except OSError as e:
+                    print("write denied", path, type(e).__name__)
+            for path in ["/etc/shadow", "{host_secret}", "/proc/1/root/etc/shadow"]:
+                try:
+                    print("READ", path, open(path).read()[:20])
+                except OSError as e:
+                    print("read denied", path, type(e).__name__)
+            open("/tmp/scratch", "w").write("private tmp is fine")
+            open("/workspace/out.txt", "w").write("workspace is writable")
+            print("env", sorted(os.environ))
+            leaked = []
+            for f in glob.glob("/proc/*/environ") + glob.glob("/proc/*/cmdline"):
+                try:
+                    data = open(f, "rb").read()
+                except OSError:
+                    continue
+                if b"sk-must-not-leak" in data or b"pytest" in data:
+                    leaked.append(f)
+            print("pids", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+            print("leaked", leaked)
+            print("uid", os.getuid())
+            """
+        )
+    finally:
+        del os.environ["ROBOSWE_TEST_PROVIDER_KEY"]
+    assert fb.exit_status == 0, fb.stderr
+    out = fb.stdout
+    assert "WROTE" not in out and "READ" not in out, out
+    assert out.count("write denied") == 5 and out.count("read denied") == 3
+    assert "leaked []" in out and "sk-must-not-leak" not in out
+    assert "uid 1000" in out
+    assert "ROBOSWE_TOKEN" in out and "ROBOSWE_TEST_PROVIDER_KEY" not in out
+    assert not (trial.scratch / "planted").exists()
+    assert (trial.workspace / "out.txt").read_text() == "workspace is writable"
+    assert not os.path.exists("/tmp/scratch") or open("/tmp/scratch").read() != "private tmp is fine"
+
+
+FORGED_KINDS = ["Load", "Reset", "SetState", "SuccessQuery", "Grade", "Wait", "TakeStates", "StepReply", "Bogus"]
+
+
+async def test_forged_bridge_requests_are_refused_and_never_reach_the_simulator(trial):
+    with capture_logs() as events:
+        fb = await trial.run(
+            f"""
+            import os, zmq, msgspec
+            from roboswe.protocol._base import envelope
+            ctx = zmq.Context.instance()
+            s = ctx.socket(zmq.DEALER); s.setsockopt(zmq.LINGER, 0)
+            s.connect(os.environ["ROBOSWE_BRIDGE"])
+            token = os.environ["ROBOSWE_TOKEN"]
+            env = msgspec.msgpack.encode(envelope("forger"))
+            def ask(frames, wait=3000):
+                s.send_multipart(frames)
+                if not s.poll(wait):
+                    return "no reply"
+                return msgspec.msgpack.decode(s.recv_multipart()[1]).get("code")
+            for kind in {FORGED_KINDS!r}:
+                body = {{"kind": kind, "token": token, "steps": 5, "seed": 1, "manifest": {{}}, "qpos": [9.0] * 4}}
+                print(kind, ask([env, msgspec.msgpack.encode(body)]))
+            print("wrong-token", ask([env, msgspec.msgpack.encode({{"kind": "Step", "token": "guess", "action": [1.0, 0, 0, 0]}})]))
+            print("extra-blob", ask([env, msgspec.msgpack.encode({{"kind": "Step", "token": token, "action": [1.0, 0, 0, 0]}}), b"x"]))
+            print("garbage", ask([b"\\xff\\x00garbage"]))
+            print("garbage2", ask([env, b"\\xc1\\xc1"]))
+            print("oversized", ask([env, msgspec.msgpack.encode({{"kind": "Step", "token": token, "pad": "x" * 600_000}})]))
+            # a frame beyond ZMQ_MAXMSGSIZE: ZeroMQ drops the connection before buffering it
+            print("huge", ask([env, b"x" * (8 << 20)], wait=1500))
+            """
+        )
+    assert fb.exit_status == 0, fb.stderr
+    lines = dict(line.split(" ", 1) for line in fb.stdout.splitlines())
+    for kind in [*FORGED_KINDS, "wrong-token", "extra-blob", "garbage", "garbage2", "oversized"]:
+        assert lines[kind] == "refused", (kind, fb.stdout)
+    assert lines["huge"] == "no reply"
+    # nothing reached the simulator and nothing moved
+    assert trial.robot.received == [] and trial.robot.control_step == 0 and trial.robot.qpos == [0.0] * 4
+    refused = [e for e in events if e["event"] == "bridge_refused"]
+    kinds = {e["kind"] for e in refused}
+    assert set(FORGED_KINDS) <= kinds, kinds
+    assert {"Step", "garbage", "dropped_connection"} <= kinds, kinds
+    assert all(e["trial"] == "test-trial" and e["script"] == "script.py" for e in refused)
+    assert fb.refused >= len(FORGED_KINDS) + 5
+    await _still_serving(trial)
+
+
+async def test_sleeping_past_the_time_limit_is_killed(trial):
+    start = time.monotonic()
+    fb = await trial.run("import time\nprint('sleeping', flush=True)\ntime.sleep(60)\n", seconds=1.5)
+    assert fb.limit == "wall_time"
+    assert fb.stdout == "sleeping\n"
+    assert fb.exit_status == 137
+    assert 1.4 < fb.wall_seconds < 4 and time.monotonic() - start < 6
+    await _still_serving(trial)
+
+
+async def test_fork_bomb_is_contained(trial):
+    fb = await trial.run(
+        """
+        import os, time
+        n = 0
+        while True:
+            try:
+                if os.fork() == 0:
+                    time.sleep(30)
+                    os._exit(0)
+                n += 1
+            except OSError as e:
+                print("fork refused after", n, type(e).__name__, flush=True)
+                break
+        time.sleep(60)
+        """,
+        seconds=3,
+        processes=32,
+    )
+    assert "fork refused after" in fb.stdout, (fb.stdout, fb.stderr)
+    assert int(fb.stdout.split()[3]) < 32
+    assert fb.limit == "wall_time"
+    await _still_serving(trial)
+
+
+async def test_allocating_until_killed_hits_the_memory_limit(trial):
+    fb = await trial.run(
+        """
+        chunks = []
+        while True:
+            chunks.append(bytearray(32 << 20))
+        """,
+        memory_mb=256,
+    )
+    assert fb.limit == "memory", (fb.exit_status, fb.stderr[-500:])
+    assert fb.exit_status != 0
+    await _still_serving(trial)
+
+
+async def test_printing_hundreds_of_megabytes_is_capped(trial):
+    fb = await trial.run(
+        """
+        import sys
+        block = "y" * (1 << 20)
+        for _ in range(300):
+            sys.stdout.write(block)
+        sys.stderr.write("done\\n")
+        """
+    )
+    assert fb.exit_status == 0
+    assert fb.stdout_bytes == 300 << 20 and fb.stdout_truncated
+    assert len(fb.stdout) < 70_000 and "bytes not shown" in fb.stdout
+    assert fb.stderr == "done\n" and not fb.stderr_truncated
+
+
+async def test_background_processes_do_not_outlive_the_script(trial):
+    fb = await trial.run(
+        """
+        import os, subprocess, time
+        subprocess.Popen(["sleep", "1000"], start_new_session=True)
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:  # a daemon that keeps writing
+                while True:
+                    with open("/workspace/heartbeat", "a") as f:
+                        f.write(".")
+                    time.sleep(0.05)
+            os._exit(0)
+        time.sleep(0.3)
+        print("leaving")
+        """
+    )
+    assert fb.exit_status == 0 and fb.stdout == "leaving\n"
+    assert fb.wall_seconds < 2
+    beat = trial.workspace / "heartbeat"
+    size = beat.stat().st_size
+    assert size > 0
+    await trio.sleep(0.5)
+    assert beat.stat().st_size == size, "a background process kept running after the script ended"
+    await _still_serving(trial)
+
+
+async def test_symlink_to_a_host_file_does_not_reach_it(trial):
+    secret = trial.scratch / "host-secret.txt"
+    secret.write_text("host secret")
+    os.chmod(secret, 0o644)
+    (trial.workspace / "link").symlink_to(secret)
+    fb = await trial.run(
+        """
+        import os
+        for p in ["link", "made"]:
+            try:
+                print(p, open(p).read())
+            except OSError as e:
+                print(p, "denied", type(e).__name__)
+        os.symlink("/etc/passwd", "made")
+        """
+    )
+    assert "host secret" not in fb.stdout
+    assert "link denied FileNotFoundError" in fb.stdout
+    # the host file was neither read nor handed to the sandbox user
+    st = secret.stat()
+    assert st.st_uid == 0 and secret.read_text() == "host secret"
+    assert os.readlink(trial.workspace / "made") == "/etc/passwd"
+    await _still_serving(trial)
