@@ -1,11 +1,115 @@
-"""The context manager actor: decides what fits in the next model request. Placeholder until its issue lands: it serves control messages only."""
+"""The context manager actor: holds each series' archive and decides what fits next.
 
-from roboswe.actors import Actor, actor_main, refuse_unhandled
-from roboswe.protocol.control import CONTROL_CODEC
+Domain logic is `roboswe.context.ContextWindow`; counts come from the provider client
+(CountTokens), since only that actor holds the provider key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import structlog
+
+from roboswe.actors import Actor, actor_main
+from roboswe.context import ContextOverflow, ContextWindow, SearchUnavailable, format_hits
+from roboswe.protocol import Decoded
+from roboswe.protocol.context import (
+    CONTEXT_CODEC,
+    AppendTurns,
+    ContextState,
+    Prepared,
+    PrepareRequest,
+    RecordUsage,
+    ResetContext,
+    SearchHistoryRequest,
+    SearchHistoryResult,
+)
+from roboswe.protocol.control import Error, Ok
+from roboswe.protocol.participant import DecisionRequest, ProviderFailure, TokenCount, split_images
+from roboswe.protocol.provider import PROVIDER_CODEC, CountTokens, Counted, ProviderFailed
+from roboswe.providers import ProviderConfig
+
+log = structlog.get_logger()
+_json = msgspec.json.Encoder()
+
+
+class ContextService:
+    """Message handling around one ContextWindow at a time (one series at a time)."""
+
+    def __init__(self, config: ProviderConfig, counter: Any):
+        self.config = config
+        self.counter = counter
+        self.window = self._new_window("")
+
+    def _new_window(self, series: str) -> ContextWindow:
+        return ContextWindow(context_window=self.config.context_window, max_output_tokens=self.config.max_output_tokens,
+                             counter=self.counter, series=series)
+
+    def _state(self) -> ContextState:
+        w = self.window
+        return ContextState(archived=len(w.archive), active=len(w.active), slides=len(w.slides))
+
+    async def handle(self, decoded: Decoded[Any]) -> Any:
+        match decoded.message:
+            case ResetContext(series=series):
+                self.window = self._new_window(series)
+                return self._state()
+            case AppendTurns(turns=turns, image_digests=digests):
+                if len(digests) != len(decoded.blobs):
+                    return Error(code="invalid", detail=f"{len(digests)} image digest(s) but {len(decoded.blobs)} blob(s)")
+                images = {d: bytes(b) for d, b in zip(digests, decoded.blobs)}
+                try:
+                    for turn in turns:
+                        self.window.append(turn, images)
+                except ValueError as e:
+                    return Error(code="invalid", detail=str(e))
+                return self._state()
+            case PrepareRequest(system=system, trial=trial):
+                try:
+                    prepared = await self.window.prepare(system, trial)
+                except ContextOverflow as e:
+                    return Error(code="context_overflow", detail=e.detail,
+                                 data={"evidence": _json.encode(e.evidence).decode()})
+                except ProviderFailure as e:
+                    return Error(code="provider", detail=e.detail, data={"attempts": len(e.attempts)})
+                request, digests, blobs = split_images(prepared.request)
+                reply = Prepared(request=request, image_digests=digests, count=prepared.count, slide=prepared.slide)
+                return reply, blobs
+            case RecordUsage(usage=usage):
+                self.window.record_usage(usage)
+                return Ok()
+            case SearchHistoryRequest(query=query):
+                try:
+                    hits = self.window.search(query)
+                except (SearchUnavailable, ValueError) as e:
+                    return Error(code="search_unavailable", detail=str(e))
+                return SearchHistoryResult(hits=hits, text=format_hits(query, hits))
+            case other:
+                return Error(code="unsupported", detail=f"context_manager does not handle {type(other).__name__}")
+
+
+def provider_counter(actor: Actor) -> Any:
+    """Counts through the provider client (a short link per count: the peer may start later)."""
+
+    async def count(request: DecisionRequest) -> TokenCount:
+        stripped, digests, blobs = split_images(request)
+        async with actor.client("provider_client", PROVIDER_CODEC) as provider:
+            reply = await provider.request(CountTokens(request=stripped, image_digests=digests), blobs)
+        match reply.message:
+            case Counted(count=c):
+                return c
+            case ProviderFailed(detail=detail, attempts=attempts):
+                raise ProviderFailure(detail, attempts)
+        raise ProviderFailure(f"provider_client answered CountTokens with {type(reply.message).__name__}", [])
+
+    return count
 
 
 async def main(actor: Actor) -> None:
-    await actor.serve(CONTROL_CODEC, refuse_unhandled(actor.name))
+    config = actor.config.provider or ProviderConfig(kind="python")
+    service = ContextService(config, provider_counter(actor))
+    await actor.serve(CONTEXT_CODEC, service.handle, concurrent=False)
 
 
 if __name__ == "__main__":

@@ -302,6 +302,19 @@ class DecisionRequest(msgspec.Struct, frozen=True, kw_only=True):
         return list(seen)
 
 
+def split_images(request: DecisionRequest) -> tuple[DecisionRequest, list[str], list[bytes]]:
+    """For the wire: the request without image bytes, the digests, and the bytes as blobs."""
+    digests = list(request.images)
+    return msgspec.structs.replace(request, images={}), digests, [request.images[d] for d in digests]
+
+
+def join_images(request: DecisionRequest, digests: list[str], blobs: Any) -> DecisionRequest:
+    """Inverse of split_images; raises ValueError when digests and blobs disagree."""
+    if len(digests) != len(blobs):
+        raise ValueError(f"{len(digests)} image digest(s) but {len(blobs)} blob frame(s)")
+    return msgspec.structs.replace(request, images={d: bytes(b) for d, b in zip(digests, blobs)})
+
+
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
     """Token usage as the provider reported it (zeros when not reported)."""
 

@@ -1,0 +1,247 @@
+"""Fake provider HTTP servers on loopback that speak each wire format.
+
+A `FakeProvider` serves a scripted queue of generation replies (tool calls, text,
+thinking with signatures, errors, malformed bodies, stalls) and answers count-token
+endpoints itself. It records every request body exactly, so tests can check what the
+real SDK sent. Reusable for full series tests: queue one reply per expected decision
+with the `*_reply` builders below (e.g. `anthropic_reply(tool=("write_file", {...}))`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+WIRES = ("openai", "anthropic", "google", "openrouter")
+
+
+@dataclass
+class Reply:
+    """One scripted HTTP answer; `stall_s` > 0 holds the connection silent that long first."""
+
+    status: int = 200
+    body: bytes = b"{}"
+    headers: dict[str, str] = field(default_factory=dict)
+    stall_s: float = 0.0
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def error_reply(status: int, *, retry_after: float | None = None, message: str = "fake error") -> Reply:
+    headers = {"content-type": "application/json"}
+    if retry_after is not None:
+        headers["retry-after"] = str(retry_after)
+    kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
+    body = {"type": "error", "error": {"type": kind, "message": message, "code": status}}
+    return Reply(status=status, body=json.dumps(body).encode(), headers=headers)
+
+
+def malformed_reply() -> Reply:
+    return Reply(status=200, body=b'{"id": "resp_1", "output": [', headers={"content-type": "application/json"})
+
+
+def stall_reply(seconds: float = 30.0) -> Reply:
+    return Reply(stall_s=seconds)
+
+
+class FakeProvider:
+    """A loopback HTTP server for one wire format with a scripted reply queue."""
+
+    def __init__(self, wire: str, *, count: Callable[[bytes], int] | None = None):
+        assert wire in WIRES, wire
+        self.wire = wire
+        self.script: deque[Reply | Callable[[Seen], Reply]] = deque()
+        self.seen: list[Seen] = []
+        self.count_script: deque[Reply] = deque()
+        self.count = count or (lambda body: len(body) // 4 + 7)
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._server.block_on_close = False
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"fake-{wire}", daemon=True)
+
+    # ---- lifecycle
+
+    def __enter__(self) -> FakeProvider:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """The base_url to give the SDK for this wire."""
+        root = f"http://127.0.0.1:{self.port}"
+        return {"openai": root + "/v1", "openrouter": root + "/v1", "anthropic": root, "google": root}[self.wire]
+
+    def queue(self, *replies: Reply | Callable[[Seen], Reply]) -> FakeProvider:
+        with self._lock:
+            self.script.extend(replies)
+        return self
+
+    def generations(self) -> list[Seen]:
+        return [s for s in self.seen if not _is_count(s.path)]
+
+    def counts(self) -> list[Seen]:
+        return [s for s in self.seen if _is_count(s.path)]
+
+    # ---- serving
+
+    def _next(self, seen: Seen) -> Reply:
+        with self._lock:
+            self.seen.append(seen)
+            if _is_count(seen.path):
+                if self.count_script:
+                    return self.count_script.popleft()
+                n = self.count(seen.body)
+                key = "input_tokens" if self.wire == "anthropic" else "totalTokens"
+                return Reply(body=json.dumps({key: n}).encode(), headers={"content-type": "application/json"})
+            if not self.script:
+                return error_reply(500, message=f"fake {self.wire}: script exhausted")
+            item = self.script.popleft()
+        return item(seen) if callable(item) else item
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server naming
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length)
+                seen = Seen("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                reply = fake._next(seen)
+                if reply.stall_s:
+                    time.sleep(reply.stall_s)
+                    self.close_connection = True
+                    return
+                self.send_response(reply.status)
+                headers = {"content-type": "application/json", **reply.headers}
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("content-length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        return Handler
+
+
+def _is_count(path: str) -> bool:
+    return "count_tokens" in path or ":countTokens" in path
+
+
+# --------------------------------------------------------------------------- reply builders
+
+_SIG = base64.b64encode(b"fake-signature-bytes-0123456789").decode()
+
+
+def _json_reply(body: dict[str, Any]) -> Reply:
+    return Reply(body=json.dumps(body).encode(), headers={"content-type": "application/json"})
+
+
+def openai_reply(*, tool: tuple[str, dict[str, Any]] | None = None, text: str = "", reasoning: bool = True,
+                 call_id: str = "call_1", usage: tuple[int, int] = (1200, 80)) -> Reply:
+    """A Responses API response: optional encrypted reasoning item, text, one function call."""
+    output: list[dict[str, Any]] = []
+    if reasoning:
+        output.append({"id": "rs_1", "type": "reasoning", "encrypted_content": "gAAAAB-opaque-reasoning==",
+                       "summary": [{"type": "summary_text", "text": "I should run the script."}]})
+    if text:
+        output.append({"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+                       "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    if tool:
+        output.append({"id": "fc_1", "type": "function_call", "status": "completed", "call_id": call_id,
+                       "name": tool[0], "arguments": json.dumps(tool[1])})
+    return _json_reply({
+        "id": "resp_1", "object": "response", "created_at": 1764500000, "status": "completed", "model": "fake-gpt",
+        "output": output, "parallel_tool_calls": False, "tool_choice": "auto", "tools": [],
+        "usage": {"input_tokens": usage[0], "output_tokens": usage[1], "total_tokens": sum(usage),
+                  "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 40}},
+    })
+
+
+def anthropic_reply(*, tool: tuple[str, dict[str, Any]] | None = None, text: str = "", thinking: bool = True,
+                    redacted: bool = False, call_id: str = "toolu_1", usage: tuple[int, int] = (1200, 80)) -> Reply:
+    """A Messages API message: thinking (with signature), optional redacted thinking, text, tool_use."""
+    content: list[dict[str, Any]] = []
+    if thinking:
+        content.append({"type": "thinking", "thinking": "Let me plan the grasp.", "signature": _SIG})
+    if redacted:
+        content.append({"type": "redacted_thinking", "data": "EncryptedRedactedThinking=="})
+    if text:
+        content.append({"type": "text", "text": text})
+    if tool:
+        content.append({"type": "tool_use", "id": call_id, "name": tool[0], "input": tool[1]})
+    return _json_reply({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "fake-claude", "content": content,
+        "stop_reason": "tool_use" if tool else "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": usage[0], "output_tokens": usage[1], "cache_read_input_tokens": 0,
+                  "cache_creation_input_tokens": 0},
+    })
+
+
+def google_reply(*, tool: tuple[str, dict[str, Any]] | None = None, text: str = "", thought: bool = True,
+                 call_id: str | None = None, usage: tuple[int, int] = (1200, 80)) -> Reply:
+    """A generateContent response: thought summary, text, functionCall with a thoughtSignature."""
+    parts: list[dict[str, Any]] = []
+    if thought:
+        parts.append({"text": "Thinking about the cube.", "thought": True})
+    if text:
+        parts.append({"text": text})
+    if tool:
+        fc: dict[str, Any] = {"name": tool[0], "args": tool[1]}
+        if call_id:
+            fc["id"] = call_id
+        parts.append({"functionCall": fc, "thoughtSignature": _SIG})
+    return _json_reply({
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": usage[0], "candidatesTokenCount": usage[1], "thoughtsTokenCount": 30,
+                          "totalTokenCount": sum(usage) + 30},
+        "modelVersion": "fake-gemini",
+    })
+
+
+def openrouter_reply(*, tool: tuple[str, dict[str, Any]] | None = None, text: str = "", reasoning: bool = True,
+                     call_id: str = "call_or_1", usage: tuple[int, int] = (1200, 80)) -> Reply:
+    """A chat completion with reasoning_details (signed) and one tool call."""
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if reasoning:
+        message["reasoning"] = "Plan: observe first."
+        message["reasoning_details"] = [{"type": "reasoning.encrypted", "data": "opaque==", "id": "r1", "format": "x", "index": 0}]
+    if tool:
+        message["tool_calls"] = [{"id": call_id, "type": "function",
+                                  "function": {"name": tool[0], "arguments": json.dumps(tool[1])}}]
+    return _json_reply({
+        "id": "gen-1", "object": "chat.completion", "created": 1764500000, "model": "fake/router-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool else "stop"}],
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
+    })
+
+
+REPLY = {"openai": openai_reply, "anthropic": anthropic_reply, "google": google_reply, "openrouter": openrouter_reply}
+"""Wire name -> reply builder taking tool=(name, args), text=..."""
