@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -112,7 +112,7 @@ class Client:
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         assert self._stack is not None
-        self._fail_pending(ProtocolError(f"link to {self.peer} closed"))
+        self._fail_pending(lambda: ProtocolError(f"link to {self.peer} closed"))
         await self._stack.aclose()  # the body's own exception propagates unwrapped
         return None
 
@@ -216,11 +216,12 @@ class Client:
     def _declare_dead(self, silent: float) -> None:
         self._dead = True
         log.warning("peer_dead", peer=self.peer, endpoint=self.endpoint, silent_for=round(silent, 3), failed_requests=len(self._pending))
-        self._fail_pending(PeerDead(self.peer, self.endpoint, silent))
+        self._fail_pending(lambda: PeerDead(self.peer, self.endpoint, silent))
         self._dead_event.set()
 
-    def _fail_pending(self, failure: Exception) -> None:
+    def _fail_pending(self, failure: Callable[[], Exception]) -> None:
+        # A fresh exception per waiter: one instance raised in several tasks would tangle tracebacks.
         for waiting in self._pending.values():
             if not waiting.done.is_set():
-                waiting.failure = failure
+                waiting.failure = failure()
                 waiting.done.set()

@@ -99,9 +99,12 @@ class Server:
                 nursery.start_soon(self._stop_on_shutdown, nursery.cancel_scope)
                 task_status.started(self)
                 while True:
-                    self._dispatch(await self._socket.receive())
-                    if self._in_order is not None:
-                        await self._wait_in_order_room()
+                    in_order = self._dispatch(await self._socket.receive())
+                    if in_order is not None:
+                        # Backpressure, never drops: with the queue full, reading pauses until
+                        # the handler catches up (a burst of the recorder's fire-and-forget
+                        # records must not be lost).
+                        await self._in_order.send(in_order)
         finally:
             self._socket.close()
             if self.endpoint.startswith("ipc://"):
@@ -111,20 +114,13 @@ class Server:
                     pass
             log.info("server_closed", endpoint=self.endpoint)
 
-    async def _wait_in_order_room(self) -> None:
-        # Backpressure rather than "busy" drops: receive never yields while frames are
-        # waiting, so a burst of fire-and-forget messages (the recorder's records) would
-        # overflow the in-order queue and be lost. Pause reading until the handler catches up.
-        assert self._in_order is not None
-        while self._in_order.statistics().current_buffer_used >= 512:
-            await trio.sleep(0.001)
-
     async def _stop_on_shutdown(self, scope: trio.CancelScope) -> None:
         await self.shutdown_requested.wait()
         await trio.sleep(0.05)  # let the Ok reply leave before the socket closes
         scope.cancel()
 
-    def _dispatch(self, frames: list[bytes]) -> None:
+    def _dispatch(self, frames: list[bytes]) -> tuple[bytes, Decoded[Any]] | None:
+        """Answer what can be answered at once; returns a request to queue in order, if any."""
         identity, body = frames[0], frames[1:]
         try:
             decoded = self.codec.decode(body)
@@ -132,26 +128,24 @@ class Server:
             self.accounts.count_error()
             log.warning("frame_rejected", reason=e.reason, frames=len(body))
             self._reply(identity, Error(code="decode", detail=e.reason), e.envelope.message_id if e.envelope else None)
-            return
+            return None
         env = decoded.envelope
         if env.version[0] != PROTOCOL_VERSION[0]:
             self.accounts.count_error()
             log.warning("peer_refused", peer=env.sender, peer_version=list(env.version))
             self._reply(identity, _version_error(self.name, env.sender, env.version), env.message_id)
-            return
+            return None
         message = decoded.message
         if isinstance(message, _CONTROL):
             started = self.accounts.begin_handling()
             self._answer_control(identity, decoded)
             self.accounts.end_handling(type(message).__name__, started)
         elif self._in_order is not None:
-            try:
-                self._in_order.send_nowait((identity, decoded))
-            except trio.WouldBlock:
-                self._reply(identity, Error(code="busy", detail=f"{self.name}: more than 1024 requests queued"), env.message_id)
+            return identity, decoded
         else:
             assert self._nursery is not None
             self._nursery.start_soon(self._handle, identity, decoded)
+        return None
 
     def _answer_control(self, identity: bytes, decoded: Decoded[Any]) -> None:
         env, message = decoded.envelope, decoded.message

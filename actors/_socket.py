@@ -51,9 +51,14 @@ class AsyncSocket:
         """Wait for the next multipart message."""
         while True:
             try:
-                return self.raw.recv_multipart(zmq.NOBLOCK)
+                frames = self.raw.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 pass
+            else:
+                # Yield even when messages keep coming, so a flood cannot starve the
+                # handlers and heartbeat tasks of this actor.
+                await trio.lowlevel.checkpoint()
+                return frames
             if self._closed:
                 raise trio.ClosedResourceError("socket closed")
             with trio.CancelScope() as sleep:
