@@ -1,0 +1,155 @@
+"""The provider client and context manager as real actor processes, talking to a fake provider."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+import trio
+
+from roboswe.actors import Client, RemoteError
+from roboswe.protocol.context import (
+    CONTEXT_CODEC,
+    AppendTurns,
+    ContextState,
+    Prepared,
+    PrepareRequest,
+    RecordUsage,
+    ResetContext,
+    SearchHistoryRequest,
+)
+from roboswe.protocol.participant import ListFiles, TextPart, Turn, Usage, image_part, join_images, result_turn, split_images
+from roboswe.protocol.provider import PROVIDER_CODEC, Decide, Decided, ProviderFailed
+
+from .fakes import REPLY, FakeProvider, error_reply
+from .test_adapters import IMAGE
+
+KEY_ENV = "ROBOSWE_ACTOR_TEST_KEY"
+
+
+class Actors:
+    def __init__(self, run_dir: Path, config: str, env: dict[str, str]):
+        self.run_dir = run_dir
+        (run_dir / "run.toml").write_text(config)
+        self.procs = [
+            subprocess.Popen([sys.executable, "-m", f"roboswe.actors.{name}", "--run-dir", str(run_dir),
+                              "--config", str(run_dir / "run.toml")], env=env, stdout=subprocess.DEVNULL,
+                             stderr=open(run_dir / f"{name}.err", "w"))
+            for name in ("provider_client", "context_manager")
+        ]
+
+    def endpoint(self, name: str) -> str:
+        return f"ipc://{self.run_dir}/sock/{name}.sock"
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture
+def actors(tmp_path):
+    started = []
+
+    def start(config: str) -> Actors:
+        a = Actors(tmp_path, config, {**os.environ, KEY_ENV: "sk-actor-SECRET", "PYTHONHASHSEED": "0"})
+        started.append(a)
+        return a
+
+    yield start
+    for a in started:
+        a.close()
+
+
+def connect(endpoint: str, codec) -> Client:
+    """A client for an actor process; wait_bound() first, since the process starts slowly."""
+    return Client("test", endpoint, codec, heartbeat_interval=0.5, liveness=6)
+
+
+async def wait_bound(*endpoints: str) -> None:
+    with trio.fail_after(60):
+        for endpoint in endpoints:
+            path = Path(endpoint.removeprefix("ipc://"))
+            while not path.exists():
+                await trio.sleep(0.1)
+
+
+async def test_anthropic_series_step_through_both_actors(actors):
+    with FakeProvider("anthropic", count=lambda body: 2000) as fake:
+        a = actors(f"""
+[provider]
+kind = "anthropic"
+model = "fake-claude-2026"
+api_key_env = "{KEY_ENV}"
+base_url = "{fake.base_url}"
+attempts = 2
+backoff_initial_s = 0.01
+context_window = 100000
+max_output_tokens = 8000
+""")
+        await wait_bound(a.endpoint("context_manager"), a.endpoint("provider_client"))
+        async with connect(a.endpoint("context_manager"), CONTEXT_CODEC) as context, \
+                connect(a.endpoint("provider_client"), PROVIDER_CODEC) as provider:
+            with trio.fail_after(30):
+                state = (await context.request(ResetContext(series="s1"))).message
+                assert state == ContextState(archived=0, active=0, slides=0)
+                part = image_part(IMAGE, "agentview")
+                opening = Turn(id="u0", role="user", trial=1, pinned=True, parts=[TextPart(text="Lift."), part])
+                await context.request(AppendTurns(turns=[opening], image_digests=[part.digest]), [IMAGE])
+                reply = await context.request(PrepareRequest(system="You drive a robot.", trial=1))
+                prepared = reply.message
+                assert isinstance(prepared, Prepared)
+                assert prepared.count.exact_tokens == 2000 and prepared.count.method == "anthropic.count_tokens"
+                assert prepared.count.budget == 100000 - 8000 - 4096
+                assert len(fake.counts()) == 1  # counted through the provider client, with the key
+                assert "sk-actor-SECRET" in str(fake.counts()[0].headers), fake.counts()[0].headers
+                request = join_images(prepared.request, prepared.image_digests, reply.blobs)
+                assert request.images == {part.digest: IMAGE}
+
+                fake.queue(REPLY["anthropic"](tool=("list_files", {})))
+                stripped, digests, blobs = split_images(request)
+                decided = (await provider.request(Decide(request=stripped, image_digests=digests), blobs)).message
+                assert isinstance(decided, Decided) and decided.decision.operation == ListFiles()
+                assert decided.decision.attempts[0].request == fake.generations()[0].body
+                await context.request(RecordUsage(usage=decided.decision.usage))
+                answer = result_turn(decided.decision, id="r1", text="lift.py 120 bytes", trial=1)
+                await context.request(AppendTurns(turns=[decided.decision.turn, answer]))
+                again = (await context.request(PrepareRequest(system="You drive a robot.", trial=1))).message
+                assert [t.id for t in again.request.conversation] == ["u0", decided.decision.turn.id, "r1"]
+
+                with pytest.raises(RemoteError) as err:
+                    await context.request(SearchHistoryRequest(query="lift.py"))
+                assert err.value.error.code == "search_unavailable"
+
+                fake.queue(error_reply(529), error_reply(529))
+                failed = (await provider.request(Decide(request=stripped, image_digests=digests), blobs)).message
+                assert isinstance(failed, ProviderFailed) and failed.reason == "provider"
+                assert [x.outcome for x in failed.attempts] == ["overloaded", "overloaded"]
+    events = (a.run_dir / "events.jsonl").read_text() if (a.run_dir / "events.jsonl").exists() else ""
+    assert "sk-actor-SECRET" not in events
+
+
+async def test_python_participant_through_the_provider_client(actors):
+    a = actors('[provider]\nkind = "python"\nagent = "tests.providers.agents:SeeingAgent"\n[provider.options]\nfinish_after = 0\n')
+    await wait_bound(a.endpoint("provider_client"))
+    async with connect(a.endpoint("provider_client"), PROVIDER_CODEC) as provider:
+        part = image_part(IMAGE, "frontview")
+        from roboswe.protocol.participant import DecisionRequest, offered_tools
+
+        request = DecisionRequest(system="s", tools=offered_tools(search_history=False), trial=1,
+                                  conversation=[Turn(id="u0", role="user", parts=[part])], images={part.digest: IMAGE})
+        stripped, digests, blobs = split_images(request)
+        with trio.fail_after(30):
+            decided = (await provider.request(Decide(request=stripped, image_digests=digests), blobs)).message
+        assert decided.decision.operation.reason == "saw 1 image(s)"
+        assert decided.decision.turn.tool_calls()[0].operation == decided.decision.operation
+        assert msgspec.json.decode(decided.decision.attempts[0].response)["role"] == "assistant"
