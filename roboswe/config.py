@@ -13,6 +13,7 @@ from typing import Annotated
 import msgspec
 
 from roboswe.providers._config import ProviderConfig
+from roboswe.series_config import SeriesConfig
 
 ACTOR_NAMES = ("coordinator", "simulator", "sandbox_bridge", "provider_client", "context_manager", "recorder")
 
@@ -78,6 +79,8 @@ class RunConfig(Section, frozen=True, kw_only=True):
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     # The participant: [provider] kind = "openai" | "anthropic" | "google" | "openrouter" | "python"
     provider: ProviderConfig | None = None
+    # Trials per series, retention mode, tightened budgets: [series] (roboswe/series_config.py)
+    series: SeriesConfig = msgspec.field(default_factory=SeriesConfig)
 
 
 def load_config(path: str | Path | None) -> RunConfig:
@@ -101,13 +104,13 @@ def load_config(path: str | Path | None) -> RunConfig:
 
 def _explain(message: str) -> str:
     # msgspec says "Object contains unknown field `foo` - at `$.supervisor`"; make the key a TOML path.
-    if " - at `$" in message:
-        what, where = message.split(" - at `$", 1)
-        where = where.rstrip("`").lstrip(".")
-        if "unknown field" in what:
-            key = what.split("`")[1]
-            full = f"{where}.{key}" if where else key
-            return f"unknown key `{full}`; check the spelling against roboswe/config.py"
+    what, _, where = message.partition(" - at `$")
+    where = where.rstrip("`").lstrip(".")
+    if "unknown field" in what:
+        key = what.split("`")[1]
+        full = f"{where}.{key}" if where else key
+        return f"unknown key `{full}`; check the spelling against roboswe/config.py"
+    if where:
         return f"bad value for `{where}`: {what}"
     return message
 
