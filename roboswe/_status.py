@@ -55,18 +55,33 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json or not sys.stdout.isatty():
         print(json.dumps({"run_dir": str(run_dir), "state": state["state"], "failure": state.get("failure"), "actors": rows}, indent=1))
         return 0
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{run_dir}  [{state['state']}]")
-    for column in ("actor", "pid", "state", "heartbeat_age", "restarts", "uptime", "busy", "idle", "handled", "waiting", "errors", "last_exit"):
-        table.add_column(column.replace("_", " "), justify="left" if column in ("actor", "state", "last_exit") else "right")
+    # Fits 80 columns; --json has every figure (idle, waiting).
+    headers = {"actor": "actor", "pid": "pid", "state": "state", "heartbeat_age": "hb s", "restarts": "restarts",
+               "uptime": "up s", "busy": "busy s", "handled": "msgs", "errors": "errors"}
+    if any(row["last_exit"] for row in rows):
+        headers["last_exit"] = "last exit"
+    table = Table(title=f"{run_dir}  [{state['state']}]", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for key, header in headers.items():
+        table.add_column(header, justify="left" if key in ("actor", "state", "last_exit") else "right",
+                         no_wrap=key != "last_exit")
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row.values()))
+        table.add_row(*(_cell(row[key]) for key in headers))
     Console().print(table)
     if state.get("failure"):
         print(f"failure: {state['failure']}")
     return 0
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+    return str(value)
 
 
 def _pid_alive(pid: int | None) -> bool:
