@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any, AsyncIterator
@@ -47,6 +48,7 @@ log = structlog.get_logger()
 
 SOCKET_NAME = "robot.sock"
 HARD_MAX_FRAME = 1 << 20  # ZMQ_MAXMSGSIZE: a peer sending a bigger frame is dropped before buffering
+DROP_BEFORE_EXIT = 0.5  # seconds; see TrialSandbox._report_drops
 SIM_DEADLINE = 120.0  # one robot call (a chunk of steps, or rendering every camera)
 RUNNER = ["python3", "-m", "roboswe_runner"]
 LIMIT_REACHED_TYPES = ("robot.LimitReached", "LimitReached")
@@ -100,6 +102,7 @@ class TrialSandbox:
                 outcome = await self.backend.run([*RUNNER, script], sandbox_env(session.token), limits)
             finally:
                 self.door.end()
+            self._report_drops(session, time.monotonic())
             feedback = _feedback(script, outcome, session, self.backend.name)
         log.info(
             "script_finished",
@@ -163,9 +166,9 @@ class TrialSandbox:
             log.exception("bridge_error", trial=self.trial)
             return Error(code="bridge", detail=f"bridge failure: {type(e).__name__}: {e}"), []
 
-    def _refuse(self, kind: str, reason: str) -> None:
+    def _refuse(self, kind: str, reason: str, session: ScriptSession | None = None) -> None:
         self.refused_total += 1
-        session = self.door.session
+        session = session or self.door.session
         if session is not None:
             session.refused += 1
         log.warning("bridge_refused", trial=self.trial, kind=kind, reason=reason, script=session.script if session else None)
@@ -174,10 +177,21 @@ class TrialSandbox:
         while True:
             frames = await mon.receive()
             event = zmq.utils.monitor.parse_monitor_message(frames)
-            if self.door.session is not None and event["event"] == zmq.EVENT_DISCONNECTED:
-                # A running script's robot connection lives as long as the program; a drop mid-script
-                # is ZeroMQ refusing a frame over HARD_MAX_FRAME (or the program closing its socket).
-                self._refuse("dropped_connection", f"peer dropped: a frame over {HARD_MAX_FRAME} bytes, or the connection closed mid-script")
+            session = self.door.session
+            if session is not None and event["event"] == zmq.EVENT_DISCONNECTED:
+                session.drops.append(time.monotonic())
+
+    def _report_drops(self, session: ScriptSession, ended: float) -> None:
+        # ZeroMQ drops a peer that sends a frame over HARD_MAX_FRAME without telling us why. The robot
+        # module's connection lives as long as the program, so a drop well before the program
+        # ended is such a refusal (or a program closing its own socket); a drop at exit is not.
+        for dropped in session.drops:
+            if ended - dropped > DROP_BEFORE_EXIT:
+                self._refuse(
+                    "dropped_connection",
+                    f"connection dropped {ended - dropped:.1f} s before the program ended: a frame over {HARD_MAX_FRAME} bytes",
+                    session,
+                )
 
 
 def _correlation(request: list[bytes]) -> str | None:
@@ -258,10 +272,9 @@ async def open_trial(
 
 
 def _sim_robot_endpoint(actor: Actor) -> str:
-    endpoints = actor.endpoints
-    if "simulator_robot" in endpoints:
-        return endpoints["simulator_robot"]
-    return endpoints["simulator"].removesuffix(".sock") + "-robot.sock"
+    from roboswe.actors.simulator import robot_endpoint  # lazy: the simulator module imports sim/
+
+    return robot_endpoint(actor.endpoints["simulator"])
 
 
 async def main(actor: Actor) -> None:

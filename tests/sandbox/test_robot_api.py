@@ -26,6 +26,7 @@ async def test_robot_calls_round_trip_arrays(trial):
     assert fb.exit_status == 0, fb.stderr
     assert fb.exception is None and fb.limit is None
     assert fb.steps == 4
+    assert fb.refused == 0  # a program exiting closes its connection: that is not a refusal
     assert "left 46" in fb.stdout
     assert trial.robot.control_step == 4
 
