@@ -39,3 +39,4 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
 echo "setup.sh: ready (.venv)"
+echo "setup.sh: build the sandbox image once as root (debootstrap, ~1-2 min): .venv/bin/roboswe images build"
