@@ -56,7 +56,8 @@ class PythonParticipant(Participant):
         if not isinstance(result, Operation):
             raise TypeError(f"agent {type(self.agent).__name__}.decide returned {type(result).__name__}; expected an Operation or a Decision")
         self._calls += 1
-        call_id = f"call-{self._calls}"
+        # Unique across instances: a resumed run's new instance must not reuse an id.
+        call_id = f"call-{new_turn_id('python').split('-', 1)[1]}-{self._calls}"
         args = msgspec.json.decode(_json.encode(result))
         args.pop("op", None)
         arguments = _json.encode(args).decode()

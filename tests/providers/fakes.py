@@ -245,3 +245,92 @@ def openrouter_reply(*, tool: tuple[str, dict[str, Any]] | None = None, text: st
 
 REPLY = {"openai": openai_reply, "anthropic": anthropic_reply, "google": google_reply, "openrouter": openrouter_reply}
 """Wire name -> reply builder taking tool=(name, args), text=..."""
+
+
+# --------------------------------------------------------------------------- agent-driven replies
+
+
+def wire_calls(wire: str, body: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], str | None, bool]]:
+    """The tool calls and results a request body carries, in order:
+    (call id, name, arguments, result text or None, result is an error)."""
+    calls: list[list[Any]] = []
+    by_id: dict[str, list[Any]] = {}
+
+    def call(cid: str, name: str, args: Any) -> None:
+        entry = [cid, name, args if isinstance(args, dict) else json.loads(args or "{}"), None, False]
+        calls.append(entry)
+        by_id[cid] = entry
+
+    def result(cid: str | None, text: str, error: bool = False) -> None:
+        entry = by_id.get(cid or "") or next((c for c in calls if c[3] is None), None)
+        if entry is not None:
+            entry[3], entry[4] = text, error
+
+    if wire == "openai":
+        for item in body.get("input", []):
+            if item.get("type") == "function_call":
+                call(item["call_id"], item["name"], item["arguments"])
+            elif item.get("type") == "function_call_output":
+                out = item["output"]
+                result(item["call_id"], out if isinstance(out, str) else "".join(o.get("text", "") for o in out))
+    elif wire == "anthropic":
+        for m in body.get("messages", []):
+            for b in m["content"] if isinstance(m["content"], list) else []:
+                if b.get("type") == "tool_use":
+                    call(b["id"], b["name"], b["input"])
+                elif b.get("type") == "tool_result":
+                    c = b.get("content")
+                    text = c if isinstance(c, str) else "".join(x.get("text", "") for x in c or [])
+                    result(b["tool_use_id"], text, bool(b.get("is_error")))
+    elif wire == "google":
+        for content in body.get("contents", []):
+            for part in content.get("parts", []):
+                if "functionCall" in part:
+                    fc = part["functionCall"]
+                    call(fc.get("id") or f"g{len(calls)}", fc["name"], fc.get("args") or {})
+                elif "functionResponse" in part:
+                    fr = part["functionResponse"]
+                    resp = fr.get("response") or {}
+                    result(fr.get("id"), str(resp.get("output", resp.get("error", ""))), "error" in resp)
+    elif wire == "openrouter":
+        for m in body.get("messages", []):
+            for tc in m.get("tool_calls") or []:
+                call(tc["id"], tc["function"]["name"], tc["function"]["arguments"])
+            if m.get("role") == "tool":
+                result(m["tool_call_id"], m.get("content") or "")
+    return [tuple(c) for c in calls]  # type: ignore[misc]
+
+
+def agent_reply(agent: Any, wire: str) -> Callable[[Seen], Reply]:
+    """A scripted reply computed by a local agent (e.g. the Lift demo agent) from the tool
+    calls and results in the request, so a whole series can run through a hosted-model
+    adapter: `fake.queue(*[agent_reply(agent, wire)] * 200)`. Trials are not on the wire;
+    the agent sees trial 0 and finds trial boundaries after each `finish`."""
+    from roboswe.protocol.participant import (
+        DecisionRequest,
+        ToolCallPart,
+        ToolResultPart,
+        Turn,
+        operation_name,
+        parse_operation,
+    )
+
+    counter = iter(range(1, 1_000_000))
+
+    def reply(seen: Seen) -> Reply:
+        turns: list[Turn] = []
+        for i, (cid, name, args, text, error) in enumerate(wire_calls(wire, seen.json())):
+            op = parse_operation(name, args)
+            turns.append(Turn(id=f"a{i}", role="assistant", parts=[ToolCallPart(call_id=cid, name=name, arguments=json.dumps(args), operation=op)]))
+            if text is not None:
+                turns.append(Turn(id=f"r{i}", role="user", parts=[ToolResultPart(call_id=cid, text=text, is_error=error)]))
+        op = agent.decide(DecisionRequest(system="", tools=[], conversation=turns))
+        args = json.loads(json.dumps({k: getattr(op, k) for k in op.__struct_fields__}))
+        n = next(counter)
+        cid = {"openai": f"call_{n}", "anthropic": f"toolu_{n}", "google": None, "openrouter": f"call_or_{n}"}[wire]
+        kw: dict[str, Any] = {"tool": (operation_name(op), args)}
+        if cid is not None:
+            kw["call_id"] = cid
+        return REPLY[wire](**kw)
+
+    return reply

@@ -270,3 +270,54 @@ def test_unknown_kind_is_refused_by_the_config():
 
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"kind": "bard"}, ProviderConfig)
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_agent_driven_fake_replays_a_local_agent_through_the_wire(wire):
+    """The reusable series driver: the fake answers what the agent would decide from the wire."""
+    from roboswe.protocol.participant import ListFiles
+
+    from .fakes import agent_reply
+
+    class Counting:
+        def decide(self, request):
+            done = sum(len(t.tool_calls()) for t in request.conversation)
+            return ListFiles() if done < 3 else Finish(reason=f"{done} calls seen")
+
+    with FakeProvider(wire) as fake:
+        fake.queue(*[agent_reply(Counting(), wire)] * 4)
+        p = create_participant(config(fake))
+        turns: list[Turn] = []
+        for n in range(4):
+            d = await p.decide(request(*turns))
+            turns += [d.turn, result_turn(d, id=f"r{n}", text=f"listing {n}")]
+        assert [type(t.tool_calls()[0].operation).__name__ for t in turns[::2]] == ["ListFiles"] * 3 + ["Finish"]
+        assert turns[-2].tool_calls()[0].operation == Finish(reason="3 calls seen")
+        await p.aclose()
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_lift_demo_agent_trial_through_each_wire(wire):
+    """One trial of the Lift demo agent's decisions, carried by each adapter and its fake
+    (harness answers are canned here; the real series runs them in the simulator)."""
+    from roboswe.agents.lift_demo import LiftDemoAgent
+
+    from .fakes import agent_reply
+
+    canned = {"list_files": "(empty workspace)", "write_file": "written", "observe": "2 images",
+              "exec": "exit 0; 50 control steps", "read_file": '{"phase": "done"}'}
+    with FakeProvider(wire) as fake:
+        fake.queue(*[agent_reply(LiftDemoAgent(), wire)] * 10)
+        p = create_participant(config(fake))
+        turns: list[Turn] = []
+        names = []
+        for n in range(10):
+            d = await p.decide(request(*turns))
+            call = d.turn.tool_calls()[0]
+            names.append(call.name if call.name not in ("write_file", "read_file") else f"{call.name}:{call.operation.path}")
+            if call.name == "finish":
+                break
+            turns += [d.turn, result_turn(d, id=f"r{n}", text=canned[call.name])]
+        assert names == ["list_files", "write_file:lift_cube.py", "write_file:plan.json", "observe", "exec",
+                         "read_file:plan.json", "finish"]
+        await p.aclose()
