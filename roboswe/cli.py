@@ -14,6 +14,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("roboswe._status", "show each actor of a run: pid, state, heartbeat, restarts, timing"),
     "logs": ("roboswe._logs", "show or follow a run's events.jsonl"),
     "images": ("roboswe.images", "build or show the sandbox image (debootstrapped rootfs, docker import)"),
+    "report": ("roboswe.report", "summarize a run: trial tables per task, metrics with denominators, timing"),
+    "export": ("roboswe.viewer", "write a run's static viewer site (works from file://)"),
+    "view": ("roboswe.viewer", "serve a run's viewer site on localhost"),
+    "tasks": ("roboswe._sim_commands", "list a dataset's tasks: robot, action size, cameras, admission status"),
+    "admit": ("roboswe._sim_commands", "check every task of a dataset in fresh simulators and write admitted.json"),
+    "keys": ("roboswe._sim_commands", "generate CURVE key pairs for a remote simulator"),
+    "sim": ("roboswe._sim_commands", "simulator commands: `sim serve --bind tcp://HOST:PORT --keys DIR`"),
     "exec": ("roboswe._exec", "run authored scripts in the sandbox against one fresh scene of a task"),
 }
 

@@ -1,0 +1,206 @@
+"""Commands for tasks and the simulator: `tasks`, `admit`, `keys generate`, `sim serve`.
+
+Heavy modules (robosuite, mujoco, zmq) are imported inside the handlers so `roboswe --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import signal
+import sys
+from pathlib import Path
+
+LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"roboswe: {message}", file=sys.stderr)
+    return code
+
+
+# ---- tasks ------------------------------------------------------------------------------------
+
+
+def add_arguments_tasks(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dataset", nargs="?", default="robosuite-pilot", help="dataset name or .toml path (default: robosuite-pilot)")
+    parser.add_argument("--admitted", type=Path, default=None, help="admitted.json to read action dims and admission status from")
+
+
+def run_tasks(args: argparse.Namespace) -> int:
+    from roboswe.admission import AdmissionError, read_admitted
+    from roboswe.sim.manifest import ManifestError, load_dataset
+
+    try:
+        dataset, manifests = load_dataset(args.dataset)
+    except ManifestError as e:
+        return _fail(str(e))
+    admitted = {}
+    if args.admitted is not None:
+        try:
+            admitted = {t.id: t for t in read_admitted(args.admitted).tasks}
+        except AdmissionError as e:
+            return _fail(str(e))
+    print(f"dataset {dataset.id}: {len(manifests)} task(s)")
+    rows = [("TASK", "ENV", "ROBOT", "ACTION", "CAMERAS (d = depth)", "STATUS")]
+    for m in manifests:
+        a = admitted.get(m.id)
+        dim = str(a.measured.get("action_dim", "?")) if a and a.status == "admitted" else "?"
+        cams = ",".join(c.name + ("(d)" if c.depth else "") for c in m.observation.cameras)
+        if a is None:
+            status = "not admitted (run `roboswe admit`)"
+        elif a.manifest_digest != m.digest():
+            status = "manifest changed since admission"
+        else:
+            status = a.status if a.status == "admitted" else f"excluded: {a.reason}"
+        label = m.id + (" [privileged]" if m.privileged else "")
+        rows.append((label, m.upstream.env, m.upstream.robot, dim, cams, status))
+    for task_id, why in dataset.excluded.items():
+        rows.append((task_id, "-", "-", "-", "-", f"excluded by dataset: {why}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for r in rows:
+        print("  ".join(r[i].ljust(widths[i]) for i in range(5)) + "  " + r[5])
+    return 0
+
+
+# ---- admit ------------------------------------------------------------------------------------
+
+
+def add_arguments_admit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dataset", help="dataset name (e.g. robosuite-pilot) or .toml path")
+    parser.add_argument("--config", type=Path, default=None, help="run config TOML (validated and its digest recorded)")
+    parser.add_argument("--out", type=Path, required=True, help="where to write admitted.json")
+    parser.add_argument("--hold-steps", type=int, default=200, help="hold (zero/keep-target) steps to run per task")
+
+
+def run_admit(args: argparse.Namespace) -> int:
+    from roboswe.admission import admit_dataset, write_admitted
+    from roboswe.config import ConfigError, load_config
+    from roboswe.logs import configure_logging
+    from roboswe.sim.manifest import ManifestError
+
+    configure_logging(run_dir=None, actor="admission", console=False)
+    if args.config is not None:
+        try:
+            load_config(args.config)
+        except ConfigError as e:
+            return _fail(str(e))
+
+    def progress(task) -> None:
+        if task.status == "admitted":
+            m = task.measured
+            print(f"  admitted  {task.id}: fingerprint {task.fingerprint['digest'][:16]}, action {m['action_dim']}-D, "
+                  f"{m['step_ms']:.1f} ms/step, observe {m['observe_ms']} ms", flush=True)
+        else:
+            print(f"  EXCLUDED  {task.id}: {task.reason}", flush=True)
+
+    try:
+        admitted = admit_dataset(args.dataset, run_config=args.config, hold_steps=args.hold_steps, progress=progress)
+    except ManifestError as e:
+        return _fail(str(e))
+    sealed = write_admitted(admitted, args.out)
+    n = len(sealed.admitted_tasks())
+    print(f"wrote {args.out}: {n} of {len(sealed.tasks)} task(s) admitted, digest {sealed.digest[:16]}")
+    return 0 if n else 1
+
+
+# ---- keys -------------------------------------------------------------------------------------
+
+
+def add_arguments_keys(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    gen = sub.add_parser("generate", help="make CURVE key pairs (server and client) in DIR")
+    gen.add_argument("dir", type=Path)
+    gen.add_argument("--force", action="store_true", help="replace existing keys")
+
+
+def run_keys(args: argparse.Namespace) -> int:
+    from roboswe.keys import KeyDirError, generate
+
+    try:
+        paths = generate(args.dir, force=args.force)
+    except KeyDirError as e:
+        return _fail(str(e))
+    print(f"wrote CURVE keys in {args.dir}: server ({paths['server'].name}, server.key) and client ({paths['client'].name}, client.key)")
+    print("simulator host: keep the whole directory; coordinator host: copy server.key, client.key and client.key_secret")
+    return 0
+
+
+# ---- sim serve --------------------------------------------------------------------------------
+
+
+def add_arguments_sim(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="sim_command", metavar="ACTION", required=True)
+    serve = sub.add_parser("serve", help="run a simulator actor on its own (e.g. on another machine)")
+    serve.add_argument("--bind", required=True, help="control endpoint, e.g. tcp://0.0.0.0:5555 (robot endpoint: port+1)")
+    serve.add_argument("--keys", type=Path, default=None, help="CURVE key directory from `roboswe keys generate`")
+    serve.add_argument("--log-level", default="info")
+
+
+def _is_loopback(endpoint: str) -> bool:
+    if endpoint.startswith("ipc://"):
+        return True
+    host = endpoint[len("tcp://"):].rpartition(":")[0].strip("[]")
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run_sim(args: argparse.Namespace) -> int:
+    if sys.flags.hash_randomization:
+        # Simulator processes run with a fixed hash seed; re-exec this command with it.
+        os.execve(sys.executable, [sys.executable, "-m", "roboswe.cli", *sys.argv[1:]], {**os.environ, "PYTHONHASHSEED": "0"})
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    import structlog
+    import trio
+
+    from roboswe.actors.simulator import serve_simulator
+    from roboswe.keys import KeyDirError, server_keys
+    from roboswe.logs import configure_logging
+
+    configure_logging(run_dir=None, actor="simulator", level=args.log_level, console=None)
+    log = structlog.get_logger()
+    if not args.bind.startswith(("tcp://", "ipc://")):
+        return _fail(f"--bind {args.bind!r}: expected tcp://HOST:PORT or ipc://PATH")
+    curve = None
+    if args.keys is not None:
+        try:
+            curve = server_keys(args.keys)
+        except KeyDirError as e:
+            return _fail(str(e))
+    elif not _is_loopback(args.bind):
+        return _fail(f"refusing to serve {args.bind} without CURVE keys: plain tcp is allowed only on loopback. "
+                     "Run `roboswe keys generate DIR` and pass --keys DIR")
+    else:
+        log.warning("simulator_unauthenticated", endpoint=args.bind,
+                    detail="serving plain tcp without CURVE keys; allowed on loopback only")
+        print(f"warning: serving {args.bind} without CURVE keys (loopback only)", file=sys.stderr, flush=True)
+
+    async def serve() -> None:
+        async with trio.open_nursery() as nursery:
+            async def simulator(task_status=trio.TASK_STATUS_IGNORED) -> None:
+                await serve_simulator("simulator", args.bind, curve=curve, task_status=task_status)
+                nursery.cancel_scope.cancel()  # Shutdown arrived on the control endpoint
+
+            async def stop_on_signal() -> None:
+                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for signum in signals:
+                        log.info("stop_signal", signal=signal.Signals(signum).name)
+                        nursery.cancel_scope.cancel()
+                        return
+
+            nursery.start_soon(stop_on_signal)
+            control, robot = await nursery.start(simulator)
+            print(f"simulator control={control} robot={robot} curve={'on' if curve else 'off'}", flush=True)
+
+    try:
+        trio.run(serve)
+    except KeyboardInterrupt:
+        return 130
+    except OSError as e:
+        return _fail(str(e), 1)
+    return 0

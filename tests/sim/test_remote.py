@@ -1,0 +1,99 @@
+"""`roboswe sim serve` over loopback tcp: CURVE admits the right key, refuses wrong or none."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+import trio
+
+from roboswe.actors import Client, PeerDead, RemoteError, new_key_pair
+from roboswe.actors import CurveClientKeys
+from roboswe.cli import main as cli_main
+from roboswe.keys import client_keys
+from roboswe.protocol.sim import GetSpec, control_codec, robot_codec
+
+from .conftest import sim_env
+
+
+def free_port_pair() -> int:
+    for _ in range(50):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            try:
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port pair")
+
+
+def start_serve(*args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "roboswe.cli", "sim", "serve", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env())
+    line = proc.stdout.readline()
+    return proc, line
+
+
+@pytest.fixture
+def curve_server(tmp_path):
+    assert cli_main(["keys", "generate", str(tmp_path / "keys")]) == 0
+    port = free_port_pair()
+    proc, line = start_serve("--bind", f"tcp://127.0.0.1:{port}", "--keys", str(tmp_path / "keys"))
+    assert line.startswith("simulator control="), line + proc.stderr.read() if proc.poll() is not None else line
+    yield port, tmp_path / "keys"
+    proc.terminate()
+    proc.wait(10)
+
+
+async def test_right_key_is_served_on_both_endpoints(curve_server):
+    port, keys = curve_server
+    right = client_keys(keys)
+    for endpoint, codec in ((f"tcp://127.0.0.1:{port}", control_codec), (f"tcp://127.0.0.1:{port + 1}", robot_codec)):
+        async with Client("coordinator", endpoint, codec, curve=right) as client:
+            with trio.fail_after(10), pytest.raises(RemoteError) as answered:
+                await client.request(GetSpec())
+            assert answered.value.code == "not_loaded"  # authenticated and answered by the simulator
+
+
+async def test_wrong_key_and_no_key_are_refused(curve_server):
+    port, keys = curve_server
+    server_public = (keys / "server.key").read_text().split('public-key = "')[1].split('"')[0].encode()
+    stranger_pub, stranger_sec = new_key_pair()
+    stranger = CurveClientKeys(public_key=stranger_pub, secret_key=stranger_sec, server_key=server_public)
+    with trio.fail_after(10), pytest.raises(PeerDead):
+        async with Client("stranger", f"tcp://127.0.0.1:{port}", control_codec, curve=stranger, heartbeat_interval=0.2):
+            pass
+    with trio.fail_after(10), pytest.raises(PeerDead):
+        async with Client("plain", f"tcp://127.0.0.1:{port}", control_codec, heartbeat_interval=0.2):
+            pass
+
+
+def test_plain_tcp_is_refused_off_loopback_and_warned_on_it():
+    proc, line = start_serve("--bind", "tcp://0.0.0.0:0")
+    assert proc.wait(30) == 2 and "without CURVE keys" in proc.stderr.read()
+    proc, line = start_serve("--bind", f"tcp://127.0.0.1:{free_port_pair()}")
+    try:
+        assert line.startswith("simulator control=") and "curve=off" in line
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+        assert "without CURVE keys" in proc.stderr.read()
+
+
+async def test_shutdown_message_stops_the_served_simulator():
+    from roboswe.protocol.control import Shutdown
+
+    port = free_port_pair()
+    proc, line = start_serve("--bind", f"tcp://127.0.0.1:{port}")
+    try:
+        async with Client("coordinator", f"tcp://127.0.0.1:{port}", control_codec) as client:
+            with trio.fail_after(10):
+                await client.request(Shutdown(reason="done"))
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
