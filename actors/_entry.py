@@ -20,6 +20,7 @@ from roboswe.protocol.control import Error
 
 from ._accounts import Accounts
 from ._client import Client
+from ._curve import CurveServerKeys
 from ._endpoints import actor_endpoints
 from ._server import Handler, Server
 
@@ -44,9 +45,19 @@ class Actor:
         self.accounts = Accounts(name)
         self.server: Server | None = None
 
-    async def serve(self, codec: Codec[Any], handler: Handler, *, concurrent: bool = True, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(
+        self,
+        codec: Codec[Any],
+        handler: Handler,
+        *,
+        concurrent: bool = True,
+        curve: CurveServerKeys | None = None,
+        task_status=trio.TASK_STATUS_IGNORED,
+    ) -> None:
         """Serve this actor's endpoint until Shutdown arrives or the process is told to stop."""
-        self.server = Server(self.name, self.endpoint, codec, handler, accounts=self.accounts, concurrent=concurrent)
+        self.server = Server(
+            self.name, self.endpoint, codec, handler, accounts=self.accounts, concurrent=concurrent, curve=curve
+        )
         await self.server.serve(task_status=task_status)
 
     def client(self, peer: str, codec: Codec[Any], **options: Any) -> Client:

@@ -110,6 +110,18 @@ async def test_loop_blocking_handler_looks_dead_but_offloaded_work_keeps_heartbe
             await client.request(Hog(seconds=1.0))
 
 
+async def test_client_of_other_major_version_is_refused(echo_server_factory, tmp_path, monkeypatch):
+    import roboswe.actors._client as client_module
+
+    server = echo_server_factory(f"ipc://{tmp_path}/echo.sock")
+    monkeypatch.setattr(client_module, "PROTOCOL_VERSION", (99, 0))
+    with trio.fail_after(5), pytest.raises(RemoteError) as failure:
+        async with Client("future", server.endpoint, ECHO_CODEC):
+            pass
+    assert failure.value.code == "version"
+    assert "future speaks protocol 99.0" in failure.value.error.detail
+
+
 async def test_unknown_request_kind_gets_remote_error(tmp_path):
     from roboswe.actors import Actor, refuse_unhandled
     from roboswe.config import RunConfig
