@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -110,6 +111,7 @@ def actor_main(name: str, main: Callable[[Actor], Awaitable[None]], argv: list[s
         trio.run(_run, actor, main)
     except BaseException:
         log.exception("actor_crashed")
+        traceback.print_exc()  # also into DIR/actors/<name>.log, where the supervisor points people
         sys.exit(1)
     log.info("actor_stopped")
     sys.exit(0)

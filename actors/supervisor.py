@@ -202,7 +202,10 @@ class Supervisor:
             log.info("actor_ready", by="supervisor", actor=slot.name, pid=slot.pid, restarts=slot.restarts)
             self._write_state()
             return None
-        return f"actor {slot.name} did not become ready ({detail}); see {self.run_dir / 'actors' / (slot.name + '.log')}"
+        return (
+            f"actor {slot.name} did not become ready ({detail}); see {self.run_dir / 'actors' / (slot.name + '.log')}"
+            f" and `roboswe logs --run-dir {self.run_dir} --actor {slot.name}`"
+        )
 
     async def _spawn(self, slot: ActorSlot) -> None:
         command = [sys.executable, "-m", f"roboswe.actors.{slot.name}", "--run-dir", str(self.run_dir)]
