@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
+import msgspec
 import structlog
 import trio
 import zmq
@@ -184,8 +185,16 @@ class Server:
             self.accounts.end_handling(kind, started)
         if reply is None:
             return
-        message, blobs = reply if isinstance(reply, tuple) else (reply, ())
-        self._reply(identity, message, decoded.envelope.message_id, blobs)
+        try:
+            message, blobs = reply if isinstance(reply, tuple) else (reply, ())
+            if not isinstance(message, Message):
+                raise TypeError(f"handler returned {type(message).__name__}, expected a Message")
+            self._reply(identity, message, decoded.envelope.message_id, blobs)
+        except (TypeError, ValueError, msgspec.EncodeError) as e:  # a malformed reply is a handler bug, not fatal
+            self.accounts.count_error()
+            log.error("reply_unencodable", kind=kind, error=str(e))
+            detail = f"{self.name} produced an unencodable reply to {kind}: {e}"
+            self._reply(identity, Error(code="internal", detail=detail), decoded.envelope.message_id)
 
     def _reply(self, identity: bytes, message: Message, correlation_id: str | None, blobs: Sequence[bytes | memoryview] = ()) -> None:
         if self._socket is None:

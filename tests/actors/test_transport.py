@@ -154,3 +154,22 @@ async def test_curve_admits_known_client_and_refuses_stranger(echo_server_factor
             pass
     server.stop()
     assert "curve_client_refused" in server.log()
+
+
+async def test_handler_bugs_are_answered_as_internal_errors_and_serving_continues(tmp_path):
+    from roboswe.actors import Server
+    from roboswe.protocol.control import CONTROL_CODEC
+
+    async def buggy(decoded):
+        raise RuntimeError("boom")
+
+    server = Server("buggy", f"ipc://{tmp_path}/buggy.sock", CONTROL_CODEC, buggy)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        async with Client("tester", server.endpoint, CONTROL_CODEC) as client:
+            with trio.fail_after(5):
+                with pytest.raises(RemoteError, match="RuntimeError: boom"):
+                    await client.request(Ok())
+                assert isinstance((await client.request(StatisticsRequest())).message, Statistics)
+        assert server.statistics().errors == 1
+        nursery.cancel_scope.cancel()
