@@ -172,3 +172,16 @@ def test_up_reports_an_actor_that_cannot_start(up, tmp_path):
     assert "actor coordinator did not become ready (exit code 1)" in message and "coordinator.log" in message
     assert "cannot bind tcp://256.0.0.1:1" in (run.run_dir / "actors" / "coordinator.log").read_text()
     assert not any(pid_alive(a["pid"]) for a in run.actors().values() if a["pid"])
+
+
+def test_actors_exit_when_the_supervisor_is_killed(up):
+    run = up()
+    assert run.ready_line().startswith("roboswe: ready (6 actors)"), run.error_output()
+    pids = [a["pid"] for a in run.actors().values()]
+    run.process.kill()  # SIGKILL: no graceful path runs; the lifeline pipe closing is all the actors see
+    run.process.wait(5)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(pid_alive(pid) for pid in pids):
+        time.sleep(0.1)
+    assert [pid for pid in pids if pid_alive(pid)] == []
+    assert len([e for e in events(run.run_dir) if e["event"] == "supervisor_gone"]) == 6

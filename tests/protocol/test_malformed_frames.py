@@ -115,3 +115,4 @@ def test_actor_still_serves_after_malformed_input(raw_link):
     socket.send_multipart(frames)
     reply = ECHO_CODEC.decode(socket.recv_multipart())
     assert reply.message == Echo(text="alive")
+    assert '"event": "frame_rejected"' in server.log() or '"event":"frame_rejected"' in server.log()
