@@ -23,7 +23,7 @@ fi
 PYTHON="${PYTHON:-}"
 if [ -z "$PYTHON" ]; then
     for candidate in python3.12 python3.11 python3; do
-        if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(not ((3, 11) <= sys.version_info[:2] < (3, 13)))'; then
+        if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(not ((3, 11) <= sys.version_info[:2] < (3, 13)))' 2>/dev/null; then
             PYTHON="$candidate"
             break
         fi
