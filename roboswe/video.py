@@ -1,0 +1,190 @@
+"""Trial videos rendered from recorded per-step physics states, in a worker process off the control path.
+
+The simulator only logs per-step states while a trial runs (DESIGN.md section 6); the
+coordinator records them as ``ControlTrace`` rows. After (or while) a trial runs, a
+``VideoWorker`` process reads those states, redraws the manifest's video cameras at the
+manifest's frame rate with ``sim.video.VideoRenderer`` and encodes one mp4 per camera with
+``artifacts.VideoWriter`` (frames tagged with control steps, sidecar index, sha256 readback).
+It returns the ``ArtifactRecord`` rows; the caller sends them to the recorder, which stays
+the only writer of the run database. Video on or off, the control loop does the same work.
+
+Coordinator use::
+
+    worker = VideoWorker()                       # one spawned process, started lazily
+    future = worker.submit(run_dir, trial_id, manifest.to_builtins(), run_id=run_id)
+    ...                                          # next trial runs meanwhile
+    records = future.result()                    # list[ArtifactRecord]
+    await recorder.request(Durable(records=records))
+    worker.close()
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+from roboswe.artifacts import StoredVideo, VideoWriter, artifact_record
+from roboswe.protocol.recorder import ArtifactRecord, ControlTrace
+from roboswe.records import RunReader, trace_arrays
+
+log = structlog.get_logger()
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_STATE_FIELDS = ("qpos", "qvel", "act", "mocap_pos", "mocap_quat")
+RENDER_BATCH = 64  # rows rendered per VideoRenderer call: bounds memory on long trials
+
+
+class VideoError(Exception):
+    """A trial video could not be rendered; the message says which trial and why."""
+
+
+def video_path(run_dir: str | Path, trial_id: str, camera: str) -> Path:
+    """RUN_DIR/videos/<trial>/<camera>.mp4, the same place the recorder writes streamed frames."""
+    return Path(run_dir) / "videos" / _UNSAFE.sub("_", trial_id) / f"{_UNSAFE.sub('_', camera)}.mp4"
+
+
+def states_from_traces(traces: Sequence[ControlTrace]):
+    """Join a trial's control traces into one PhysicsStates (rows ordered by step); raises VideoError."""
+    from roboswe.sim.backend import PhysicsStates
+
+    if not traces:
+        raise VideoError("no control traces recorded for this trial; nothing to render")
+    cols: dict[str, list[np.ndarray]] = {f: [] for f in ("step", "time", *_STATE_FIELDS)}
+    for trace in sorted(traces, key=lambda t: (t.step_start, t.seq)):
+        arrays = trace_arrays(trace)
+        missing = [f for f in ("qpos", "qvel") if f not in arrays]
+        if missing:
+            raise VideoError(f"control trace {trace.trial_id}#{trace.seq} lacks {missing}; "
+                             f"it has {list(arrays)} (record sim.backend.PhysicsStates fields)")
+        n = trace.step_end - trace.step_start
+        steps = arrays["step"][:, 0] if "step" in arrays else np.arange(trace.step_start, trace.step_end)
+        cols["step"].append(np.asarray(steps, dtype=np.int64))
+        cols["time"].append(arrays["time"][:, 0] if "time" in arrays else np.full(n, np.nan))
+        for f in _STATE_FIELDS:
+            cols[f].append(arrays.get(f, np.zeros((n, 0))))
+    joined = {k: np.concatenate(v) for k, v in cols.items()}
+    order = np.argsort(joined["step"], kind="stable")
+    _, first = np.unique(joined["step"][order], return_index=True)  # a step recorded twice keeps its first row
+    keep = order[first]
+    return PhysicsStates(**{k: v[keep] for k, v in joined.items()})
+
+
+def render_trial_video(run_dir: str | Path, trial_id: str, manifest: Any, states: Any = None, *, run_id: str,
+                       backend: str = "robosuite", seed: int | None = None,
+                       model_xml_sha256: str | None = None, renderer: Any = None) -> list[ArtifactRecord]:
+    """Render and store one mp4 (+ index) per manifest video camera; returns their artifact records.
+
+    ``manifest`` is a TaskManifest or its ``to_builtins()`` dict; ``states`` a PhysicsStates,
+    or None to read the trial's control traces from RUN_DIR/run.sqlite; ``renderer`` a
+    sim.video.VideoRenderer for this manifest to reuse (else one is built and closed). Raises VideoError,
+    roboswe.sim.backend.SimError (model differs from the recording) or ArtifactError (readback).
+    """
+    from roboswe.sim.manifest import TaskManifest, manifest_from_builtins
+    from roboswe.sim.video import VideoRenderer, frame_rows
+
+    run_dir = Path(run_dir)
+    if not isinstance(manifest, TaskManifest):
+        manifest = manifest_from_builtins(manifest)
+    if states is None:
+        with RunReader(run_dir) as reader:
+            states = states_from_traces(reader.control_traces(trial_id))
+    if len(states) == 0:
+        raise VideoError(f"trial {trial_id!r}: the state log is empty; nothing to render")
+    video = manifest.video
+    rows = frame_rows(states, manifest.control_hz, video.fps)
+    if not rows:
+        rows = [0]  # a trial shorter than one frame period still gets its opening frame
+    t0 = time.perf_counter()
+    own_renderer = renderer is None
+    if own_renderer:
+        renderer = _cached_renderer(manifest, backend) if _IN_WORKER else VideoRenderer(manifest, backend=backend)
+        own_renderer = not _IN_WORKER
+    writers = {cam: VideoWriter(video_path(run_dir, trial_id, cam), width=video.width, height=video.height,
+                                control_timestep=1.0 / manifest.control_hz, camera=cam)
+               for cam in video.cameras}
+    try:
+        steps = states.step.tolist()
+        for i in range(0, len(rows), RENDER_BATCH):
+            batch = rows[i:i + RENDER_BATCH]
+            frames = renderer.render(states, seed=seed, model_xml_sha256=model_xml_sha256, rows=batch)
+            for cam, writer in writers.items():
+                for row, rgb in zip(batch, frames[cam]):
+                    writer.add_frame(int(steps[row]), rgb)
+        stored: dict[str, StoredVideo] = {cam: w.close() for cam, w in writers.items()}
+    finally:
+        if own_renderer:
+            renderer.close()
+    records = []
+    for cam, sv in stored.items():
+        base = f"{trial_id}/{cam}"
+        records += [
+            artifact_record(run_dir, sv.video, artifact_id=f"{base}/video", run_id=run_id, trial_id=trial_id,
+                            artifact="video", camera=cam,
+                            meta={"frames": sv.frames, "codec": sv.video_index.codec, "fps": video.fps,
+                                  "control_timestep": sv.video_index.control_timestep, "source": "state_log"}),
+            artifact_record(run_dir, sv.index, artifact_id=f"{base}/index", run_id=run_id, trial_id=trial_id,
+                            artifact="video_index", camera=cam),
+        ]
+    log.info("trial_video_rendered", trial=trial_id, cameras=list(stored), frames=len(rows),
+             seconds=round(time.perf_counter() - t0, 3))
+    return records
+
+
+_IN_WORKER = False
+_RENDERERS: dict[tuple[str, str], Any] = {}
+
+
+def _cached_renderer(manifest: Any, backend: str) -> Any:
+    """In the worker process, one scene per manifest: building a robosuite scene costs seconds."""
+    from roboswe.sim.video import VideoRenderer
+
+    key = (manifest.digest(), backend)
+    if key not in _RENDERERS:
+        _RENDERERS[key] = VideoRenderer(manifest, backend=backend)
+    return _RENDERERS[key]
+
+
+def _worker_init() -> None:
+    global _IN_WORKER
+    _IN_WORKER = True
+    os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering; set before mujoco loads
+
+
+class VideoWorker:
+    """A separate process that renders trial videos one at a time, so no control loop waits for it."""
+
+    def __init__(self, max_workers: int = 1):
+        self._max_workers = max_workers
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+
+    def submit(self, run_dir: str | Path, trial_id: str, manifest: Any, states: Any = None, *, run_id: str,
+               **kwargs: Any) -> concurrent.futures.Future:
+        """Queue one trial's videos; the future's result is its list of ArtifactRecord."""
+        if self._pool is None:
+            # spawn: a fresh interpreter, so no GL context or trio state is inherited from the caller
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                self._max_workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
+        if not isinstance(manifest, dict):
+            manifest = manifest.to_builtins()
+        return self._pool.submit(render_trial_video, str(run_dir), trial_id, manifest, states, run_id=run_id, **kwargs)
+
+    def close(self, wait: bool = True) -> None:
+        """Finish queued renders (or cancel them when ``wait`` is False) and stop the process."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=not wait)
+            self._pool = None
+
+    def __enter__(self) -> VideoWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(wait=exc[0] is None)

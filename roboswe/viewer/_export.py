@@ -1,0 +1,244 @@
+"""Write a run's viewer site: HTML/CSS/JS assets, data as lazily loaded .js files, video copies.
+
+Layout of SITE_DIR::
+
+    index.html, trial.html, assets/*           (copied from roboswe/viewer/assets)
+    data/run.js                                summary: tasks x trials, metrics, timing
+    data/t/<trial key>/trial.js                one trial: figures, videos + step index, checkpoints, chunks
+    data/t/<trial key>/ops-<n>.js              operations n*chunk .. (n+1)*chunk-1, with model text and diffs
+    data/b/<sha256>.js                         one workspace file's content (loaded when opened)
+    videos/<trial key>/<camera>.mp4            copies of the trial videos (checked against their sha256)
+
+Each data file is ``RS.put("<key>", <json>);`` so pages load them with ``<script>`` tags, which
+work from file:// where ``fetch`` of local files is refused.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+import shutil
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+
+from roboswe.artifacts import ArtifactError, check_stored, load_video_index
+from roboswe.records import RunReader
+
+from ._readable import readable_parts
+
+log = structlog.get_logger()
+
+MAX_TEXT = 256 * 1024  # larger workspace files and written contents are shown truncated
+MAX_FEEDBACK_TEXT = 64 * 1024
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_json = msgspec.json.Encoder()
+
+
+class ExportError(Exception):
+    """The site could not be written; the message says what and why."""
+
+
+def trial_key(trial_id: str) -> str:
+    """A file-name-safe, collision-free key for a trial id."""
+    return f"{_UNSAFE.sub('_', trial_id)[-60:]}-{hashlib.sha256(trial_id.encode()).hexdigest()[:8]}"
+
+
+def _write_data(site: Path, rel: str, key: str, data: Any) -> None:
+    path = site / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"RS.put(" + _json.encode(key) + b"," + _json.encode(data) + b");\n")
+
+
+def _text(data: bytes, limit: int = MAX_TEXT) -> dict[str, Any]:
+    """A file's bytes for display: text (maybe truncated) or a binary note."""
+    if b"\0" in data[:8192]:
+        return {"binary": True, "size": len(data)}
+    text = data[:limit].decode("utf-8", errors="replace")
+    return {"text": text, "size": len(data), "truncated": len(data) > limit}
+
+
+def _clip(value: Any, limit: int = MAX_FEEDBACK_TEXT) -> Any:
+    """Long strings inside feedback/arguments are clipped, with the original length noted."""
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + f"\n... [{len(value) - limit} more characters in the run database]"
+    if isinstance(value, dict):
+        return {k: _clip(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clip(v, limit) for v in value]
+    return value
+
+
+class _Workspace:
+    """Workspace file contents (text) as of a checkpoint, for diffs of written code."""
+
+    def __init__(self, blobs: Any):
+        self._blobs = blobs
+        self.files: dict[str, str] = {}
+
+    def load(self, manifest: Any) -> None:
+        files = {}
+        for e in manifest.entries:
+            try:
+                data = self._blobs.get(e.sha256)
+            except Exception:  # noqa: BLE001 - a missing blob shows as absent, it does not stop the export
+                continue
+            if b"\0" not in data[:8192] and len(data) <= MAX_TEXT:
+                files[e.path] = data.decode("utf-8", errors="replace")
+        self.files = files
+
+
+def _diff(path: str, old: str | None, new: str) -> str:
+    lines = difflib.unified_diff((old or "").splitlines(keepends=True), new.splitlines(keepends=True),
+                                 fromfile=f"a/{path}" if old is not None else "/dev/null", tofile=f"b/{path}")
+    return "".join(lines)
+
+
+def _copy_assets(site: Path) -> None:
+    assets = resources.files("roboswe.viewer").joinpath("assets")
+    (site / "assets").mkdir(parents=True, exist_ok=True)
+    for item in assets.iterdir():
+        if item.name.endswith(".html"):
+            (site / item.name).write_bytes(item.read_bytes())
+        elif item.is_file():
+            (site / "assets" / item.name).write_bytes(item.read_bytes())
+
+
+def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_id: str | None = None) -> Path:
+    """Write the viewer site for a run; returns SITE_DIR/index.html. Raises ExportError, FileNotFoundError."""
+    from roboswe.report import run_summary
+    from roboswe.sandbox.checkpoints import BlobStore, load_manifest
+
+    run_dir, site = Path(run_dir), Path(out)
+    if chunk < 1:
+        raise ExportError(f"--chunk {chunk}: expected a positive number of operations per chunk")
+    if site.resolve() == run_dir.resolve():
+        raise ExportError(f"--out {site}: choose a directory other than the run directory")
+    t0 = time.perf_counter()
+    site.mkdir(parents=True, exist_ok=True)
+    for sub in ("data", "videos"):  # replace what an earlier export wrote; nothing else is touched
+        shutil.rmtree(site / sub, ignore_errors=True)
+    _copy_assets(site)
+    blobs = BlobStore(run_dir / "blobs") if (run_dir / "blobs").is_dir() else None
+    exported_blobs: set[str] = set()
+    with RunReader(run_dir) as reader:
+        summary = run_summary(reader, run_id)
+        rid = summary["run"]["run_id"]
+        keys: dict[str, str] = {}
+        for s in summary["series"]:
+            for a in s["attempts"]:
+                a["key"] = keys[a["trial_id"]] = trial_key(a["trial_id"])
+        summary["exported_at"] = time.time()
+        summary["run_dir"] = str(run_dir.resolve())
+        _write_data(site, "data/run.js", "run", summary)
+        artifacts = reader.artifacts(run_id=rid)
+        for s in summary["series"]:
+            for a in s["attempts"]:
+                _export_trial(reader, run_dir, site, s, a, [x for x in artifacts if x.trial_id == a["trial_id"]],
+                              blobs, exported_blobs, chunk, load_manifest)
+    log.info("viewer_exported", site=str(site), trials=len(keys), blobs=len(exported_blobs),
+             seconds=round(time.perf_counter() - t0, 2))
+    return site / "index.html"
+
+
+def _export_videos(run_dir: Path, site: Path, key: str, artifacts: list[Any]) -> list[dict[str, Any]]:
+    indexes = {a.camera: a for a in artifacts if a.artifact == "video_index"}
+    out = []
+    for a in artifacts:
+        if a.artifact != "video":
+            continue
+        entry: dict[str, Any] = {"camera": a.camera, "sha256": a.sha256, "size": a.size}
+        try:
+            check_stored(run_dir / a.path, a.sha256)
+            idx_rec = indexes.get(a.camera)
+            if idx_rec is None:
+                raise ArtifactError(f"{a.path}: no sidecar index recorded")
+            check_stored(run_dir / idx_rec.path, idx_rec.sha256)
+            index = load_video_index(run_dir / idx_rec.path)
+        except ArtifactError as e:
+            entry["error"] = str(e)  # shown on the page; a damaged video is never linked
+            out.append(entry)
+            continue
+        rel = f"videos/{key}/{_UNSAFE.sub('_', a.camera)}.mp4"
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(run_dir / a.path, site / rel)
+        entry.update(src=rel, first_step=index.first_step, control_timestep=index.control_timestep,
+                     frames=[list(f) for f in index.frames], codec=index.codec, width=index.width,
+                     height=index.height)
+        out.append(entry)
+    return out
+
+
+def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str, Any], attempt: dict[str, Any],
+                  artifacts: list[Any], blobs: Any, exported_blobs: set[str], chunk: int, load_manifest: Any) -> None:
+    trial_id, key = attempt["trial_id"], attempt["key"]
+    checkpoints = []
+    manifests: dict[int | None, Any] = {}
+    for cp in reader.checkpoints(trial_id):
+        try:
+            manifest = load_manifest(cp.manifest)
+        except Exception as e:  # noqa: BLE001 - shown as unreadable, export goes on
+            checkpoints.append({"id": cp.checkpoint_id, "label": cp.label, "op_seq": cp.op_seq, "error": str(e),
+                                "files": []})
+            continue
+        manifests.setdefault(cp.op_seq, manifest)
+        files = []
+        for e in manifest.entries:
+            files.append({"path": e.path, "sha256": e.sha256, "size": e.size, "mode": e.mode})
+            if blobs is not None and e.sha256 not in exported_blobs:
+                try:
+                    content = _text(blobs.get(e.sha256))
+                except Exception as err:  # noqa: BLE001
+                    content = {"error": str(err)}
+                _write_data(site, f"data/b/{e.sha256}.js", f"b/{e.sha256}", content)
+                exported_blobs.add(e.sha256)
+        checkpoints.append({"id": cp.checkpoint_id, "label": cp.label, "op_seq": cp.op_seq,
+                            "manifest_sha256": cp.manifest_sha256, "created_at": cp.created_at,
+                            "files": files, "refused": [msgspec.to_builtins(r) for r in manifest.refused]})
+    workspace = _Workspace(blobs)
+    if None in manifests and blobs is not None:
+        workspace.load(manifests[None])
+    messages = {m.message_id: m for m in reader.messages(trial_id)}
+    chunks: list[dict[str, Any]] = []
+    after, n = -1, 0
+    while True:
+        ops = reader.operations(trial_id, after_seq=after, limit=chunk)
+        if not ops:
+            break
+        rows = []
+        for op in ops:
+            row = {"seq": op.seq, "operation": op.operation, "arguments": _clip(op.arguments),
+                   "feedback": _clip(op.feedback), "step_start": op.step_start, "step_end": op.step_end,
+                   "started_at": op.started_at, "ended_at": op.ended_at}
+            m = messages.get(op.message_id) if op.message_id else None
+            if m is not None:
+                row["message"] = {"message_id": m.message_id, "provider": m.provider, "model": m.model,
+                                  "latency": m.latency, "error": m.error, "usage": m.usage,
+                                  "response_sha256": m.response_sha256,
+                                  "parts": _clip(readable_parts(m.provider, m.response))}
+            if op.operation == "write_file" and isinstance(op.arguments.get("content"), str):
+                path = str(op.arguments.get("path", ""))
+                content = op.arguments["content"]
+                row["diff"] = _clip(_diff(path, workspace.files.get(path), content))
+                workspace.files[path] = content
+            if op.seq in manifests and blobs is not None:
+                workspace.load(manifests[op.seq])  # what the workspace really holds after this operation
+            rows.append(row)
+        _write_data(site, f"data/t/{key}/ops-{n}.js", f"t/{key}/ops/{n}", rows)
+        chunks.append({"n": n, "first_seq": ops[0].seq, "last_seq": ops[-1].seq, "count": len(ops),
+                       "step_min": min(o.step_start for o in ops), "step_max": max(o.step_end for o in ops)})
+        after, n = ops[-1].seq, n + 1
+    meta = {
+        "trial_id": trial_id, "key": key, "series_id": series["series_id"], "task": series["task"],
+        "model": series["model"], "mode": series["mode"], "trials": series["trials"], "attempt": attempt,
+        "operations": sum(c["count"] for c in chunks), "chunk": chunk, "chunks": chunks,
+        "videos": _export_videos(run_dir, site, key, artifacts), "checkpoints": checkpoints,
+        "slides": [msgspec.to_builtins(s) for s in reader.slides(trial_id)],
+        "events": [msgspec.to_builtins(e) for _, e in reader.events(trial_id=trial_id)][:500],
+    }
+    _write_data(site, f"data/t/{key}/trial.js", f"t/{key}", meta)

@@ -1,0 +1,133 @@
+// Run overview: tasks x trials grid, metrics with denominators, per-task trajectory charts, timing.
+"use strict";
+(function () {
+  const { esc, num, when, badge, outcome } = RS;
+  const STATUS_COLOR = { success: "#2e7d32", failure: "#c62828", incomplete: "#ef8f00", pending: "#5c6bc0" };
+
+  function slotAttempts(series) {
+    const by = {};
+    series.attempts.forEach((a) => (by[a.index] = by[a.index] || []).push(a));
+    return by;
+  }
+
+  function grid(run) {
+    const T = Math.max(...run.series.map((s) => s.trials), 1);
+    let h = '<table class="grid"><thead><tr><th>task</th><th>model / mode</th>';
+    for (let t = 1; t <= T; t++) h += `<th>trial ${t}</th>`;
+    h += "<th>A</th><th>Q</th></tr></thead><tbody>";
+    run.series.forEach((s) => {
+      const by = slotAttempts(s);
+      const m = s.metrics || {};
+      h += `<tr><th class="task">${esc(s.task)}</th><td class="muted">${esc(s.model)} · ${esc(s.mode)}</td>`;
+      for (let t = 1; t <= T; t++) {
+        const list = by[t] || [];
+        const status = (m.statuses || [])[t - 1] || (list.length ? "" : "pending");
+        if (!list.length) {
+          h += `<td class="cell s-${esc(status)}" data-slot="${t}"><span class="muted">not started</span></td>`;
+          continue;
+        }
+        const a = list[list.length - 1];
+        h += `<td class="cell s-${esc(status)}" data-slot="${t}" title="scored: ${esc(status)}">` +
+          `<a class="trial-link" href="trial.html?t=${encodeURIComponent(a.key)}">${outcome(a.outcome)}</a><br>${badge(a.verdict)}` +
+          `<div class="small">${num(a.control_steps, 0)} steps · ${num(a.sim_time, 1)} s sim</div>`;
+        if (list.length > 1) {
+          h += '<div class="small">earlier: ' + list.slice(0, -1).map((p) =>
+            `<a href="trial.html?t=${encodeURIComponent(p.key)}">attempt ${p.attempt} (${esc(p.outcome)})</a>`).join(", ") + "</div>";
+        }
+        h += "</td>";
+      }
+      h += `<td>${num(m.A)}</td><td>${num(m.Q)}</td></tr>`;
+    });
+    return h + "</tbody></table>" +
+      '<p class="small muted">Outcome as recorded, then the replay verdict. A success counts (y=1) only when verified.</p>';
+  }
+
+  function estimate(e) {
+    return e.mean == null ? `– (n=${e.n})` : `${num(e.mean)} <span class="muted">[${num(e.low)}, ${num(e.high)}], n=${e.n}</span>`;
+  }
+  function prop(p) {
+    return `${p.numerator}/${p.denominator}` + (p.value == null ? "" : ` = ${num(p.value)}`);
+  }
+
+  function metrics(run) {
+    if (!run.datasets.length) return '<p class="muted">No series recorded.</p>';
+    return run.datasets.map((d) => {
+      const rows = [
+        ["tasks admitted / completed", `${d.admitted_tasks} / ${d.completed_tasks}`],
+        ["series recorded / completed", `${d.series_recorded} / ${d.series_completed}`],
+        ["incomplete / pending / mismatch slots", `${d.incomplete_slots} / ${d.pending_slots} / ${d.mismatch_slots}`],
+        ["A: mean verified success (95% CI)", estimate(d.A)],
+        ["Q: final success streak / T (95% CI)", estimate(d.Q)],
+        ["success by trial", d.success_by_trial.map((p, i) => `t${i + 1}: ${prop(p)}`).join(" · ")],
+        ["recovery (failed trial 1, later verified success)", prop(d.recovery)],
+        ["sustained conversion", prop(d.sustained_conversion)],
+        ["regressions", String(d.regressions)],
+      ];
+      return `<h3>${esc(d.model)} · mode ${esc(d.mode)}</h3><table class="kv">` +
+        rows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join("") +
+        `</table><p class="small muted">${esc(d.bootstrap.method)}; ${esc(d.bootstrap.resamples)} resamples, seed ${esc(d.bootstrap.seed)}</p>`;
+    }).join("");
+  }
+
+  // One inline SVG per task: control steps per trial (line), dots coloured by scored status.
+  function chart(s) {
+    const W = 360, H = 180, L = 44, R = 12, Tp = 14, B = 30;
+    const by = slotAttempts(s);
+    const statuses = (s.metrics && s.metrics.statuses) || [];
+    const pts = [];
+    for (let t = 1; t <= s.trials; t++) {
+      const a = (by[t] || []).slice(-1)[0];
+      pts.push({ t, steps: a && a.control_steps != null ? a.control_steps : null, status: statuses[t - 1] || "pending", a });
+    }
+    const maxY = Math.max(1, ...pts.map((p) => p.steps || 0));
+    const x = (t) => L + ((W - L - R) * (t - 1)) / Math.max(1, s.trials - 1);
+    const y = (v) => Tp + (H - Tp - B) * (1 - v / maxY);
+    let svg = `<svg class="chart" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${esc(s.task)} trajectory">`;
+    svg += `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" class="axis"/><line x1="${L}" y1="${Tp}" x2="${L}" y2="${H - B}" class="axis"/>`;
+    svg += `<text x="${L - 6}" y="${Tp + 4}" class="tick" text-anchor="end">${maxY}</text><text x="${L - 6}" y="${H - B}" class="tick" text-anchor="end">0</text>`;
+    svg += `<text x="12" y="${(H - B) / 2 + 8}" class="tick" transform="rotate(-90 12 ${(H - B) / 2 + 8})" text-anchor="middle">control steps</text>`;
+    const line = pts.filter((p) => p.steps != null).map((p) => `${x(p.t)},${y(p.steps)}`).join(" ");
+    if (line) svg += `<polyline points="${line}" class="traj"/>`;
+    pts.forEach((p) => {
+      svg += `<text x="${x(p.t)}" y="${H - B + 16}" class="tick" text-anchor="middle">t${p.t}</text>`;
+      if (p.steps == null) return;
+      const c = STATUS_COLOR[p.status] || "#777";
+      const dot = `<circle cx="${x(p.t)}" cy="${y(p.steps)}" r="6" fill="${c}"><title>trial ${p.t}: ${esc(p.status)}, ${p.steps} steps</title></circle>`;
+      svg += p.a ? `<a href="trial.html?t=${encodeURIComponent(p.a.key)}">${dot}</a>` : dot;
+    });
+    svg += "</svg>";
+    const y_t = ((s.metrics && s.metrics.y) || []).map((v) => (v == null ? "·" : v)).join(" ");
+    return `<figure><figcaption>${esc(s.task)} <span class="muted">y = [${y_t}]</span></figcaption>${svg}</figure>`;
+  }
+
+  const ORDER = ["provider", "execution", "transport", "physics", "rendering", "waits", "recovery", "replay"];
+  function timing(run) {
+    const t = run.timing || {};
+    const keys = Object.keys(t).filter((k) => k !== "active_time" && k !== "sim_time");
+    keys.sort((a, b) => (ORDER.indexOf(a) + 1 || 99) - (ORDER.indexOf(b) + 1 || 99) || a.localeCompare(b));
+    const max = Math.max(1e-9, ...keys.map((k) => t[k]));
+    const active = t.active_time || 0;
+    let h = '<table class="timing">';
+    keys.forEach((k) => {
+      const share = active && k !== "replay" ? ` (${((100 * t[k]) / active).toFixed(1)}% of active)` : "";
+      h += `<tr><th>${esc(k)}</th><td><div class="bar" style="width:${((240 * t[k]) / max).toFixed(0)}px"></div></td><td>${num(t[k])} s${share}</td></tr>`;
+    });
+    h += `<tr><th>active time</th><td></td><td>${num(active)} s</td></tr><tr><th>simulated time</th><td></td><td>${num(t.sim_time)} s</td></tr></table>`;
+    return h;
+  }
+
+  RS.load("data/run.js", "run").then((run) => {
+    const r = run.run;
+    document.title = "roboswe · " + r.run_id;
+    document.getElementById("title").textContent = r.run_id;
+    const v = run.verifications || {};
+    document.getElementById("run-head").innerHTML =
+      `<h1>Run ${esc(r.run_id)}</h1><p class="muted">created ${when(r.created_at)} · roboswe ${esc(r.roboswe_version || "?")} · ` +
+      `admitted file sha256 <code>${esc((r.admitted_sha256 || "").slice(0, 16))}</code> · ${run.series.length} series · replays: ` +
+      (Object.keys(v).map((k) => `${esc(k)} ${v[k]}`).join(", ") || "none") + "</p>";
+    document.getElementById("grid").innerHTML = grid(run);
+    document.getElementById("metrics").innerHTML = metrics(run);
+    document.getElementById("charts").innerHTML = run.series.map(chart).join("");
+    document.getElementById("timing").innerHTML = timing(run);
+  }).catch(RS.showError);
+})();

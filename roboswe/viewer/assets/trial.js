@@ -1,0 +1,259 @@
+// Trial page: synchronized camera videos, paged operation timeline, operation detail, workspace at any checkpoint.
+"use strict";
+(function () {
+  const { esc, num, when, badge, outcome } = RS;
+  const key = new URLSearchParams(location.search).get("t");
+  const $ = (id) => document.getElementById(id);
+  let trial = null;
+  let videos = []; // {el, info}
+  let page = -1;
+  let selected = null;
+
+  // --- video -----------------------------------------------------------------------------------
+  function stepSeconds(info, step) {
+    return Math.max(0, (step - info.first_step) * info.control_timestep);
+  }
+  function seekStep(step) {
+    videos.forEach(({ el, info }) => {
+      const target = Math.min(stepSeconds(info, step), el.duration || Infinity);
+      el.currentTime = target;
+    });
+    showClock();
+  }
+  function master() {
+    return videos.length ? videos[0] : null;
+  }
+  function currentStep() {
+    const m = master();
+    return m ? Math.round(m.info.first_step + m.el.currentTime / m.info.control_timestep) : null;
+  }
+  function showClock() {
+    const m = master();
+    if (!m) return;
+    $("clock").textContent = `step ${currentStep()} · ${m.el.currentTime.toFixed(2)} s sim`;
+    $("scrub").value = m.el.currentTime;
+  }
+  function setupVideos() {
+    const box = $("videos");
+    const list = trial.videos || [];
+    if (!list.length) {
+      box.innerHTML = '<p class="muted">No video was recorded for this trial.</p>';
+      $("player").querySelector(".controls").hidden = true;
+      return;
+    }
+    list.forEach((info) => {
+      const fig = document.createElement("figure");
+      if (info.error) {
+        fig.innerHTML = `<figcaption>${esc(info.camera)}</figcaption><p class="error">${esc(info.error)}</p>`;
+        box.appendChild(fig);
+        return;
+      }
+      const el = document.createElement("video");
+      el.src = info.src;
+      el.muted = true;
+      el.preload = "auto";
+      el.playsInline = true;
+      el.dataset.camera = info.camera;
+      el.width = info.width;
+      el.height = info.height;
+      fig.appendChild(el);
+      const cap = document.createElement("figcaption");
+      cap.textContent = `${info.camera} · ${info.frames.length} frames · plays in simulation time`;
+      fig.appendChild(cap);
+      box.appendChild(fig);
+      videos.push({ el, info });
+    });
+    const m = master();
+    if (!m) return;
+    m.el.addEventListener("loadedmetadata", () => ($("scrub").max = m.el.duration || 0));
+    m.el.addEventListener("timeupdate", () => {
+      showClock();
+      videos.slice(1).forEach(({ el }) => { // keep followers within one frame of the first camera
+        if (Math.abs(el.currentTime - m.el.currentTime) > 0.12) el.currentTime = m.el.currentTime;
+      });
+    });
+    m.el.addEventListener("ended", () => ($("play").textContent = "▶ play"));
+    $("play").addEventListener("click", () => {
+      const playing = !m.el.paused;
+      videos.forEach(({ el }) => (playing ? el.pause() : el.play().catch(() => {})));
+      $("play").textContent = playing ? "▶ play" : "❚❚ pause";
+    });
+    $("scrub").addEventListener("input", (e) => {
+      videos.forEach(({ el }) => (el.currentTime = Number(e.target.value)));
+      showClock();
+    });
+  }
+
+  // --- timeline --------------------------------------------------------------------------------
+  function summaryOf(op) {
+    const a = op.arguments || {}, f = op.feedback || {};
+    switch (op.operation) {
+      case "write_file": return `${a.path || ""}`;
+      case "read_file": return `${a.path || ""}`;
+      case "exec": return `${a.path || ""}` + (f.exit_status != null ? ` → exit ${f.exit_status}` : "");
+      case "wait": return `${a.steps} steps`;
+      case "observe": return (a.cameras || []).join(", ");
+      case "search_history": return JSON.stringify(a.query || "");
+      case "finish": return a.reason || "";
+      default: return "";
+    }
+  }
+  function loadPage(n) {
+    if (n < 0 || n >= trial.chunks.length) return Promise.resolve();
+    return RS.load(`data/t/${key}/ops-${n}.js`, `t/${key}/ops/${n}`).then((ops) => {
+      page = n;
+      $("page").value = String(n);
+      const ol = $("timeline");
+      ol.innerHTML = ops.map((op, i) => {
+        const steps = op.step_end > op.step_start ? `steps ${op.step_start}–${op.step_end}` : `at step ${op.step_start}`;
+        const err = op.feedback && (op.feedback.is_error || op.feedback.error) ? " op-error" : "";
+        return `<li class="op op-${esc(op.operation)}${err}" data-i="${i}" data-seq="${op.seq}" data-step="${op.step_start}" tabindex="0">` +
+          `<span class="seq">#${op.seq}</span> <b>${esc(op.operation)}</b> <span class="sum">${esc(summaryOf(op))}</span>` +
+          `<span class="steps">${steps}</span></li>`;
+      }).join("");
+      ol.querySelectorAll("li.op").forEach((li) => {
+        const go = () => select(ops[Number(li.dataset.i)], li);
+        li.addEventListener("click", go);
+        li.addEventListener("keydown", (e) => { if (e.key === "Enter") go(); });
+      });
+      ol.scrollTop = 0;
+    });
+  }
+  function pageOfStep(step) {
+    const i = trial.chunks.findIndex((c) => c.step_max >= step);
+    return i < 0 ? trial.chunks.length - 1 : i;
+  }
+
+  function select(op, li) {
+    if (selected) selected.classList.remove("selected");
+    selected = li;
+    li.classList.add("selected");
+    seekStep(op.step_start);
+    $("detail").classList.remove("muted");
+    $("detail").innerHTML = detail(op);
+    const cp = checkpointAt(op.seq);
+    if (cp >= 0) { $("checkpoint").value = String(cp); showCheckpoint(cp); }
+  }
+
+  function block(title, body, cls) {
+    return `<div class="blk ${cls || ""}"><div class="blk-t">${esc(title)}</div>${body}</div>`;
+  }
+  function pre(text, cls) {
+    return `<pre class="${cls || ""}">${esc(text)}</pre>`;
+  }
+  function diffHtml(diff) {
+    return '<pre class="diff">' + diff.split("\n").map((l) => {
+      const c = l.startsWith("+++") || l.startsWith("---") ? "dh" : l.startsWith("+") ? "add" : l.startsWith("-") ? "del" : l.startsWith("@@") ? "hunk" : "";
+      return `<span class="${c}">${esc(l)}</span>`;
+    }).join("\n") + "</pre>";
+  }
+  function detail(op) {
+    let h = `<h3>#${op.seq} ${esc(op.operation)}</h3><p class="small muted">control steps ${op.step_start}–${op.step_end} ` +
+      `(${op.step_end - op.step_start} used) · ${num(op.ended_at - op.started_at)} s wall · ${when(op.started_at)}</p>`;
+    const m = op.message;
+    if (m) {
+      const parts = (m.parts || []).map((p) => {
+        if (p.kind === "reasoning") return block("reasoning (exposed by the provider)", pre(p.text, "reasoning"), "reason");
+        if (p.kind === "text") return block("model text", pre(p.text));
+        if (p.kind === "tool_call") {
+          let args = p.arguments;
+          try { args = JSON.stringify(JSON.parse(p.arguments), null, 1); } catch (e) { /* keep verbatim */ }
+          return block(`tool call: ${p.name}`, pre(args.length > 4000 ? args.slice(0, 4000) + "\n…" : args));
+        }
+        return block("note", pre(p.text || ""));
+      }).join("");
+      h += block(`model call · ${m.provider}${m.model ? " · " + m.model : ""} · ${num(m.latency)} s`, parts || '<p class="muted">no readable content</p>');
+      if (m.error) h += block("provider error", pre(m.error), "bad");
+    }
+    const a = Object.assign({}, op.arguments || {});
+    if (op.diff != null) {
+      h += block(`code written: ${a.path || ""}`, op.diff ? diffHtml(op.diff) : '<p class="muted">unchanged</p>');
+      delete a.content;
+    }
+    if (Object.keys(a).length) h += block("arguments", pre(JSON.stringify(a, null, 1)));
+    const f = Object.assign({}, op.feedback || {});
+    let fb = "";
+    ["text", "stdout", "stderr", "error"].forEach((k) => {
+      if (f[k] != null && f[k] !== "") fb += `<div class="small muted">${k}</div>` + pre(f[k], k === "stderr" || k === "error" ? "err" : "");
+      delete f[k];
+    });
+    if (Object.keys(f).length) fb += pre(JSON.stringify(f, null, 1));
+    h += block("feedback", fb || '<p class="muted">none</p>');
+    return h;
+  }
+
+  // --- workspace -------------------------------------------------------------------------------
+  function checkpointAt(seq) {
+    let best = -1;
+    trial.checkpoints.forEach((c, i) => { if (c.op_seq == null ? best < 0 : c.op_seq <= seq) best = i; });
+    return best;
+  }
+  function showCheckpoint(i) {
+    const c = trial.checkpoints[i];
+    const ul = $("files");
+    if (!c) { ul.innerHTML = ""; return; }
+    ul.innerHTML = c.files.map((f, j) => `<li data-j="${j}"><a href="#" class="file-link">${esc(f.path)}</a> <span class="small muted">${f.size} B</span></li>`).join("") ||
+      '<li class="muted">empty workspace</li>';
+    if (c.error) ul.innerHTML += `<li class="error">${esc(c.error)}</li>`;
+    (c.refused || []).forEach((r) => (ul.innerHTML += `<li class="error">${esc(r.path)}: ${esc(r.reason)}</li>`));
+    ul.querySelectorAll("li[data-j]").forEach((li) => li.querySelector("a").addEventListener("click", (e) => {
+      e.preventDefault();
+      const f = c.files[Number(li.dataset.j)];
+      RS.load(`data/b/${f.sha256}.js`, `b/${f.sha256}`).then((b) => {
+        $("file").classList.remove("muted");
+        $("file").textContent = b.binary ? `(binary file, ${b.size} bytes)` : b.error ? b.error : b.text + (b.truncated ? "\n… (truncated)" : "");
+      }).catch(RS.showError);
+    }));
+  }
+  function setupWorkspace() {
+    const sel = $("checkpoint");
+    sel.innerHTML = trial.checkpoints.map((c, i) =>
+      `<option value="${i}">${esc(c.label)}${c.op_seq == null ? "" : " after #" + c.op_seq} · ${c.files.length} files</option>`).join("") ||
+      "<option>no checkpoints recorded</option>";
+    sel.addEventListener("change", () => showCheckpoint(Number(sel.value)));
+    if (trial.checkpoints.length) showCheckpoint(0);
+  }
+
+  // --- page ------------------------------------------------------------------------------------
+  function header(run) {
+    const a = trial.attempt;
+    document.title = `roboswe · ${trial.task} trial ${a.index}`;
+    $("title").textContent = `${trial.task} · trial ${a.index}/${trial.trials}` + (a.attempt ? ` (attempt ${a.attempt})` : "");
+    const series = run.series.find((s) => s.series_id === trial.series_id);
+    if (series) {
+      const ids = series.attempts.map((x) => x.key);
+      const i = ids.indexOf(key);
+      const link = (k, label) => (k ? `<a href="trial.html?t=${encodeURIComponent(k)}">${label}</a>` : `<span class="muted">${label}</span>`);
+      $("nav").innerHTML = link(ids[i - 1], "◀ previous") + " · " + link(ids[i + 1], "next ▶");
+    }
+    const timing = Object.entries(a.timing || {}).map(([k, v]) => `${esc(k)} ${num(v)} s`).join(" · ");
+    $("trial-head").innerHTML =
+      `<h1>${esc(trial.task)} — trial ${a.index} ${outcome(a.outcome)} ${badge(a.verdict)}</h1>` +
+      `<p>${num(a.control_steps, 0)} control steps · ${num(a.sim_time)} s simulated · ${num(a.active_time)} s active · ` +
+      `${trial.operations} operations · reason: ${esc(a.reason || "–")}` +
+      (a.success_interval ? ` · success held steps ${a.success_interval[0]}–${a.success_interval[1]}` : "") + "</p>" +
+      (a.first_divergence ? `<p class="error">first divergence on replay: ${esc(a.first_divergence)}</p>` : "") +
+      `<p class="small muted">${esc(trial.model)} · mode ${esc(trial.mode)} · started ${when(a.started_at)} · ${timing}</p>`;
+  }
+
+  if (!key) { RS.showError("no trial given: open this page from the run overview"); return; }
+  Promise.all([RS.load("data/run.js", "run"), RS.load(`data/t/${key}/trial.js`, `t/${key}`)]).then(([run, t]) => {
+    trial = t;
+    header(run);
+    setupVideos();
+    setupWorkspace();
+    $("op-count").textContent = `(${trial.operations}, ${trial.chunk} per page)`;
+    $("page").innerHTML = trial.chunks.map((c) =>
+      `<option value="${c.n}">#${c.first_seq}–#${c.last_seq} · steps ${c.step_min}–${c.step_max}</option>`).join("");
+    $("page").addEventListener("change", (e) => loadPage(Number(e.target.value)));
+    $("prev").addEventListener("click", () => loadPage(page - 1));
+    $("next").addEventListener("click", () => loadPage(page + 1));
+    $("goto-step").addEventListener("change", (e) => {
+      const step = Number(e.target.value);
+      seekStep(step);
+      loadPage(pageOfStep(step));
+    });
+    if (!trial.chunks.length) $("timeline").innerHTML = '<li class="muted">No operations recorded.</li>';
+    return loadPage(0);
+  }).then(() => document.body.setAttribute("data-ready", "1")).catch(RS.showError);
+})();
