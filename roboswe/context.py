@@ -15,9 +15,12 @@ to max(m, 1.1*U/N), never lowered within the series; for local estimates (OpenAI
 `python` kind) ceil(e*N) with e starting at 1.0 and raised the same way, so an
 estimate that turned out low is corrected upward for the rest of the series.
 
-Count calls are made once per distinct request; each turn's share of a count is cached
-by turn id (attributed from the difference between consecutive counts), so choosing
-which exchanges to remove needs no further calls.
+Counting is cached per turn: each new turn is counted once (all new turns of a request in
+one call, with the same instructions and tools, minus the cached count of instructions
+and tools alone), and a request's size is the cached sum, so a long series does not
+re-count its history on every request. Near the budget (above 95% of B) and after every
+slide the actual request is counted whole, so slide decisions rest on the real request;
+the method recorded says which (":per_message_sum" or ":whole_request").
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from roboswe.protocol.participant import (
     Usage,
     offered_tools,
 )
-from roboswe.providers._estimate import estimate_request, turn_tokens
+from roboswe.providers._estimate import turn_tokens
 
 log = structlog.get_logger()
 
@@ -49,6 +52,9 @@ SLIDE_MIN_UNITS = 200_000  # a slide removes at least this many units (or everyt
 PROXY_START = 1.30
 PROXY_CONSTANT = 8192
 USAGE_MARGIN = 1.1
+NEAR_BUDGET = 0.95  # above this share of B the actual request is counted whole
+PER_MESSAGE = ":per_message_sum"  # method suffix: base + cached per-turn counts
+WHOLE = ":whole_request"  # method suffix: the actual request counted in one call
 
 SEARCH_MAX_HITS = 20
 SEARCH_RADIUS = 160  # characters either side of a match
@@ -116,7 +122,8 @@ class ContextWindow:
         self.proxy_multiplier = PROXY_START  # m, OpenRouter proxy; never lowered in a series
         self.estimate_multiplier = 1.0  # e, local estimates; never lowered in a series
         self._ids: set[str] = set()
-        self._turn_tokens: dict[str, int] = {}  # per-turn share of counted base tokens (cache)
+        self._turn_tokens: dict[str, int] = {}  # per-turn count, made once per turn (cache)
+        self._bases: dict[tuple[Any, ...], TokenCount] = {}  # instructions + tools, per tool set
         self._last: tuple[tuple[Any, ...], TokenCount] | None = None  # (request key, count)
         self._last_prepared: TokenCount | None = None
 
@@ -165,33 +172,33 @@ class ContextWindow:
             log.info("estimate_multiplier_raised", series=self.series, old=self.estimate_multiplier, new=observed)
             self.estimate_multiplier = observed
 
-    async def _count(self, request: DecisionRequest) -> TokenCount:
+    async def _count(self, request: DecisionRequest, *, actual: bool = False) -> TokenCount:
+        """Units of a request. Each turn is counted once, when it is new (one call for all new
+        turns, with the same instructions and tools), and the request total is the cached
+        sum. The actual request is counted whole when the sum comes near the budget, after
+        a slide, or when `actual` is set, so a slide decision rests on the real request."""
         key = _request_key(request)
-        if self._last is not None and self._last[0] == key:
+        if self._last is not None and self._last[0] == key and (self._last[1].method.endswith(WHOLE) or not actual):
             return self._last[1]
-        count = await self.counter(request)
-        self._attribute(request, count, key)
+        base = self._bases.get(key[:2])
+        if base is None:  # instructions + tool schemas (+ request framing)
+            base = await self.counter(msgspec.structs.replace(request, conversation=[], images={}))
+            self._bases[key[:2]] = base
+        new = [t for t in request.conversation if t.id not in self._turn_tokens]
+        if new:
+            part = await self.counter(_subrequest(request, new))
+            share = max(part.tokens - base.tokens, len(new))
+            estimates = {t.id: max(1, turn_tokens(t)) for t in new}
+            total = sum(estimates.values())
+            for t in new:
+                self._turn_tokens[t.id] = max(1, math.ceil(share * estimates[t.id] / total))
+        summed = base.tokens + sum(self._turn_tokens[t.id] for t in request.conversation)
+        count = TokenCount(tokens=summed, method=base.method + PER_MESSAGE, exact=base.exact, proxy=base.proxy)
+        if actual or self.units(count) > NEAR_BUDGET * self.budget:
+            whole = await self.counter(request)
+            count = msgspec.structs.replace(whole, method=whole.method + WHOLE)
         self._last = (key, count)
         return count
-
-    def _attribute(self, request: DecisionRequest, count: TokenCount, key: tuple[Any, ...]) -> None:
-        # Give each not-yet-counted turn its share of this count, proportional to its estimate.
-        ids = [t.id for t in request.conversation]
-        new = [t for t in request.conversation if t.id not in self._turn_tokens]
-        if not new:
-            return
-        known = sum(self._turn_tokens[i] for i in ids if i in self._turn_tokens)
-        estimate_total = max(1, estimate_request(request))
-        if self._last is not None and self._last[0][:2] == key[:2] and tuple(ids[: len(self._last[0][2])]) == self._last[0][2]:
-            residual = count.tokens - self._last[1].tokens  # the previous request is a prefix
-        else:
-            overhead = estimate_request(msgspec.structs.replace(request, conversation=[]))
-            residual = count.tokens - known - round(overhead * count.tokens / estimate_total)
-        estimates = {t.id: max(1, turn_tokens(t)) for t in new}
-        total = sum(estimates.values())
-        residual = max(residual, len(new))
-        for t in new:
-            self._turn_tokens[t.id] = max(1, round(residual * estimates[t.id] / total))
 
     def _exchange_units(self, exchange: list[Turn], count: TokenCount) -> int:
         base = sum(self._turn_tokens.get(t.id, turn_tokens(t)) for t in exchange)
@@ -274,7 +281,7 @@ class ContextWindow:
             self.slides.append(pending_slide)  # the request after a slide offers search_history
             request = self._request(system, trial)
             try:
-                after_count = await self._count(request)
+                after_count = await self._count(request, actual=True)
             except BaseException:
                 self.slides.pop()
                 self.active = saved_active
@@ -358,6 +365,13 @@ def format_hits(query: str, hits: list[SearchHit], *, max_chars: int = SEARCH_MA
         lines.append(entry)
         used += len(entry)
     return "\n".join(lines)
+
+
+def _subrequest(request: DecisionRequest, turns: list[Turn]) -> DecisionRequest:
+    """The same instructions and tools with only `turns` (and their images)."""
+    sub = msgspec.structs.replace(request, conversation=turns, images={})
+    wanted = sub.referenced_images()
+    return msgspec.structs.replace(sub, images={d: request.images[d] for d in wanted if d in request.images})
 
 
 def _request_key(request: DecisionRequest) -> tuple[Any, ...]:

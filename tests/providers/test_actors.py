@@ -84,7 +84,7 @@ async def wait_bound(*endpoints: str) -> None:
 
 
 async def test_anthropic_series_step_through_both_actors(actors):
-    with FakeProvider("anthropic", count=lambda body: 2000) as fake:
+    with FakeProvider("anthropic", count=lambda body: len(body) // 4) as fake:
         a = actors(f"""
 [provider]
 kind = "anthropic"
@@ -108,9 +108,11 @@ max_output_tokens = 8000
                 reply = await context.request(PrepareRequest(system="You drive a robot.", trial=1))
                 prepared = reply.message
                 assert isinstance(prepared, Prepared)
-                assert prepared.count.exact_tokens == 2000 and prepared.count.method == "anthropic.count_tokens"
+                base, turns = (len(c.body) // 4 for c in fake.counts())  # instructions+tools, then the new turn
+                assert prepared.count.exact_tokens == turns  # base + (turns - base)
+                assert prepared.count.method == "anthropic.count_tokens:per_message_sum"
                 assert prepared.count.budget == 100000 - 8000 - 4096
-                assert len(fake.counts()) == 1  # counted through the provider client, with the key
+                assert len(fake.counts()) == 2  # counted through the provider client, with the key
                 assert "sk-actor-SECRET" in str(fake.counts()[0].headers), fake.counts()[0].headers
                 request = join_images(prepared.request, prepared.image_digests, reply.blobs)
                 assert request.images == {part.digest: IMAGE}

@@ -33,11 +33,13 @@ class ExactCounter:
 
     def __init__(self, *, proxy: bool = False, exact: bool = True):
         self.calls = 0
+        self.turns_sent = 0
         self.proxy = proxy
         self.exact = exact and not proxy
 
     async def __call__(self, request: DecisionRequest) -> TokenCount:
         self.calls += 1
+        self.turns_sent += len(request.conversation)
         return TokenCount(tokens=estimate_request(request), method="test.count", exact=self.exact, proxy=self.proxy)
 
 
@@ -81,9 +83,15 @@ async def test_no_slide_under_budget_and_count_cached_per_request():
     p1 = await w.prepare("system", 1)
     p2 = await w.prepare("system", 1)
     assert p1.slide is None and p2.slide is None
-    assert counter.calls == 1  # the same request is not re-counted
+    assert counter.calls == 2  # instructions+tools once, the new turns once; the same request not again
+    assert counter.turns_sent == len(w.archive)
+    for t in exchange(5, 1000):
+        w.append(t)
+    await w.prepare("system", 1)
+    assert counter.calls == 3 and counter.turns_sent == len(w.archive)  # only the two new turns were sent
+    assert p1.count.method == "test.count:per_message_sum"
     assert p1.count.exact_tokens == p1.count.units and p1.count.estimated_units is None
-    assert [t.id for t in p1.request.conversation] == [t.id for t in w.archive]
+    assert [t.id for t in p1.request.conversation] == [t.id for t in w.archive][:11]
     assert "search_history" not in [t.name for t in p1.request.tools]
 
 
@@ -92,11 +100,13 @@ async def test_growing_series_slides_remove_at_least_200k_keep_pairs_and_pins():
     w = window(counter)  # B = 379,904
     w.append(opening())
     slides = []
+    naive = 0  # turns a whole-request count on every request would send
     for n in range(600):  # ~20,000 tokens per exchange: 12M tokens in all, 30x the budget
         for t in exchange(n, 60_000, trial=1 + n // 120):
             w.append(t)
         prepared = await w.prepare("system instructions", 1 + n // 120)
         assert prepared.count.units <= w.budget
+        naive += len(prepared.request.conversation)
         assert prepared.request.conversation[0].id == "u0"  # pinned
         assert prepared.request.conversation[-1].id == f"r{n}"  # the newest exchange always stays
         assert_pairs_whole(w)
@@ -110,8 +120,10 @@ async def test_growing_series_slides_remove_at_least_200k_keep_pairs_and_pins():
             assert "search_history" in [t.name for t in prepared.request.tools]
     assert len(slides) >= 20
     assert len(w.archive) == 1 + 2 * 600  # the archive never shrinks
-    # one count call per new request, plus one recount per slide
-    assert counter.calls <= 600 + 2 * len(slides)
+    # Turns are counted once each, plus whole-request counts near the budget and after each
+    # slide; re-counting every request whole would send ~18,000 turns here.
+    assert counter.turns_sent < naive / 2
+    assert all(s.method.endswith(":whole_request") for s in slides)
 
 
 async def test_history_far_larger_than_budget_removes_more_than_200k_to_fit():
