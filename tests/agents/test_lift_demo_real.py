@@ -142,7 +142,8 @@ async def test_demo_participant_lifts_the_cube_on_the_real_stack(seed, image, ru
                     ops = await run_trial(participant, real, conversation, trial)
                 status = (await sim.request(SuccessQuery())).message
             plan = json.loads((workspace / "plan.json").read_text())
-            assert plan["phase"] == "done", (plan, [fb.stderr[-2000:] for fb in real.execs])
+            assert plan["phase"] == "done", (plan, [type(o).__name__ for o in ops], ops[-1],
+                                              [(fb.exit_status, fb.steps, fb.limit, fb.stdout[-500:], fb.stderr[-1500:]) for fb in real.execs])
             assert isinstance(ops[-1], Finish) and "done" in ops[-1].reason
             assert status.achieved, status
             assert real.steps <= 120 and status.control_step == real.steps
