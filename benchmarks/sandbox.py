@@ -125,6 +125,7 @@ def main() -> None:
     results: dict = {"env_step_ms": [], "backends": {}}
     trio.run(bench, args, manifest, inproc, results)
     env = statistics.median(results["env_step_ms"])
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     print(f"task {args.task}; {args.starts} empty-script starts, {args.rounds} rounds of {args.steps} steps; in-process env.step {env:.2f} ms (median)\n")
     print("| backend | empty script p50 (p90) | exec round trip p50 | robot.step | step_many (10/chunk) | robot.step / env.step |")
     print("|---|---|---|---|---|---|")
