@@ -321,3 +321,14 @@ async def test_lift_demo_agent_trial_through_each_wire(wire):
         assert names == ["list_files", "write_file:lift_cube.py", "write_file:plan.json", "observe", "exec",
                          "read_file:plan.json", "finish"]
         await p.aclose()
+
+
+async def test_openrouter_counts_gemini_requests_with_google_count_tokens():
+    with FakeProvider("openrouter") as router, FakeProvider("google", count=lambda body: 777) as google:
+        p = create_participant(config(router, count_via="google", count_model="gemini-fake", count_api_key_env=KEY_ENV,
+                                      count_base_url=google.base_url))
+        count = await p.count_tokens(request())
+        assert (count.tokens, count.proxy, count.exact) == (777, True, False)
+        assert count.method == "openrouter.proxy(google.count_tokens)"
+        assert "gemini-fake" in google.counts()[0].path and router.seen == []
+        await p.aclose()
