@@ -132,7 +132,8 @@ async def test_demo_participant_lifts_the_cube_on_the_real_stack(seed, image, ru
     workspace = run_dir / "workspace"
     workspace.mkdir()
     conversation: list[Turn] = []
-    async with Client("coordinator", simulator, control_codec) as sim:
+    # Building a scene can starve the simulator's heartbeats for seconds on a loaded CPU.
+    async with Client("coordinator", simulator, control_codec, liveness=10) as sim:
         for trial in (1, 2):  # trial 2 keeps the workspace: the retained script is reused
             with trio.fail_after(120):
                 await sim.request(Load(manifest=manifest.to_builtins(), seed=seed))
