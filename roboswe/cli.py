@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "keys": ("roboswe._sim_commands", "generate CURVE key pairs for a remote simulator"),
     "sim": ("roboswe._sim_commands", "simulator commands: `sim serve --bind tcp://HOST:PORT --keys DIR`"),
     "exec": ("roboswe._exec", "run authored scripts in the sandbox against one fresh scene of a task"),
+    "run": ("roboswe._run", "run five-trial series of admitted tasks with a participant, then verify by replay"),
+    "verify": ("roboswe._run", "replay a run's trials from their checkpoints and record verified/mismatch/error"),
 }
 
 

@@ -1,0 +1,50 @@
+"""Coordinator boundary: the `roboswe run` / `verify` front end asks how the job is going.
+
+The job itself is described by RUN_DIR/job.json (written by the CLI before the actors
+start), so a coordinator restarted by the supervisor picks it up again and resumes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from ._base import Message
+from ._codec import Codec
+from .control import Control
+
+JobState = Literal["starting", "running", "done", "failed"]
+
+
+class GetProgress(Message, frozen=True, kw_only=True):
+    """Ask for the current progress; ``after`` = number of log lines already seen."""
+
+    after: int = 0
+
+
+class Progress(Message, frozen=True, kw_only=True):
+    """Where the job stands: the live figures and the log lines after ``GetProgress.after``."""
+
+    state: JobState
+    detail: str = ""
+    job: str = "run"  # "run" | "verify"
+    series_done: int = 0
+    series_total: int = 0
+    task: str = ""
+    series_id: str = ""
+    mode: str = ""
+    trial: int = 0
+    trials: int = 0
+    operation: str = ""
+    steps_used: int = 0
+    steps_budget: int = 0
+    active_s: float = 0.0
+    active_budget_s: float = 0.0
+    last_outcome: str = ""
+    lines: list[str] = msgspec.field(default_factory=list)
+    line_count: int = 0  # total log lines so far (pass as the next ``after``)
+
+
+CoordinatorMessage = Control | GetProgress | Progress
+CODEC: Codec = Codec(CoordinatorMessage)

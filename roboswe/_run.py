@@ -1,0 +1,342 @@
+"""`roboswe run` and `roboswe verify`: the supervisor starts the actors, the coordinator does the job.
+
+The command checks its inputs (admitted file digest, run config, budgets), writes
+RUN_DIR/job.json and a copy of the run config, starts the actors under the same
+``Supervisor`` as `roboswe up`, and polls the coordinator for progress: a live display on
+a terminal, plain log lines otherwise. When the coordinator reports the job done (or
+failed) it stops the actors and prints the outcome table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RUN_ACTORS = ("recorder", "simulator", "sandbox_bridge", "provider_client", "context_manager", "coordinator")
+VERIFY_ACTORS = ("recorder", "simulator", "sandbox_bridge", "coordinator")
+
+
+def add_arguments_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("admitted", metavar="ADMITTED.json", nargs="?", type=Path,
+                        help="admission file from `roboswe admit` (optional with --resume)")
+    parser.add_argument("--config", type=Path, default=None, help="run config TOML with a [provider] section (configs/runs/)")
+    parser.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None,
+                        help="sandbox backend (default: [series] backend, else docker when a daemon answers, else bwrap)")
+    parser.add_argument("--sim", default=None, metavar="tcp://HOST:PORT", help="use a remote simulator (`roboswe sim serve`)")
+    parser.add_argument("--keys", type=Path, default=None, metavar="DIR", help="CURVE keys for --sim (`roboswe keys generate`)")
+    parser.add_argument("--out", type=Path, default=None, metavar="RUN_DIR", help="run directory (default ./runs/<timestamp>)")
+    parser.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help="continue a stopped or killed run")
+    parser.add_argument("--tasks", default=None, metavar="ID,...", help="only these admitted tasks (default: all admitted)")
+    parser.add_argument("--no-verify", action="store_true", help="do not replay each series after it ends")
+
+
+def add_arguments_verify(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="a run directory written by `roboswe run`")
+    parser.add_argument("--trials", default=None, metavar="TRIAL_ID,...", help="only these trial ids (default: every ended trial)")
+
+
+class UsageError(Exception):
+    """Bad input to the command; the message says what and what to do (exit code 2)."""
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"roboswe {command}: {message}", file=sys.stderr)
+    return 2
+
+
+def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
+    """Check the inputs and write RUN_DIR/job.json; returns (run dir, config, config copy). Raises UsageError."""
+    import msgspec
+
+    from roboswe._runs import new_run_dir
+    from roboswe.admission import AdmissionError, read_admitted
+    from roboswe.config import ConfigError, load_config
+    from roboswe.job import CONFIG_COPY, Job, read_job, write_job
+    from roboswe.series_config import BudgetLoosened, effective_budgets
+
+    if args.resume is not None:
+        run_dir = args.resume.resolve()
+        try:
+            job = read_job(run_dir)
+        except (FileNotFoundError, ValueError) as e:
+            raise UsageError(f"--resume {run_dir}: {e}") from None
+        config_path = run_dir / CONFIG_COPY
+        if args.config is not None and args.config.read_bytes() != config_path.read_bytes():
+            raise UsageError(f"--config {args.config} differs from the config this run started with ({config_path}); "
+                             "a resumed run keeps its config: drop --config")
+        admitted_path = args.admitted or Path(job.admitted_path)
+        try:
+            admitted = read_admitted(admitted_path)
+        except AdmissionError as e:
+            raise UsageError(str(e)) from None
+        if admitted.digest != job.admitted_sha256:
+            raise UsageError(f"{admitted_path} is not the admitted file this run started with "
+                             f"(digest {admitted.digest[:16]}… vs {job.admitted_sha256[:16]}…)")
+        try:
+            config = load_config(config_path)
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+        job = msgspec.structs.replace(job, kind="run", admitted_path=str(admitted_path.resolve()),
+                                      verify=job.verify and not args.no_verify, trials=[])
+        write_job(run_dir, job)
+        return run_dir, config, config_path
+
+    if args.admitted is None:
+        raise UsageError("give ADMITTED.json (from `roboswe admit`), or --resume RUN_DIR")
+    try:
+        config = load_config(args.config)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    if config.provider is None:
+        raise UsageError(f"{args.config or 'the default config'} has no [provider] section: say who decides, "
+                         "e.g. configs/runs/demo.toml (kind = \"python\")")
+    try:
+        admitted = read_admitted(args.admitted)
+    except AdmissionError as e:
+        raise UsageError(str(e)) from None
+    available = [t.id for t in admitted.admitted_tasks()]
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else available
+    for t in tasks:
+        if t not in available:
+            raise UsageError(f"--tasks: {t!r} is not an admitted task of {args.admitted}; admitted: {available}")
+    if not tasks:
+        raise UsageError(f"{args.admitted} admits no task; nothing to run")
+    for t in tasks:
+        try:
+            effective_budgets(config.series, admitted.task(t).task_manifest())
+        except BudgetLoosened as e:
+            raise UsageError(f"{args.config}: {e}") from None
+    if args.sim and not args.sim.startswith("tcp://"):
+        raise UsageError(f"--sim {args.sim!r}: expected tcp://HOST:PORT of `roboswe sim serve`")
+    if args.keys and not args.sim:
+        raise UsageError("--keys only applies with --sim")
+    run_dir = (args.out or new_run_dir()).resolve()
+    if (run_dir / "run.sqlite").exists():
+        raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or choose another --out")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir.chmod(0o755)  # the bwrap sandbox user traverses it to reach the workspaces
+    config_path = run_dir / CONFIG_COPY
+    config_bytes = args.config.read_bytes() if args.config else b""
+    config_path.write_bytes(config_bytes)
+    job = Job(kind="run", run_id=run_dir.name, admitted_path=str(args.admitted.resolve()), admitted_sha256=admitted.digest,
+              tasks=tasks, backend=args.engine or config.series.backend, verify=config.series.verify and not args.no_verify,
+              sim_endpoint=args.sim, sim_keys=str(args.keys.resolve()) if args.keys else None,
+              config_sha256=hashlib.sha256(config_bytes).hexdigest())
+    write_job(run_dir, job)
+    return run_dir, config, config_path
+
+
+def _entry_environment() -> None:
+    # Entry-point configuration for the actor processes: headless EGL rendering, numba's cache kept.
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "roboswe" / "numba"))
+
+
+def run_run(args: argparse.Namespace) -> int:
+    try:
+        run_dir, config, config_path = prepare_run(args)
+    except UsageError as e:
+        return _fail("run", str(e))
+    from roboswe.job import read_job
+
+    job = read_job(run_dir)
+    actors = tuple(a for a in RUN_ACTORS if not (job.sim_endpoint and a == "simulator"))
+    code, progress = drive(run_dir, config, config_path, actors, "run")
+    print_outcome(run_dir)
+    return code
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from roboswe.config import ConfigError, load_config
+    from roboswe.job import CONFIG_COPY, read_job, write_job
+
+    run_dir = args.run_dir.resolve()
+    try:
+        job = read_job(run_dir)
+        config = load_config(run_dir / CONFIG_COPY)
+    except (FileNotFoundError, ValueError, ConfigError) as e:
+        return _fail("verify", str(e))
+    if _run_active(run_dir):
+        return _fail("verify", f"{run_dir} is still running (supervisor.json); verify it after the run stops")
+    trials = [t.strip() for t in args.trials.split(",")] if args.trials else []
+    write_job(run_dir, msgspec.structs.replace(job, kind="verify", trials=trials))
+    actors = tuple(a for a in VERIFY_ACTORS if not (job.sim_endpoint and a == "simulator"))
+    code, progress = drive(run_dir, config, run_dir / CONFIG_COPY, actors, "verify")
+    verdicts = print_outcome(run_dir)
+    if code == 0 and any(v != "verified" for v in verdicts):
+        return 1
+    return code
+
+
+def _run_active(run_dir: Path) -> bool:
+    import json
+
+    state = run_dir / "supervisor.json"
+    if not state.exists():
+        return False
+    try:
+        data = json.loads(state.read_text())
+        os.kill(int(data["supervisor_pid"]), 0)
+    except (OSError, ValueError, KeyError):
+        return False
+    return data.get("state") in ("starting", "running")
+
+
+def drive(run_dir: Path, config: Any, config_path: Path, actors: tuple[str, ...], command: str) -> tuple[int, Any]:
+    """Run the supervisor with ``actors`` until the coordinator's job ends; returns (exit code, last progress)."""
+    import trio
+
+    from roboswe.actors.supervisor import Supervisor
+    from roboswe.logs import bind_context, configure_logging
+
+    _entry_environment()
+    configure_logging(run_dir=run_dir, actor=command, level=config.logging.level, console=False)
+    bind_context(run=run_dir.name)
+    supervisor = Supervisor(run_dir, config, config_path, actors=actors)
+    display = Display(sys.stdout.isatty(), command, run_dir)
+    last: list[Any] = [None]
+
+    async def main() -> int:
+        code = [1]
+        ready = trio.Event()
+        async with trio.open_nursery() as nursery:
+
+            async def supervise() -> None:
+                code[0] = await supervisor.run(lambda _s: ready.set())
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(supervise)
+            await ready.wait()
+            display.say(f"actors ready ({len(actors)}), run dir {run_dir}")
+            last[0] = await follow(supervisor, display)
+            if last[0] is not None and last[0].state == "done":
+                supervisor.request_stop()
+            else:
+                supervisor.request_stop(last[0].detail if last[0] is not None else "coordinator unreachable")
+        return code[0]
+
+    with display:
+        code = trio.run(main)
+    if supervisor.failure:
+        print(f"roboswe {command}: stopped: {supervisor.failure}", file=sys.stderr)
+    return code, last[0]
+
+
+async def follow(supervisor: Any, display: Display) -> Any:
+    """Poll the coordinator until its job is done or failed; tolerates a coordinator restart."""
+    import trio
+
+    from roboswe.actors import Client, PeerDead, ProtocolError, RemoteError
+    from roboswe.protocol.coordinator import CODEC, GetProgress
+
+    endpoint = supervisor.slots["coordinator"].endpoint
+    after = 0
+    progress = None
+    while True:
+        try:
+            async with Client("front", endpoint, CODEC, peer="coordinator") as link:
+                while True:
+                    with trio.fail_after(30):
+                        progress = (await link.request(GetProgress(after=after))).message
+                    if progress.line_count < after:  # a restarted coordinator starts its log afresh
+                        after = 0
+                        continue
+                    after = progress.line_count
+                    display.update(progress)
+                    if progress.state in ("done", "failed"):
+                        return progress
+                    await trio.sleep(0.5)
+        except (PeerDead, ProtocolError, RemoteError, trio.TooSlowError) as e:
+            display.say(f"coordinator not answering ({type(e).__name__}); waiting for it")
+            await trio.sleep(1.0)
+
+
+class Display:
+    """A rich live panel on a terminal; plain timestamped lines otherwise."""
+
+    def __init__(self, live: bool, command: str, run_dir: Path):
+        self.live = live
+        self.command = command
+        self.run_dir = run_dir
+        self.lines: list[str] = []
+        self._live = None
+        self._progress = None
+
+    def __enter__(self) -> Display:
+        if self.live:
+            from rich.live import Live
+
+            self._live = Live(self._render(), refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.__exit__(*exc)
+
+    def say(self, line: str) -> None:
+        line = f"{time.strftime('%H:%M:%S')} {line}"
+        self.lines.append(line)
+        if self._live is None:
+            print(f"roboswe {self.command}: {line}", flush=True)
+        else:
+            self._live.update(self._render())
+
+    def update(self, p: Any) -> None:
+        self._progress = p
+        for line in p.lines:
+            self.lines.append(line)
+            if self._live is None:
+                print(f"roboswe {self.command}: {line}", flush=True)
+        if self._live is not None:
+            self._live.update(self._render())
+
+    def _render(self) -> Any:
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(show_header=False, box=None, padding=(0, 1))
+        p = self._progress
+        if p is not None:
+            table.add_row("series", f"{p.series_done}/{p.series_total}  {p.task} ({p.mode})")
+            table.add_row("trial", f"{p.trial}/{p.trials}")
+            table.add_row("operation", p.operation or "-")
+            table.add_row("control steps", f"{p.steps_used} / {p.steps_budget}")
+            table.add_row("active time", f"{p.active_s:.0f} s / {p.active_budget_s:.0f} s")
+            table.add_row("last outcome", p.last_outcome or "-")
+        title = Text(f"roboswe {self.command}  {self.run_dir}", style="bold")
+        return Group(title, table, Text("\n".join(self.lines[-10:])))
+
+
+def print_outcome(run_dir: Path) -> list[str]:
+    """Print each series' trials (outcome, steps, active time, replay verdict); returns the verdicts shown."""
+    from roboswe.records import RunReader
+    from roboswe.verify import summary
+
+    verdicts: list[str] = []
+    try:
+        reader = RunReader(run_dir)
+    except Exception as e:  # noqa: BLE001 - nothing recorded yet
+        print(f"no records in {run_dir}: {e}")
+        return verdicts
+    with reader:
+        for s in reader.series():
+            print(f"\nseries {s.series_id}  task {s.task}  model {s.model}  mode {s.mode}")
+            print(f"  {'trial':>5} {'att':>3} {'outcome':<11} {'reason':<22} {'steps':>6} {'active s':>8}  replay")
+            for row in summary(reader, s.series_id):
+                if row["outcome"] in ("success", "failure"):
+                    verdicts.append(row["verdict"] or "unverified")
+                print(f"  {row['trial']:>5} {row['attempt']:>3} {row['outcome']:<11} {row['reason'][:22]:<22} "
+                      f"{row['steps']:>6} {row['active_s']:>8}  {row['verdict'] or '-'}")
+    print(f"\nrun dir: {run_dir}  (roboswe report {run_dir})")
+    return verdicts
+

@@ -1,0 +1,221 @@
+"""Verification by replay (DESIGN.md section 7): re-run a trial's state-changing operations.
+
+For each ended trial: restore its starting checkpoint into an empty directory (the
+manifest is validated first; this trusted step runs here, never in the sandbox), load a
+fresh scene, check its fingerprint, open a sandbox with the same backend and image, and
+re-run the recorded writes, execs and waits in order. Per exec the replay is compared
+with the record (control steps, exit status, stdout/stderr digests, limit); at the end,
+whether success was reached over the same control-step interval. The verdict is
+``verified``, ``mismatch`` (with the first divergence) or ``error`` (with its cause).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+import trio
+
+from roboswe.actors import RemoteError
+from roboswe.protocol import recorder as rec
+from roboswe.protocol import sim as simp
+from roboswe.protocol.bridge import CloseTrial, ExecFeedback, ExecScript, OpenTrial, ScriptLimits
+from roboswe.records import RunReader, TrialView
+from roboswe.sandbox.checkpoints import BlobStore, CheckpointError, load_manifest, restore
+from roboswe.series import (
+    BRIDGE_DEADLINE,
+    EXEC_MARGIN,
+    INFRA_ERRORS,
+    LOAD_DEADLINE,
+    SIM_DEADLINE,
+    Links,
+    Progress,
+    Recording,
+    fresh_dir,
+    slug,
+    wait_alive,
+)
+from roboswe.workspace import Workspace, WorkspaceError
+
+log = structlog.get_logger()
+
+REPLAYED = ("write_file", "exec", "wait")
+
+
+class ReplayError(Exception):
+    """The replay could not be carried out (not a disagreement): the verdict is ``error``."""
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def trial_budgets(reader: RunReader, view: TrialView) -> dict[str, Any]:
+    """The budgets and backend the trial ran under, from its trial_opened event (or the series pins)."""
+    for _, event in reader.events(trial_id=view.trial_id):
+        if event.event == "trial_opened":
+            return event.data
+    raise ReplayError(f"trial {view.trial_id} has no trial_opened event: it never opened a sandbox, nothing to replay")
+
+
+def replayable(view: TrialView) -> bool:
+    """Trials with a scored outcome (success or failure) are replayed; incomplete ones are not."""
+    return view.end is not None and view.end.outcome in ("success", "failure")
+
+
+async def verify_trial(links: Links, reader: RunReader, recording: Recording, run_dir: Path, view: TrialView,
+                       manifest: dict[str, Any], reference_fingerprint: str) -> rec.VerificationRecord:
+    """Replay one trial and record its verdict (durably); never raises for a failed replay."""
+    started_wall, t0 = time.time(), time.monotonic()
+    replay_id = f"{view.trial_id}/replay-{int(started_wall * 1000)}"
+    workspace = fresh_dir(run_dir / "replays" / slug(replay_id))
+    detail: dict[str, Any] = {"execs": [], "waits": [], "writes": 0}
+    verdict, divergence, reproduced = "error", "", None
+    opened = False
+    try:
+        pinned = trial_budgets(reader, view)
+        start = next((c for c in reader.checkpoints(view.trial_id) if c.label == "trial_start"), None)
+        if start is None:
+            raise ReplayError(f"trial {view.trial_id} has no trial_start checkpoint")
+        try:
+            await trio.to_thread.run_sync(restore, load_manifest(start.manifest), BlobStore(run_dir / "blobs"), workspace)
+        except CheckpointError as e:
+            raise ReplayError(f"starting checkpoint {start.checkpoint_id} refused: {e}") from None
+        detail["checkpoint"] = start.checkpoint_id
+        budgets = pinned["budgets"]
+        with trio.fail_after(LOAD_DEADLINE):
+            loaded: simp.Loaded = (await links.sim.request(simp.Load(
+                manifest=manifest, seed=int(pinned.get("seed", manifest["seed"])),
+                trial_steps=budgets["trial_steps"]))).message
+        await links.sim.request(simp.TakeStates())
+        fp = loaded.fingerprint.digest
+        detail["fingerprint"] = fp
+        if fp != view.start.fingerprint or fp != reference_fingerprint:
+            raise ReplayError(f"fresh scene fingerprint {fp[:16]} differs from the trial's {view.start.fingerprint[:16]} "
+                              f"/ the admitted {reference_fingerprint[:16]}")
+        with trio.fail_after(BRIDGE_DEADLINE):
+            opened_msg = (await links.bridge.request(OpenTrial(
+                trial=replay_id, workspace=str(workspace), backend=pinned["backend"],
+                limits=ScriptLimits(steps=budgets["script_steps"], seconds=budgets["script_seconds"]),
+                sim_endpoint=links.sim_robot_endpoint))).message
+        opened = True
+        detail["backend"], detail["image_digest"] = opened_msg.backend, opened_msg.image_digest
+        if opened_msg.image_digest != pinned["image_digest"]:
+            raise ReplayError(f"sandbox image {opened_msg.image_digest[:16]} is not the trial's {pinned['image_digest'][:16]}")
+        divergence = await _replay_operations(links, reader, view, replay_id, workspace, budgets, detail)
+        with trio.fail_after(SIM_DEADLINE):
+            status: simp.SuccessStatus = (await links.sim.request(simp.SuccessQuery())).message
+        interval = [status.achieved_step - status.interval + 1, status.achieved_step] if status.achieved else None
+        original = list(view.end.success_interval) if view.end.success_interval else None
+        reproduced = (interval == original) and (status.achieved == (view.end.outcome == "success"))
+        detail["success"] = {"original": original, "replay": interval, "original_outcome": view.end.outcome,
+                             "control_steps": [view.end.control_steps, status.control_step]}
+        if not divergence and not reproduced:
+            divergence = f"success: original interval {original} ({view.end.outcome}), replay {interval}"
+        if not divergence and status.control_step != view.end.control_steps:
+            divergence = f"control steps: original {view.end.control_steps}, replay {status.control_step}"
+        verdict = "mismatch" if divergence else "verified"
+    except ReplayError as e:
+        detail["cause"] = str(e)
+    except INFRA_ERRORS as e:
+        detail["cause"] = f"infrastructure: {type(e).__name__}: {e}"
+    except (WorkspaceError, OSError, KeyError) as e:
+        detail["cause"] = f"{type(e).__name__}: {e}"
+    finally:
+        if opened:
+            with trio.CancelScope(shield=True):
+                try:
+                    with trio.fail_after(BRIDGE_DEADLINE):
+                        await links.bridge.request(CloseTrial(trial=replay_id))
+                except INFRA_ERRORS:
+                    pass
+        shutil.rmtree(workspace, ignore_errors=True)
+    detail["replay_seconds"] = round(time.monotonic() - t0, 3)
+    record = rec.VerificationRecord(
+        verification_id=replay_id, trial_id=view.trial_id, verdict=verdict, success_reproduced=reproduced,
+        first_divergence=divergence, detail=detail, started_at=started_wall, ended_at=time.time())
+    await recording.durable(record)
+    log.info("trial_verified", trial=view.trial_id, verdict=verdict, divergence=divergence, cause=detail.get("cause"))
+    return record
+
+
+async def _replay_operations(links: Links, reader: RunReader, view: TrialView, replay_id: str, workspace: Path,
+                             budgets: dict[str, Any], detail: dict[str, Any]) -> str:
+    """Re-run writes, execs and waits in order; returns the first divergence ('' when none)."""
+    ws = Workspace(workspace)
+    first = ""
+    for op in reader.operations(view.trial_id):
+        if op.operation not in REPLAYED or op.feedback.get("error"):
+            continue
+        match op.operation:
+            case "write_file":
+                await trio.to_thread.run_sync(ws.write, op.arguments["path"], op.arguments["content"])
+                detail["writes"] += 1
+            case "exec":
+                with trio.fail_after(budgets["script_seconds"] + EXEC_MARGIN):
+                    try:
+                        fb: ExecFeedback = (await links.bridge.request(
+                            ExecScript(script=op.arguments["path"], trial=replay_id))).message
+                    except RemoteError as e:
+                        raise ReplayError(f"exec {op.arguments['path']} (operation {op.seq}) refused: {e.error.detail}") from None
+                orig = op.feedback
+                agree = {
+                    "steps": [orig.get("steps"), fb.steps],
+                    "exit_status": [orig.get("exit_status"), fb.exit_status],
+                    "stdout_sha256": [orig.get("stdout_sha256"), _sha(fb.stdout)],
+                    "stderr_sha256": [orig.get("stderr_sha256"), _sha(fb.stderr)],
+                    "limit": [orig.get("limit"), fb.limit],
+                }
+                differs = [k for k, (a, b) in agree.items() if a != b]
+                detail["execs"].append({"seq": op.seq, "script": op.arguments["path"], "agree": not differs,
+                                        "differs": differs, "values": agree})
+                if differs and not first:
+                    first = (f"operation {op.seq} exec {op.arguments['path']}: " +
+                             ", ".join(f"{k} {agree[k][0]!r} vs {agree[k][1]!r}" for k in differs))
+            case "wait":
+                steps = int(op.arguments["steps"])
+                with trio.fail_after(SIM_DEADLINE + steps * 0.5):
+                    result: simp.StepResult = (await links.sim.request(simp.Wait(steps=steps))).message
+                ok = result.applied == op.feedback.get("applied")
+                detail["waits"].append({"seq": op.seq, "applied": [op.feedback.get("applied"), result.applied]})
+                if not ok and not first:
+                    first = f"operation {op.seq} wait: applied {op.feedback.get('applied')} vs {result.applied}"
+        await links.sim.request(simp.TakeStates())  # keep the simulator's state log from growing
+    return first
+
+
+async def verify_series(links: Links, reader: RunReader, recording: Recording, progress: Progress, run_dir: Path,
+                        series_id: str, manifest: dict[str, Any], reference_fingerprint: str,
+                        *, only_unverified: bool = True, trial_ids: list[str] | None = None) -> list[rec.VerificationRecord]:
+    """Replay the series' ended trials (latest attempt per index); skips those already replayed if asked."""
+    out = []
+    for view in reader.trials(series_id):
+        if trial_ids and view.trial_id not in trial_ids:
+            continue
+        if not replayable(view) or (only_unverified and view.verification is not None):
+            continue
+        progress.operation = f"verify trial {view.start.index}"
+        await wait_alive(links)
+        record = await verify_trial(links, reader, recording, run_dir, view, manifest, reference_fingerprint)
+        cause = record.first_divergence or record.detail.get("cause", "")
+        progress.say(f"{series_id}: trial {view.start.index} replay {record.verdict}"
+                     + (f" ({cause})" if cause else "")
+                     + (f", success reproduced" if record.success_reproduced and view.end.outcome == "success" else ""))
+        out.append(record)
+    return out
+
+
+def summary(reader: RunReader, series_id: str) -> list[dict[str, Any]]:
+    """Per trial attempt: outcome, reason, steps, active time, verdict (for the CLI's closing table)."""
+    rows = []
+    for v in reader.trials(series_id):
+        rows.append({"trial": v.start.index, "attempt": v.start.attempt, "outcome": v.outcome or "interrupted",
+                     "reason": v.end.reason if v.end else "", "steps": v.end.control_steps if v.end else 0,
+                     "active_s": round(v.end.active_time, 1) if v.end else 0.0,
+                     "verdict": v.verification.verdict if v.verification else "", "recovers": v.start.recovers})
+    return rows
+
