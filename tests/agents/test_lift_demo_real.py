@@ -153,3 +153,25 @@ async def test_demo_participant_lifts_the_cube_on_the_real_stack(seed, image, ru
             assert wrote_script == (trial == 1)
             print(f"seed {seed} trial {trial}: steps {real.steps}, execs {len(real.execs)}, success at step {status.achieved_step}")
         await sim.request(Shutdown(reason="test over"))
+
+
+def test_the_script_alone_lifts_the_cube_through_roboswe_exec(tmp_path):
+    """The task author's path: `roboswe exec` with simulator and bridge actors as processes.
+
+    Run twice: the first run ends at the 50-step script limit or at `done`; the second
+    continues from plan.json (or does nothing once done).
+    """
+    script = ROOT / "configs" / "agents" / "lift_demo" / "scripts" / "lift_cube.py"
+    env = {**os.environ, "PYTHONHASHSEED": "0", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    proc = subprocess.run([sys.executable, "-m", "roboswe.cli", "exec", "lift-panda", str(script), str(script),
+                           "--seed", "3", "-e", "bwrap", "--json"],
+                          capture_output=True, text=True, timeout=400, env=env)
+    if proc.returncode != 0 and "image" in proc.stderr and "build" in proc.stderr:
+        pytest.skip(f"no sandbox image: {proc.stderr[-300:]}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout[proc.stdout.index("{"):])
+    runs = report["scripts"]
+    assert [r["exit_status"] for r in runs] == [0, 0], runs
+    assert "phase: done" in runs[-1]["stdout"]
+    assert report["success"]["achieved"], report["success"]
+    assert sum(r["steps"] for r in runs) <= 100
