@@ -370,6 +370,7 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     attempts: list[Attempt] = msgspec.field(default_factory=list)
     latency_s: float = 0.0  # the successful attempt's latency
     model: str = ""  # model id the provider reported
+    stop_reason: str = ""  # the provider's stop/finish reason, as reported
 
     @property
     def attempt_count(self) -> int:

@@ -232,8 +232,8 @@ class HostedParticipant(Participant):
         """Send one attempt through the SDK; the transport records the exchange."""
 
     @abc.abstractmethod
-    def read_response(self, raw: bytes) -> tuple[Turn, Usage, str]:
-        """Parse the exact response bytes into (assistant turn, usage, model id); raises
+    def read_response(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
+        """Parse the exact response bytes into (assistant turn, usage, model id, stop reason); raises
         Retryable("malformed") when they are not a valid response."""
 
     async def count_tokens(self, request: DecisionRequest) -> TokenCount:
@@ -307,9 +307,9 @@ class HostedParticipant(Participant):
 
     async def decide(self, request: DecisionRequest) -> Decision:
         body = self.build_body(request)
-        (turn, usage, model), attempts = await self.call(body, self.read_response)
+        (turn, usage, model, stop), attempts = await self.call(body, self.read_response)
         turn = msgspec.structs.replace(turn, trial=request.trial)
-        return assemble_decision(turn, usage, attempts, model)
+        return assemble_decision(turn, usage, attempts, model, stop)
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -339,13 +339,14 @@ def _attempt(number: int, started: float, latency: float, outcome: str, detail: 
     )
 
 
-def assemble_decision(turn: Turn, usage: Usage, attempts: list[Attempt], model: str) -> Decision:
+def assemble_decision(turn: Turn, usage: Usage, attempts: list[Attempt], model: str, stop: str = "") -> Decision:
     """Pick the operation from the turn's first tool call, or say why there is none."""
     calls = turn.tool_calls()
     latency = attempts[-1].latency_s if attempts else 0.0
     if not calls:
-        return Decision(turn=turn, operation=None, invalid="no tool call: answer with exactly one operation",
-                        usage=usage, attempts=attempts, latency_s=latency, model=model)
+        why = "no tool call: answer with exactly one operation" + (f" (the response stopped with {stop!r})" if stop else "")
+        return Decision(turn=turn, operation=None, invalid=why, usage=usage, attempts=attempts, latency_s=latency,
+                        model=model, stop_reason=stop)
     first = calls[0]
     try:
         operation = parse_operation(first.name, first.arguments)
@@ -356,7 +357,7 @@ def assemble_decision(turn: Turn, usage: Usage, attempts: list[Attempt], model: 
         parts = [msgspec.structs.replace(p, operation=operation) if p is first else p for p in turn.parts]
         turn = msgspec.structs.replace(turn, parts=parts)
     return Decision(turn=turn, operation=operation, call_id=first.call_id, invalid=invalid, usage=usage,
-                    attempts=attempts, latency_s=latency, model=model)
+                    attempts=attempts, latency_s=latency, model=model, stop_reason=stop)
 
 
 def loads_json(raw: bytes) -> Any:

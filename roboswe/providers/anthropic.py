@@ -148,7 +148,7 @@ class AnthropicParticipant(HostedParticipant):
         tokens, attempts = await self.call(body, read, send=send)
         return TokenCount(tokens=tokens, method="anthropic.count_tokens", exact=True, attempts=attempts)
 
-    def read_response(self, raw: bytes) -> tuple[Turn, Usage, str]:
+    def read_response(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
         try:
             msg = _decoder.decode(raw)
         except msgspec.DecodeError as e:
@@ -174,4 +174,4 @@ class AnthropicParticipant(HostedParticipant):
                     parts.append(OpaquePart(provider=self.kind, kind=str(other), data=bytes(block_raw)))
         native = b"[" + b",".join(bytes(r) for r in msg.content) + b"]"
         turn = Turn(id=new_turn_id(self.kind), role="assistant", parts=parts, provider=self.kind, native=native)
-        return turn, read_usage(msg.usage), msg.model
+        return turn, read_usage(msg.usage), msg.model, msg.stop_reason or ""

@@ -173,7 +173,7 @@ class GoogleParticipant(HostedParticipant):
         tokens, attempts = await self.call(body, read, send=send)
         return TokenCount(tokens=tokens, method="google.count_tokens", exact=True, attempts=attempts)
 
-    def read_response(self, raw: bytes) -> tuple[Turn, Usage, str]:
+    def read_response(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
         try:
             resp = _decoder.decode(raw)
         except msgspec.DecodeError as e:
@@ -203,7 +203,8 @@ class GoogleParticipant(HostedParticipant):
                 elif "text" in part:
                     parts.append(TextPart(text=part["text"]))
         turn = Turn(id=turn_id, role="assistant", parts=parts, provider=self.kind, native=native)
-        return turn, read_usage(resp.usageMetadata), resp.modelVersion
+        stop = resp.candidates[0].finishReason if resp.candidates else "NO_CANDIDATES"
+        return turn, read_usage(resp.usageMetadata), resp.modelVersion, stop
 
     async def aclose(self) -> None:
         self.sync_http.close()

@@ -50,7 +50,8 @@ def input_items(request: DecisionRequest, kind: str, detail: str) -> list[Any]:
     for turn in request.conversation:
         native = native_items(turn, kind)
         if native is not None:
-            items.extend(native)
+            # With store=false a reasoning item can only be replayed with its encrypted content.
+            items.extend(i for i in native if i.get("type") != "reasoning" or i.get("encrypted_content"))
             continue
         if turn.role == "assistant":
             for p in turn.parts:
@@ -114,17 +115,17 @@ class OpenAIParticipant(HostedParticipant):
             "parallel_tool_calls": False,
             "max_output_tokens": cfg.max_output_tokens,
             "store": False,
-            "include": ["reasoning.encrypted_content"],
         }
-        if cfg.reasoning:
+        if cfg.reasoning:  # reasoning models: keep their reasoning as encrypted items we send back
             body["reasoning"] = dict(cfg.reasoning)
+            body["include"] = ["reasoning.encrypted_content"]
         body.update(cfg.extra_body)
         return body
 
     async def send(self, body: dict[str, Any]) -> None:
         await self.client.responses.with_raw_response.create(**body)
 
-    def read_response(self, raw: bytes) -> tuple[Turn, Usage, str]:
+    def read_response(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
         try:
             resp = _decoder.decode(raw)
         except msgspec.DecodeError as e:
@@ -153,4 +154,5 @@ class OpenAIParticipant(HostedParticipant):
                     parts.append(OpaquePart(provider=self.kind, kind=str(item.get("type")), data=bytes(item_raw)))
         native = b"[" + b",".join(bytes(r) for r in resp.output) + b"]"
         turn = Turn(id=new_turn_id(self.kind), role="assistant", parts=parts, provider=self.kind, native=native)
-        return turn, read_usage(resp.usage), resp.model
+        stop = resp.status + (f": {resp.incomplete_details.get('reason')}" if resp.incomplete_details else "")
+        return turn, read_usage(resp.usage), resp.model, stop

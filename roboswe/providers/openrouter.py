@@ -138,7 +138,7 @@ class OpenRouterParticipant(HostedParticipant):
                               proxy=True, attempts=native.attempts)
         return TokenCount(tokens=estimate_request(request), method="openrouter.proxy(local_estimate)", exact=False, proxy=True)
 
-    def read_response(self, raw: bytes) -> tuple[Turn, Usage, str]:
+    def read_response(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
         try:
             resp = _decoder.decode(raw)
         except msgspec.DecodeError as e:
@@ -169,7 +169,7 @@ class OpenRouterParticipant(HostedParticipant):
             reasoning_tokens=int((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0),
             cached_input_tokens=int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
         )
-        return turn, usage, resp.model
+        return turn, usage, resp.model, resp.choices[0].finish_reason or ""
 
     async def aclose(self) -> None:
         if self.counter is not None:

@@ -332,3 +332,31 @@ async def test_openrouter_counts_gemini_requests_with_google_count_tokens():
         assert count.method == "openrouter.proxy(google.count_tokens)"
         assert "gemini-fake" in google.counts()[0].path and router.seen == []
         await p.aclose()
+
+
+async def test_openai_reasoning_items_replayed_only_with_encrypted_content():
+    with FakeProvider("openai") as fake:
+        p = create_participant(config(fake, reasoning={"effort": "high", "summary": "auto"}))
+        fake.queue(REPLY["openai"](tool=("list_files", {})))
+        d = await p.decide(request())
+        sent = fake.seen[-1].json()
+        assert sent["include"] == ["reasoning.encrypted_content"] and sent["reasoning"]["effort"] == "high"
+        assert sent["store"] is False
+        await p.aclose()
+    plain = json.loads(d.turn.native)
+    for item in plain:
+        item.pop("encrypted_content", None)
+    stripped = Turn(id=d.turn.id, role="assistant", parts=d.turn.parts, provider="openai", native=json.dumps(plain).encode())
+    from roboswe.providers.openai import input_items
+
+    items = input_items(request(stripped, result_turn(d, id="r1", text="x")), "openai", "auto")
+    assert [i.get("type") for i in items if i.get("type")] == ["function_call", "function_call_output"]
+
+
+async def test_no_tool_call_says_why_the_response_stopped():
+    with FakeProvider("anthropic") as fake:
+        p = create_participant(config(fake))
+        fake.queue(REPLY["anthropic"](text="thinking out loud"))
+        d = await p.decide(request())
+        assert d.operation is None and d.stop_reason == "end_turn" and "'end_turn'" in d.invalid
+        await p.aclose()
