@@ -234,3 +234,32 @@ def test_gr1_absolute_joint_targets_are_bounded_by_the_compiled_joint_ranges():
         assert sim.wait(5).applied == 5  # holding the reset joint targets is valid
     finally:
         sim.close()
+
+
+def test_reset_that_already_satisfies_success_is_an_error(lift_panda, monkeypatch):
+    from roboswe.sim.backend import NotLoaded, ResetError
+
+    monkeypatch.setattr(lift_panda.env, "_check_success", lambda: True)  # a scene whose predicate holds at reset
+    with pytest.raises(ResetError, match="already satisfies success"):
+        lift_panda.reset(0)
+    with pytest.raises(NotLoaded):  # nothing may run on a refused reset
+        lift_panda.step([[0.0] * 7])
+    monkeypatch.undo()
+    assert lift_panda.reset(0).digest
+
+
+def test_recorded_frames_encode_to_mp4(lift_panda, lift_manifest, tmp_path):
+    from roboswe.sim.video import write_mp4
+
+    lift_panda.reset(0)
+    lift_panda.take_states()
+    lift_panda.wait(4)
+    states = lift_panda.take_states()
+    video = VideoRenderer(lift_manifest)
+    try:
+        frames = video.render(states, cameras=["frontview"])  # steps 2 and 4 fall on the 10 fps clock at 20 Hz
+    finally:
+        video.close()
+    assert len(frames["frontview"]) == 2 and frames["frontview"][0].shape == (256, 256, 3)
+    path = write_mp4(frames["frontview"], tmp_path / "front.mp4", fps=lift_manifest.video.fps)
+    assert path.stat().st_size > 1000
