@@ -40,7 +40,7 @@ from roboswe.protocol.bridge import (
     robot_codec,
 )
 from roboswe.protocol.control import Error, Ok
-from roboswe.sandbox import ProcessOutcome, SandboxBackend, backend_class, choose_backend
+from roboswe.sandbox import ProcessOutcome, SandboxBackend, SandboxError, backend_class, choose_backend
 
 from ._socket import AsyncSocket
 
@@ -314,6 +314,9 @@ async def main(actor: Actor) -> None:
                         return await t.exec(script, limits)
                     except ValueError as e:
                         return Error(code="bad_request", detail=str(e))
+                    except SandboxError as e:
+                        log.error("sandbox_failed", trial=trial, script=script, error=str(e))
+                        return Error(code="sandbox", detail=str(e))
                 case CloseTrial(trial=trial):
                     entry = trials.get(trial)
                     if entry is None:

@@ -87,7 +87,33 @@ def load_image(cache_dir: Path | None = None) -> SandboxImage:
     image = msgspec.json.decode(current.read_bytes(), type=SandboxImage)
     if not Path(image.rootfs, "usr/bin/python3").exists():
         raise ImageError(f"sandbox rootfs {image.rootfs} is incomplete: run `roboswe images build`")
+    stale = stale_files(image)
+    if stale:
+        log.warning("sandbox_image_stale", digest=image.digest, files=stale, fix="roboswe images build")
     return image
+
+
+ROBOT_PROTOCOL = ("__init__.py", "_base.py", "_codec.py", "control.py", "bridge.py")
+"""The part of roboswe.protocol the robot module speaks; nothing else of roboswe enters the image."""
+
+
+def _project_files() -> dict[str, Path]:
+    """Image path (under SITE_DIR) -> the checkout file it is copied from."""
+    files = {f"roboswe/protocol/{name}": _REPO / "protocol" / name for name in ROBOT_PROTOCOL}
+    files["robot.py"] = _REPO / "bridge" / "robot.py"
+    files["roboswe_runner.py"] = _REPO / "bridge" / "_runner.py"
+    return files
+
+
+def stale_files(image: SandboxImage) -> list[str]:
+    """Checkout files whose copy in the image differs (the image predates them): rebuild to pick them up."""
+    site = Path(image.rootfs) / SITE_DIR
+    stale = []
+    for rel, src in _project_files().items():
+        copy = site / rel
+        if not copy.exists() or copy.read_bytes() != src.read_bytes():
+            stale.append(str(src.relative_to(_REPO)))
+    return stale
 
 
 def build_image(
@@ -139,8 +165,20 @@ def build_image(
         build_seconds=round(time.monotonic() - started, 2),
     )
     (cache_dir / "current.json").write_bytes(msgspec.json.encode(image))
+    _prune(cache_dir, keep=short)
     log.info("image_built", digest=digest, rootfs=str(rootfs), docker_tag=tag, seconds=image.build_seconds)
     return image
+
+
+KEEP_IMAGES = 3  # older rootfs dirs may still be bound by a running trial; keep a few
+
+
+def _prune(cache_dir: Path, keep: str) -> None:
+    rootfs = sorted(cache_dir.glob("rootfs-*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in rootfs[KEEP_IMAGES:]:
+        if old.name != f"rootfs-{keep}":
+            shutil.rmtree(old, ignore_errors=True)
+            (cache_dir / f"{IMAGE_REPOSITORY}-{old.name.removeprefix('rootfs-')}.tar").unlink(missing_ok=True)
 
 
 def _previous(cache_dir: Path) -> SandboxImage | None:
@@ -213,10 +251,8 @@ def _install_project_modules(root: Path) -> None:
     shutil.rmtree(pkg, ignore_errors=True)
     (pkg / "protocol").mkdir(parents=True)
     (pkg / "__init__.py").write_text('"""roboswe inside the sandbox: only the wire protocol."""\n')
-    for src in sorted((_REPO / "protocol").glob("*.py")):
-        shutil.copyfile(src, pkg / "protocol" / src.name)
-    shutil.copyfile(_REPO / "bridge" / "robot.py", site / "robot.py")
-    shutil.copyfile(_REPO / "bridge" / "_runner.py", site / "roboswe_runner.py")
+    for rel, src in _project_files().items():
+        shutil.copyfile(src, site / rel)
 
 
 def _add_user(recipe: ImageRecipe, root: Path) -> None:
@@ -348,4 +384,7 @@ def run_images(args: argparse.Namespace) -> int:
     print(f"rootfs      {image.rootfs}")
     print(f"docker tag  {image.docker_tag or '(docker not available: bwrap only)'}")
     print(f"built in    {image.build_seconds:.1f} s")
+    stale = stale_files(image)
+    if stale:
+        print(f"STALE       {', '.join(stale)} changed since this build: run `roboswe images build`")
     return 0

@@ -51,9 +51,10 @@ class BwrapSandbox(SandboxBackend):
                     "Put workspaces and the image cache under directories others may traverse (chmod o+x), or use -e docker."
                 )
 
-    def command(self, argv: list[str], env: dict[str, str]) -> list[str]:
+    def command(self, argv: list[str], env: dict[str, str], status_fd: int | None = None) -> list[str]:
         cmd = [
             "bwrap",
+            *(["--json-status-fd", str(status_fd)] if status_fd is not None else []),
             "--unshare-all",  # ipc, pid, net (loopback only), uts, cgroup
             "--unshare-user",  # required, not "try": the program must not keep host ids
             "--disable-userns",  # no nested user namespaces for the program
@@ -100,15 +101,24 @@ class BwrapSandbox(SandboxBackend):
 
     async def run(self, argv: list[str], env: dict[str, str], limits: ScriptLimits) -> ProcessOutcome:
         self.own_workspace()
-        raw = await run_process(
-            self.command(argv, env),
-            seconds=limits.seconds,
-            output_cap=limits.output_bytes,
-            preexec_fn=self._preexec(limits),
-            env={"PATH": "/usr/bin:/bin"},
-        )
+        status_read, status_write = os.pipe()
+        try:
+            raw = await run_process(
+                self.command(argv, env, status_write),
+                seconds=limits.seconds,
+                output_cap=limits.output_bytes,
+                preexec_fn=self._preexec(limits),
+                env={"PATH": "/usr/bin:/bin"},
+                pass_fds=(status_write,),
+            )
+            status = _read_all(status_read)
+        finally:
+            os.close(status_read)
         stdout, _ = raw.stdout.finish()
         stderr, report = raw.stderr.finish(strip_report=True)
+        if not raw.timed_out and b'"exit-code"' not in status:
+            # bwrap reports the program's exit only if the program ran: this is a sandbox failure
+            raise SandboxError(f"bwrap could not start the program (exit {raw.exit_status}): {stderr.text.strip()[-2000:]}")
         limit = "wall_time" if raw.timed_out else _SIGNAL_LIMITS.get(raw.signal)
         if limit is None and report and report.get("type") == "MemoryError":
             limit = "memory"
@@ -123,3 +133,14 @@ class BwrapSandbox(SandboxBackend):
 
     async def cleanup(self, interrupted: bool = False) -> None:
         return None  # nothing outlives a script
+
+
+def _read_all(fd: int) -> bytes:
+    os.set_blocking(fd, False)  # bwrap is gone; never wait on a writer that should not exist
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    return b"".join(chunks)

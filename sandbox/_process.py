@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import signal
 import subprocess
 import time
@@ -36,8 +37,12 @@ async def run_process(
     output_cap: int,
     preexec_fn: Callable[[], None] | None = None,
     env: dict[str, str] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> ProcessRun:
-    """Run ``argv``; SIGKILL it at ``seconds``. Output beyond ``output_cap`` per stream is counted only."""
+    """Run ``argv``; SIGKILL it at ``seconds``. Output beyond ``output_cap`` per stream is counted only.
+
+    ``pass_fds`` are inherited by the child and closed here once it started.
+    """
     out, err = OutputBuffer(output_cap), OutputBuffer(output_cap)
     started = time.monotonic()
     proc = await trio.lowlevel.open_process(
@@ -48,7 +53,10 @@ async def run_process(
         preexec_fn=preexec_fn,
         env=env if env is not None else {},
         start_new_session=True,
+        pass_fds=pass_fds,
     )
+    for fd in pass_fds:
+        os.close(fd)
     timed_out = False
     try:
         async with trio.open_nursery() as nursery:

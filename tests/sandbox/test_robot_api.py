@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import msgspec
+import pytest
+
+from roboswe.protocol.bridge import ScriptLimits
+from roboswe.sandbox import SandboxError, backend_class
+
 
 async def test_robot_calls_round_trip_arrays(trial):
     fb = await trial.run(
@@ -89,3 +95,15 @@ async def test_feedback_fields_are_distinct(trial):
     assert fb.wall_seconds > 0 and fb.limit is None
     fb = await trial.run("import sys; sys.exit(3)")
     assert fb.exit_status == 3 and fb.exception is None
+
+
+async def test_a_sandbox_that_cannot_start_is_an_error_not_a_script_failure(image, scratch):
+    broken = msgspec.structs.replace(image, rootfs=str(scratch / "no-rootfs"))
+    (scratch / "no-rootfs" / "usr" / "bin").mkdir(parents=True)
+    (scratch / "no-rootfs" / "usr" / "bin" / "python3").touch()
+    ws, br = scratch / "ws", scratch / "br"
+    ws.mkdir(), br.mkdir()
+    sandbox = backend_class("bwrap")(broken, ws, br)
+    await sandbox.start(ScriptLimits())
+    with pytest.raises(SandboxError, match="bwrap could not start the program"):
+        await sandbox.run(["python3", "-c", "pass"], {}, ScriptLimits())
