@@ -12,7 +12,6 @@ import contextvars
 import email.utils
 import hashlib
 import json
-import math
 import os
 import time
 import uuid
@@ -30,7 +29,6 @@ from roboswe.protocol.participant import (
     Participant,
     ProviderFailure,
     TokenCount,
-    ToolCallPart,
     Turn,
     Usage,
     parse_operation,
@@ -368,12 +366,4 @@ def loads_json(raw: bytes) -> Any:
         raise Retryable("malformed", f"response is not valid JSON: {e}; first bytes {raw[:80]!r}") from None
 
 
-def tool_call_part(call_id: str, name: str, arguments: str) -> ToolCallPart:
-    return ToolCallPart(call_id=call_id, name=name, arguments=arguments)
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b) if b else 0
-
-
-__all__ = ["HostedParticipant", "Retryable", "Refused", "math"]
+__all__ = ["HostedParticipant", "Retryable", "Refused"]

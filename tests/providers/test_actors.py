@@ -22,7 +22,7 @@ from roboswe.protocol.context import (
     ResetContext,
     SearchHistoryRequest,
 )
-from roboswe.protocol.participant import ListFiles, TextPart, Turn, Usage, image_part, join_images, result_turn, split_images
+from roboswe.protocol.participant import ListFiles, TextPart, Turn, image_part, join_images, result_turn, split_images
 from roboswe.protocol.provider import PROVIDER_CODEC, Decide, Decided, ProviderFailed
 
 from .fakes import REPLY, FakeProvider, error_reply
