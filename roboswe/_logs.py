@@ -25,7 +25,7 @@ def run_logs(args: argparse.Namespace) -> int:
     from roboswe.logs import EVENTS_FILE, LEVELS
 
     try:
-        run_dir = args.run_dir or latest_run_dir()
+        run_dir = (args.run_dir or latest_run_dir()).resolve()
     except FileNotFoundError as e:
         print(f"roboswe logs: {e}", file=sys.stderr)
         return 2

@@ -21,7 +21,7 @@ def run_status(args: argparse.Namespace) -> int:
     from roboswe.actors.supervisor import STATE_FILE
 
     try:
-        run_dir = args.run_dir or latest_run_dir()
+        run_dir = (args.run_dir or latest_run_dir()).resolve()
     except FileNotFoundError as e:
         print(f"roboswe status: {e}", file=sys.stderr)
         return 2
