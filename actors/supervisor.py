@@ -9,6 +9,7 @@ window, under 3 s by default). State goes to ``DIR/supervisor.json`` for ``robos
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -70,7 +71,12 @@ class Supervisor:
         self._lifeline_write = -1
 
     async def run(self, on_ready=lambda supervisor: None) -> int:
-        """Start, watch, and stop; returns the process exit code (0 after a clean stop)."""
+        """Start, watch, and stop; returns the process exit code (0 after a clean stop).
+
+        ``on_ready(supervisor)`` is called once every actor is ready; if it returns an
+        awaitable, that runs as a task beside the watchers (e.g. wait for a job, then
+        ``supervisor.request_stop()``). An exception from it stops the run as a failure.
+        """
         (self.run_dir / "actors").mkdir(parents=True, exist_ok=True)
         self._lifeline_read, self._lifeline_write = os.pipe()
         log.info("supervisor_started", run_dir=str(self.run_dir), actors=list(self.slots))
@@ -95,7 +101,9 @@ class Supervisor:
                     self.state = "running"
                     self._write_state()
                     log.info("run_ready", actors=len(self.slots))
-                    on_ready(self)
+                    follow_up = on_ready(self)
+                    if inspect.isawaitable(follow_up):
+                        nursery.start_soon(self._run_follow_up, follow_up)
                     await self._stop.wait()
                 nursery.cancel_scope.cancel()
         finally:
@@ -106,7 +114,15 @@ class Supervisor:
             return 1
         return 0
 
+    async def _run_follow_up(self, follow_up) -> None:
+        try:
+            await follow_up
+        except Exception as e:
+            log.exception("on_ready_failed")
+            self.request_stop(f"on_ready task failed: {type(e).__name__}: {e}")
+
     def request_stop(self, failure: str | None = None) -> None:
+        """Stop the run (gracefully); a ``failure`` makes ``run`` return 1 and is reported."""
         if failure and self.failure is None:
             self.failure = failure
         self._stop.set()
