@@ -34,6 +34,8 @@ whose last lines are::
   ``fail_after``) or ``await recorder.send(msg)`` (no reply). Failures are typed: ``PeerDead``
   (peer silent for 3 heartbeat intervals; pending requests fail at once), ``RemoteError``
   (the peer answered ``Error``; ``.error`` has code/detail), ``ProtocolError``.
+- Blobs (images, frames) travel as raw frames; those above 64 KiB are sent zero-copy, so
+  pass bytes or a buffer you will not mutate afterwards (not a reused render buffer).
 - Physics, rendering, compression, blocking I/O: ``await run_off_loop(fn, *args)`` so
   heartbeats keep flowing. Never block the trio thread for more than a few ms.
 - Each codec's union must include ``protocol.control.Control`` so the runtime's replies decode.

@@ -139,6 +139,7 @@ class Client:
 
         Raises PeerDead if the peer is or becomes dead, RemoteError if it answers with Error,
         ProtocolError if its reply does not decode; the caller's cancel scope is the deadline.
+        Blobs above 64 KiB are sent zero-copy: do not mutate their buffers afterwards.
         """
         return await self._request(message, blobs, probe=False)
 
