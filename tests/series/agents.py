@@ -1,0 +1,33 @@
+"""Test participants for the `python` provider kind (importable by the provider_client actor)."""
+
+from __future__ import annotations
+
+import time
+
+from roboswe.protocol.participant import Attempt, DecisionRequest, Finish, ListFiles, ProviderFailure, Wait
+
+
+class WaitOnlyAgent:
+    """Only ever waits: the trial must end at its control-step budget."""
+
+    def __init__(self, steps: int = 25):
+        self.steps = steps
+
+    def decide(self, request: DecisionRequest):
+        return Wait(steps=self.steps)
+
+
+class OutageAgent:
+    """Trial 1: one good decision, then every call fails as a provider outage would; later trials finish at once."""
+
+    def decide(self, request: DecisionRequest):
+        if request.trial == 1:
+            answered = sum(1 for t in request.conversation if t.role == "assistant")
+            if answered >= 1:
+                now = time.time()
+                attempts = [Attempt(number=n, started_at=now, latency_s=0.01, outcome="http_503", status=503,
+                                    detail="service unavailable", request=b'{"simulated": true}', backoff_s=0.05 * n)
+                            for n in (1, 2, 3)]
+                raise ProviderFailure("HTTP 503 after 3 attempts (simulated outage)", attempts)
+            return ListFiles()
+        return Finish(reason="nothing to do after the outage")

@@ -1,0 +1,91 @@
+"""kill -9 of the coordinator mid-trial, then `roboswe run --resume`: nothing written is rewritten."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from roboswe.records import APPEND_ONLY, RunReader
+
+from .conftest import ROOT, cli_env, roboswe, write_config
+
+pytestmark = pytest.mark.slow
+
+
+def _operations_of(run_dir, trial_suffix: str) -> int:
+    db = run_dir / "run.sqlite"
+    if not db.exists():
+        return 0
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            (n,) = conn.execute("SELECT count(*) FROM operations WHERE trial_id LIKE ?", (f"%{trial_suffix}",)).fetchone()
+        finally:
+            conn.close()
+        return n
+    except sqlite3.Error:
+        return 0
+
+
+def test_kill_9_mid_trial_then_resume_keeps_completed_records_byte_for_byte(work_dir, admitted):
+    # max_restarts = 0: the supervisor stops the run when the coordinator dies, as a crash would.
+    config = write_config(work_dir, "resume", series="trials = 2",
+                          extra="[supervisor.actors.coordinator]\nmax_restarts = 0\n")
+    run_dir = work_dir / "resume"
+    run = subprocess.Popen([sys.executable, "-m", "roboswe.cli", "run", str(admitted), "--config", str(config),
+                            "--out", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env=cli_env(), cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 600
+        while _operations_of(run_dir, "/t2a0") < 2:  # trial 2 is under way: it has written files
+            assert run.poll() is None, run.stdout.read()
+            assert time.monotonic() < deadline, "trial 2 never started"
+            time.sleep(0.2)
+        coordinator = json.loads((run_dir / "supervisor.json").read_text())["actors"]["coordinator"]["pid"]
+        os.kill(coordinator, signal.SIGKILL)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 1, output
+    assert "coordinator died" in output
+
+    with RunReader(run_dir) as reader:
+        before = {table: reader.row_digests(table) for table in APPEND_ONLY}
+        (series,) = reader.series()
+        views = reader.trials(series.series_id)
+        assert [(v.start.index, v.outcome) for v in views] == [(1, "success"), (2, None)]
+
+    proc = roboswe("run", "--resume", str(run_dir), timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "was interrupted: recorded incomplete, re-running" in proc.stdout
+
+    with RunReader(run_dir) as reader:
+        for table, rows in before.items():
+            after = reader.row_digests(table)
+            assert {k: after.get(k) for k in rows} == rows, f"{table}: an earlier row changed"
+        views = reader.trials(series.series_id)
+        one, interrupted, rerun = views
+        assert (one.start.index, one.start.attempt, one.outcome) == (1, 0, "success")
+        assert (interrupted.start.index, interrupted.start.attempt) == (2, 0)
+        assert (interrupted.end.outcome, interrupted.end.reason) == ("incomplete", "interrupted")
+        assert (rerun.start.index, rerun.start.attempt, rerun.start.recovers) == (2, 1, interrupted.trial_id)
+        assert interrupted.recovered_by == rerun.trial_id
+        assert rerun.end.outcome == "success"
+        assert one.verification.verdict == "verified" and rerun.verification.verdict == "verified"
+        assert interrupted.verification is None
+        # the re-run continues from trial 1's workspace and conversation, as the original attempt did
+        first = reader.operations(rerun.trial_id, limit=1)[0]
+        assert "lift_cube.py" in first.feedback["text"]
+        assert b"Trial 1 of 2 begins" in reader.messages(rerun.trial_id)[0].request
+        assert reader.checkpoints(rerun.trial_id)[0].manifest_sha256 == reader.checkpoints(interrupted.trial_id)[0].manifest_sha256
+        # verification ran once per trial, after the resumed series ended
+        assert len(reader.verifications(one.trial_id)) == 1

@@ -1,0 +1,86 @@
+"""The fresh-context control, budget exhaustion, provider outages and refused inputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from roboswe.records import RunReader
+
+from .conftest import roboswe, write_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_fresh_context_control_resets_workspace_and_conversation(work_dir, admitted):
+    config = write_config(work_dir, "fresh", series='trials = 2\nretain = "none"')
+    run_dir = work_dir / "fresh"
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-verify")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with RunReader(run_dir) as reader:
+        (series,) = reader.series()
+        assert series.mode == "none"
+        views = reader.trials(series.series_id)
+        assert [v.end.outcome for v in views] == ["success", "success"]
+        for v in views:
+            ops = reader.operations(v.trial_id)
+            assert "empty" in ops[0].feedback["text"]  # nothing carried over
+            assert "lift_cube.py" in [o.arguments.get("path") for o in ops if o.operation == "write_file"]
+            assert reader.checkpoints(v.trial_id)[0].files == 0
+            for m in reader.messages(v.trial_id):
+                assert b"Trial 1 of 2" not in m.request or v.start.index == 1  # trial 2 never sees trial 1
+        assert all(v.verification is None for v in views)  # --no-verify
+
+
+def test_a_participant_that_only_waits_ends_at_the_step_budget(work_dir, admitted):
+    config = write_config(work_dir, "waits", agent='agent = "tests.series.agents:WaitOnlyAgent"',
+                          series="trials = 2\ntrial_steps = 60")
+    run_dir = work_dir / "waits"
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with RunReader(run_dir) as reader:
+        (series,) = reader.series()
+        assert series.pins["budgets"]["trial_steps"] == 60
+        for v in reader.trials(series.series_id):
+            assert (v.end.outcome, v.end.reason, v.end.control_steps) == ("failure", "step_budget", 60)
+            ops = reader.operations(v.trial_id)
+            assert [o.operation for o in ops] == ["wait"] * 3
+            assert [(o.step_start, o.step_end) for o in ops] == [(0, 25), (25, 50), (50, 60)]
+            assert ops[-1].feedback["stopped"] == "trial_budget"
+            assert v.verification.verdict == "verified" and v.verification.success_reproduced is True
+
+
+def test_provider_outage_makes_an_incomplete_slot_and_the_next_trial_runs(work_dir, admitted):
+    config = write_config(work_dir, "outage", agent='agent = "tests.series.agents:OutageAgent"', series="trials = 2")
+    run_dir = work_dir / "outage"
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with RunReader(run_dir) as reader:
+        (series,) = reader.series()
+        first, second = reader.trials(series.series_id)
+        assert first.end.outcome == "incomplete" and first.end.reason.startswith("provider: HTTP 503")
+        assert first.end.timing["recovery"] == pytest.approx(0.3)  # back-off is not active time
+        failed = [m for m in reader.messages(first.trial_id) if m.error]
+        assert [m.attempt for m in failed] == [1, 2, 3] and all("http_503" in m.error for m in failed)
+        assert first.verification is None  # nothing scored, nothing replayed
+        assert second.end.outcome == "failure" and second.end.reason == "finish"
+        assert [o.operation for o in reader.operations(second.trial_id)] == ["finish"]
+        opening = next(e.data["turn"]["parts"][0]["text"] for _, e in reader.events(trial_id=second.trial_id)
+                       if e.event == "turn")
+        assert "Trial 1 could not be completed" in opening
+
+
+def test_refuses_a_modified_admitted_file_and_a_config_that_loosens_budgets(work_dir, admitted):
+    tampered = work_dir / "tampered.json"
+    data = json.loads(admitted.read_text())
+    data["tasks"][0]["manifest"]["budgets"]["trial"]["steps"] = 60000
+    tampered.write_text(json.dumps(data))
+    config = write_config(work_dir, "plain")
+    proc = roboswe("run", str(tampered), "--config", str(config), "--out", str(work_dir / "never1"))
+    assert proc.returncode == 2 and "modified after admission" in proc.stderr
+    loose = write_config(work_dir, "loose", series="trial_steps = 7000")
+    proc = roboswe("run", str(admitted), "--config", str(loose), "--out", str(work_dir / "never2"))
+    assert proc.returncode == 2
+    assert "trial_steps = 7000 would loosen" in proc.stderr and "6000" in proc.stderr
+    assert not (work_dir / "never1").exists() and not (work_dir / "never2").exists()
