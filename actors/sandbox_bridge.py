@@ -86,6 +86,8 @@ class TrialSandbox:
         self.limits = limits
         self.refused_total = 0
         self._lock = trio.Lock()
+        self._in_flight = 0
+        self._idle = trio.Event()
 
     @property
     def endpoint(self) -> str:
@@ -100,6 +102,10 @@ class TrialSandbox:
             log.info("script_started", trial=self.trial, script=script, backend=self.backend.name)
             try:
                 outcome = await self.backend.run([*RUNNER, script], sandbox_env(session.token), limits)
+                # A call the program made just before it ended may still be at the simulator: let it
+                # land so the feedback counts every step that moved the robot.
+                with trio.move_on_after(SIM_DEADLINE):
+                    await self._wait_idle()
             finally:
                 self.door.end()
             self._report_drops(session, time.monotonic())
@@ -145,7 +151,21 @@ class TrialSandbox:
             mon.close(0)
             sock.close(0)
 
+    async def _wait_idle(self) -> None:
+        while self._in_flight:
+            await self._idle.wait()
+
     async def _answer(self, request: list[bytes]) -> tuple[Message, list[Any]]:
+        self._in_flight += 1
+        try:
+            return await self._answer_one(request)
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._idle.set()
+                self._idle = trio.Event()
+
+    async def _answer_one(self, request: list[bytes]) -> tuple[Message, list[Any]]:
         screened = screen(request)
         if isinstance(screened, Refusal):
             self._refuse(screened.kind, screened.reason)

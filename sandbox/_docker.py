@@ -95,14 +95,19 @@ class DockerSandbox(SandboxBackend):
         wrapped = ["/bin/sh", "-c", f'{rlimits} && exec "$@"', "sh", *argv]
         out, err = OutputBuffer(limits.output_bytes), OutputBuffer(limits.output_bytes)
         started = time.monotonic()
-        exec_id = (
-            await trio.to_thread.run_sync(
-                functools.partial(
-                    api.exec_create, self._container_id, wrapped, stdout=True, stderr=True, stdin=False,
-                    tty=False, environment=env, workdir=WORKSPACE, user=user,
-                )  # fmt: skip
-            )
-        )["Id"]
+        create = functools.partial(
+            api.exec_create, self._container_id, wrapped, stdout=True, stderr=True, stdin=False,
+            tty=False, environment=env, workdir=WORKSPACE, user=user,
+        )  # fmt: skip
+        try:
+            exec_id = (await trio.to_thread.run_sync(create))["Id"]
+        except Exception as e:  # noqa: BLE001 - e.g. the container stopped: start it again, once
+            log.warning("sandbox_container_restart", container=self._container_id[:12], error=str(e))
+            try:
+                await trio.to_thread.run_sync(functools.partial(api.restart, self._container_id, timeout=0))
+                exec_id = (await trio.to_thread.run_sync(create))["Id"]
+            except Exception as e2:  # noqa: BLE001
+                raise SandboxError(f"docker container {self._container_id[:12]} is unusable: {e2}") from e2
 
         def pump() -> None:
             for o, e in api.exec_start(exec_id, stream=True, demux=True):

@@ -159,9 +159,16 @@ async def test_forged_bridge_requests_are_refused_and_never_reach_the_simulator(
     await _still_serving(trial)
 
 
+def _finished(events) -> dict:
+    (event,) = [e for e in events if e["event"] == "script_finished"]
+    return event
+
+
 async def test_sleeping_past_the_time_limit_is_killed(trial):
     start = time.monotonic()
-    fb = await trial.run("import time\nprint('sleeping', flush=True)\ntime.sleep(60)\n", seconds=1.5)
+    with capture_logs() as events:
+        fb = await trial.run("import time\nprint('sleeping', flush=True)\ntime.sleep(60)\n", seconds=1.5)
+    assert _finished(events)["limit"] == "wall_time"
     assert fb.limit == "wall_time"
     assert fb.stdout == "sleeping\n"
     assert fb.exit_status == 137
@@ -170,24 +177,26 @@ async def test_sleeping_past_the_time_limit_is_killed(trial):
 
 
 async def test_fork_bomb_is_contained(trial):
-    fb = await trial.run(
-        """
-        import os, time
-        n = 0
-        while True:
-            try:
-                if os.fork() == 0:
-                    time.sleep(30)
-                    os._exit(0)
-                n += 1
-            except OSError as e:
-                print("fork refused after", n, type(e).__name__, flush=True)
-                break
-        time.sleep(60)
-        """,
-        seconds=3,
-        processes=32,
-    )
+    with capture_logs() as events:
+        fb = await trial.run(
+            """
+            import os, time
+            n = 0
+            while True:
+                try:
+                    if os.fork() == 0:
+                        time.sleep(30)
+                        os._exit(0)
+                    n += 1
+                except OSError as e:
+                    print("fork refused after", n, type(e).__name__, flush=True)
+                    break
+            time.sleep(60)
+            """,
+            seconds=3,
+            processes=32,
+        )
+    assert _finished(events)["limit"] == "wall_time"
     assert "fork refused after" in fb.stdout, (fb.stdout, fb.stderr)
     assert int(fb.stdout.split()[3]) < 32
     assert fb.limit == "wall_time"
@@ -195,15 +204,17 @@ async def test_fork_bomb_is_contained(trial):
 
 
 async def test_allocating_until_killed_hits_the_memory_limit(trial):
-    fb = await trial.run(
-        """
-        chunks = []
-        while True:
-            chunks.append(bytearray(32 << 20))
-        """,
-        memory_mb=256,
-    )
+    with capture_logs() as events:
+        fb = await trial.run(
+            """
+            chunks = []
+            while True:
+                chunks.append(bytearray(32 << 20))
+            """,
+            memory_mb=256,
+        )
     assert fb.limit == "memory", (fb.exit_status, fb.stderr[-500:])
+    assert _finished(events)["limit"] == "memory"
     assert fb.exit_status != 0
     await _still_serving(trial)
 
@@ -273,4 +284,12 @@ async def test_symlink_to_a_host_file_does_not_reach_it(trial):
     st = secret.stat()
     assert st.st_uid == 0 and secret.read_text() == "host secret"
     assert os.readlink(trial.workspace / "made") == "/etc/passwd"
+    await _still_serving(trial)
+
+
+async def test_a_stopped_container_is_restarted_for_the_next_script(trial):
+    if trial.sandbox.backend.name != "docker":
+        pytest.skip("docker only: bwrap has no long-lived container")
+    backend = trial.sandbox.backend
+    await trio.to_thread.run_sync(lambda: backend._client.api.kill(backend._container_id))
     await _still_serving(trial)
