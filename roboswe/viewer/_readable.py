@@ -34,8 +34,8 @@ def _adapter_turn(provider: str, raw: bytes) -> Turn | None:
     if not isinstance(cls, type) or not hasattr(cls, "read_response"):
         return None
     reader = cls.__new__(cls)  # read_response needs no configuration: skip __init__ (which wants a key)
-    turn, _usage, _model = reader.read_response(raw)
-    return turn
+    parsed = reader.read_response(raw)  # (turn, usage, model, ...): only the turn is needed here
+    return parsed[0]
 
 
 def readable_parts(provider: str, response: bytes | None) -> list[dict[str, Any]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -60,8 +59,3 @@ def artifacts_dir(tmp_path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     return target
 
-
-def keep(path: Path, artifacts: Path) -> Path:
-    if path.parent != artifacts:
-        shutil.copy(path, artifacts / path.name)
-    return artifacts / path.name
