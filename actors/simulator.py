@@ -136,9 +136,12 @@ class SimulatorService:
                 return Error(code="unsupported", detail=f"simulator does not handle {type(other).__name__}")
 
     async def aclose(self) -> None:
+        """Close the scene; always finishes, logging (not raising) a failure to free it."""
         try:
             with trio.CancelScope(shield=True):
                 await self.scene.run(self.session.close)
+        except Exception:
+            log.exception("scene_close_failed")
         finally:
             self.scene.close()
 

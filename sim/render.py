@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import msgspec
 import numpy as np
+import structlog
+
+log = structlog.get_logger()
 
 STATE_FIELDS = ("qpos", "qvel", "act", "mocap_pos", "mocap_quat")
 """What is recorded per control step and suffices to redraw a scene identically."""
@@ -119,7 +122,9 @@ class SceneRenderer:
         return CameraFrame(camera=camera, rgb=rgb, depth=metres, K=K, T_world_camera=T)
 
     def close(self) -> None:
-        try:
-            self._context.free()
-        finally:
-            self._gl.free()
+        """Free the GL resources; a driver error while freeing is logged, never raised."""
+        for free in (self._context.free, self._gl.free):
+            try:
+                free()
+            except Exception as e:  # noqa: BLE001  (closing must always finish)
+                log.warning("render.free_failed", error=f"{type(e).__name__}: {e}")

@@ -30,10 +30,17 @@ from roboswe.sim.session import states_from_blobs
 from .conftest import sim_env
 
 
+def proc_events(proc) -> str:
+    """The actor's last events, for a failure message."""
+    path = proc.run_dir / "events.jsonl"
+    return "\n".join(path.read_text().splitlines()[-15:]) if path.exists() else "(no events.jsonl)"
+
+
 @pytest.fixture
 def simulator(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "roboswe.actors.simulator", "--run-dir", str(tmp_path)],
                             env=sim_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc.run_dir = tmp_path
     control = f"ipc://{tmp_path / 'sock' / 'simulator.sock'}"
     deadline = time.monotonic() + 30
     while not (tmp_path / "sock" / "simulator.sock").exists():
@@ -54,7 +61,7 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
         assert loaded.spec.action_dim == 7 and loaded.spec.trial_limits.steps == 100
         assert loaded.manifest_digest == lift_manifest.digest()
 
-        with trio.fail_after(30):
+        with trio.fail_after(90):
             spec = (await bridge.request(GetSpec())).message
             assert spec == loaded.spec and [c.name for c in spec.cameras] == ["agentview", "birdview", "robot0_eye_in_hand"]
             result = (await bridge.request(Step(actions=[[0.2, 0, 0, 0, 0, 0, -1]] * 3))).message
@@ -95,4 +102,4 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
             assert stats.extra["control_steps"] == 8 and stats.extra["render_seconds"] > 0
             assert stats.extra["physics_seconds"] > 0
             await coord.request(Shutdown(reason="test over"))
-    assert proc.wait(20) == 0
+    assert proc.wait(30) == 0, proc_events(proc)
