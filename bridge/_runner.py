@@ -12,6 +12,7 @@ import sys
 import traceback
 
 MARKER = "\x1eroboswe-exception "
+_ROBOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "robot.py")
 
 
 def _user_frames(tb):
@@ -34,8 +35,11 @@ def main() -> None:
     except SystemExit:
         raise
     except BaseException as e:  # noqa: BLE001 - everything the script raised is reported
-        tb = _user_frames(e.__traceback__)
-        text = "".join(traceback.format_exception(type(e), e, tb))
+        te = traceback.TracebackException(type(e), e, _user_frames(e.__traceback__))
+        # The robot module's own frames say nothing to the author: end at the robot.* call.
+        while len(te.stack) > 1 and te.stack[-1].filename == _ROBOT:
+            te.stack = traceback.StackSummary.from_list(list(te.stack)[:-1])
+        text = "".join(te.format())
         name = type(e).__qualname__
         module = type(e).__module__
         if module not in ("builtins", "__main__"):
