@@ -40,8 +40,10 @@ class ImageRecipe(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     packages: tuple[str, ...] = ("python3", "python3-numpy", "python3-zmq", "python3-cffi-backend")
     wheels: tuple[str, ...] = ()  # extra pip requirements; msgspec is always added at the host's version
     user: str = "robot"
-    uid: int = 1000
-    gid: int = 1000
+    # Not 1000: that is usually a person's account, whose processes would share RLIMIT_NPROC
+    # with the sandbox and whose files the sandbox user would own.
+    uid: int = 60123
+    gid: int = 60123
 
     def base_key(self) -> str:
         """Cache key of the debootstrap stage (mirror and package set)."""

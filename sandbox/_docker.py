@@ -87,10 +87,12 @@ class DockerSandbox(SandboxBackend):
         api = self._client.api
         user = f"{self.image.uid}:{self.image.gid}"
         cpu = math.ceil(limits.seconds) + 1
-        # Per-script rlimits, as on bwrap: the container's cgroup limits are per trial.
+        # Per-script rlimits for CPU time, address space and file size, as on bwrap. Processes are
+        # bounded by the container's pids cgroup (per trial): RLIMIT_NPROC would count every
+        # process of this uid on the host.
         rlimits = " && ".join(
             f"ulimit -{flag} {value}"
-            for flag, value in (("t", cpu), ("p", limits.processes), ("v", limits.memory_mb << 10), ("f", limits.file_size_mb << 11))
+            for flag, value in (("t", cpu), ("v", limits.memory_mb << 10), ("f", limits.file_size_mb << 11))
         )
         wrapped = ["/bin/sh", "-c", f'{rlimits} && exec "$@"', "sh", *argv]
         out, err = OutputBuffer(limits.output_bytes), OutputBuffer(limits.output_bytes)
