@@ -31,3 +31,20 @@ class OutageAgent:
                 raise ProviderFailure("HTTP 503 after 3 attempts (simulated outage)", attempts)
             return ListFiles()
         return Finish(reason="nothing to do after the outage")
+
+
+class ClockAgent:
+    """Writes a script whose output depends on the wall clock, runs it, finishes: a replay cannot agree."""
+
+    SCRIPT = "import time, robot\nrobot.step(robot.spec()['action']['hold'])\nprint('now', time.time_ns())\n"
+
+    def decide(self, request: DecisionRequest):
+        from roboswe.protocol.participant import Exec, WriteFile
+
+        done = [t for t in request.conversation if t.role == "assistant" and t.trial == request.trial]
+        if request.trial > 1 and not done:
+            return ListFiles()  # the retained clock.py is there
+        plan = [WriteFile(path="clock.py", content=self.SCRIPT), Exec(path="clock.py"), Finish(reason="done")]
+        if request.trial > 1:
+            plan = [ListFiles(), *plan]
+        return plan[min(len(done), len(plan) - 1)]

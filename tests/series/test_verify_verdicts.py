@@ -1,0 +1,42 @@
+"""Replay verdicts stay distinct: a nondeterministic script is a mismatch, a corrupt checkpoint an error."""
+
+from __future__ import annotations
+
+import pytest
+
+from roboswe.records import RunReader
+from roboswe.sandbox.checkpoints import load_manifest
+
+from .conftest import roboswe, write_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_mismatch_names_the_first_divergence_and_a_corrupt_checkpoint_is_an_error(work_dir, admitted):
+    config = write_config(work_dir, "clock", agent='agent = "tests.series.agents:ClockAgent"', series="trials = 2")
+    run_dir = work_dir / "clock"
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with RunReader(run_dir) as reader:
+        (series,) = reader.series()
+        one, two = reader.trials(series.series_id)
+        for view in (one, two):
+            assert view.end.outcome == "failure" and view.end.control_steps == 1
+            v = view.verification
+            assert v.verdict == "mismatch"
+            seq = next(o.seq for o in reader.operations(view.trial_id) if o.operation == "exec")
+            assert v.first_divergence.startswith(f"operation {seq} exec clock.py: stdout_sha256")
+            assert v.detail["execs"][0]["differs"] == ["stdout_sha256"]  # steps and exit status agree
+        (start,) = [c for c in reader.checkpoints(two.trial_id) if c.label == "trial_start"]
+        (entry,) = load_manifest(start.manifest).entries  # trial 2 starts with trial 1's clock.py
+    # A blob that no longer hashes to its name: restoring trial 2's start refuses, the verdict is `error`.
+    blob = next((run_dir / "blobs").rglob(entry.sha256))
+    blob.chmod(0o644)
+    blob.write_bytes(b"tampered")
+    proc = roboswe("verify", str(run_dir))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    with RunReader(run_dir) as reader:
+        assert [x.verdict for x in reader.verifications(one.trial_id)] == ["mismatch", "mismatch"]
+        latest = reader.verifications(two.trial_id)[-1]
+    assert latest.verdict == "error" and latest.success_reproduced is None
+    assert "trial_start" in latest.detail["cause"] or "refused" in latest.detail["cause"]
