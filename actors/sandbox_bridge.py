@@ -262,6 +262,8 @@ async def open_trial(
     limits: ScriptLimits = ScriptLimits(),
     image: SandboxImage | None = None,
     name: str = "sandbox_bridge",
+    heartbeat_interval: float = 1.0,
+    liveness: int = 5,
 ) -> AsyncIterator[TrialSandbox]:
     """Open a trial's sandbox and bridge socket against the simulator's robot endpoint; closes both on exit."""
     image = image or load_image()
@@ -272,7 +274,8 @@ async def open_trial(
     sandbox = backend_class(chosen)(image, workspace, bridge_dir, trial=trial)
     log.info("sandbox_backend_chosen", trial=trial, backend=chosen, requested=backend, image=image.digest)
     try:
-        async with Client(name, sim_endpoint, simp.robot_codec, peer="simulator") as sim:
+        link = Client(name, sim_endpoint, simp.robot_codec, peer="simulator", heartbeat_interval=heartbeat_interval, liveness=liveness)
+        async with link as sim:
             door = RobotDoor(sim.request)
             await sandbox.start(limits)
             try:
@@ -305,7 +308,11 @@ async def main(actor: Actor) -> None:
         async def hold_trial(msg: OpenTrial, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
             closed = trio.Event()
             endpoint = msg.sim_endpoint or _sim_robot_endpoint(actor)
-            async with open_trial(msg.trial, Path(msg.workspace), endpoint, backend=msg.backend, limits=msg.limits) as t:
+            transport = actor.config.transport
+            async with open_trial(
+                msg.trial, Path(msg.workspace), endpoint, backend=msg.backend, limits=msg.limits,
+                heartbeat_interval=transport.heartbeat_interval, liveness=max(transport.heartbeat_liveness, 5),
+            ) as t:  # fmt: skip
                 trials[msg.trial] = (t, closed)
                 task_status.started(t)
                 try:

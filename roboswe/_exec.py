@@ -109,9 +109,12 @@ async def _exec(manifest, names: list[str], workspace: Path, run_dir: Path, args
     try:
         await _wait_bound(sockets / "simulator.sock", procs["simulator"], "simulator")
         await _wait_bound(sockets / "sandbox_bridge.sock", procs["sandbox_bridge"], "sandbox_bridge")
+        # A tool, not a supervisor: tolerate actors that are slow to answer on a loaded machine
+        # (building a robosuite scene can starve heartbeats for seconds).
+        patient = {"heartbeat_interval": 1.0, "liveness": 30}
         async with (
-            Client("coordinator", f"ipc://{sockets / 'simulator.sock'}", simp.control_codec, peer="simulator") as sim,
-            Client("coordinator", f"ipc://{sockets / 'sandbox_bridge.sock'}", bp.codec, peer="sandbox_bridge") as bridge,
+            Client("coordinator", f"ipc://{sockets / 'simulator.sock'}", simp.control_codec, peer="simulator", **patient) as sim,
+            Client("coordinator", f"ipc://{sockets / 'sandbox_bridge.sock'}", bp.codec, peer="sandbox_bridge", **patient) as bridge,
         ):
             seed = manifest.seed if args.seed is None else args.seed
             try:
