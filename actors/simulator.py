@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import structlog
 import trio
 
-from roboswe.actors import Accounts, Actor, CurveServerKeys, Server, actor_main, run_off_loop
+from roboswe.actors import Accounts, Actor, CurveServerKeys, Server, actor_main
 from roboswe.protocol import Decoded
 from roboswe.protocol.control import Error
 from roboswe.protocol.sim import (
@@ -69,8 +69,18 @@ class _SceneThread:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim-scene")
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the scene thread; the trio loop keeps serving meanwhile.
+
+        One thread hop each way (the future's callback wakes the loop), rather than parking a
+        trio worker thread on the future. A step cannot be interrupted, so cancellation waits.
+        """
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
         future = self._pool.submit(fn, *args)
-        return await run_off_loop(future.result)
+        future.add_done_callback(lambda _: token.run_sync_soon(done.set))
+        with trio.CancelScope(shield=True):
+            await done.wait()
+        return future.result()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -86,14 +96,17 @@ class SimulatorService:
         self._lock = trio.Lock()  # both endpoints share the scene: one request at a time
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        async with self._lock:
+        def work() -> tuple[Any, dict[str, float]]:
             try:
-                return await self.scene.run(fn, *args)
+                return fn(*args), self.session.accounting()
             except SimError as e:
-                return Error(code=e.code, detail=str(e))
-            finally:
-                for name, amount in (await self.scene.run(self.session.accounting)).items():
-                    self.accounts.add(name, amount)
+                return Error(code=e.code, detail=str(e)), self.session.accounting()
+
+        async with self._lock:
+            reply, accounting = await self.scene.run(work)
+        for name, amount in accounting.items():
+            self.accounts.add(name, amount)
+        return reply
 
     async def handle_robot(self, decoded: Decoded[Any]):
         """The bridge's subset; anything else that decodes here is refused."""

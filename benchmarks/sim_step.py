@@ -38,7 +38,7 @@ async def actor_side(manifest, steps: int, rounds: int, observe_reps: int, resul
     import trio
 
     from roboswe.actors import Client
-    from roboswe.protocol.control import Shutdown
+    from roboswe.protocol.control import Shutdown, StatisticsRequest
     from roboswe.protocol.sim import Load, Observe, Step, control_codec
 
     run_dir = Path(tempfile.mkdtemp(prefix="simbench-"))
@@ -56,14 +56,29 @@ async def actor_side(manifest, steps: int, rounds: int, observe_reps: int, resul
                 # in-process sides first, then the actor, inside the same round
                 results["raw"].append(ms_per(lambda n: [inproc.env.step(inproc.hold_action()) for _ in range(n)], steps))
                 results["backend"].append(ms_per(lambda n: [inproc.step([zero]) for _ in range(n)], steps))
+                physics0 = (await sim.request(StatisticsRequest())).message.extra.get("physics_seconds", 0.0)
                 t0 = time.perf_counter()
                 for _ in range(steps):
                     await sim.request(Step(actions=[zero]))
-                results["actor"].append((time.perf_counter() - t0) / steps * 1000)
+                wall = (time.perf_counter() - t0) / steps * 1000
+                physics1 = (await sim.request(StatisticsRequest())).message.extra["physics_seconds"]
+                results["actor"].append(wall)
+                # the same steps as timed inside the actor: the rest is transport + dispatch + thread hop
+                results["actor_overhead"].append(wall - (physics1 - physics0) / steps * 1000)
+                results["actor_physics"].append((physics1 - physics0) / steps * 1000)
                 t0 = time.perf_counter()
                 for _ in range(steps // 10):
                     await sim.request(Step(actions=[zero] * 10))
                 results["actor_chunk10"].append((time.perf_counter() - t0) / (steps // 10 * 10) * 1000)
+            # Full request path without physics: an out-of-bounds action is rejected in the scene thread.
+            bad = [2.0] + zero[1:]
+            null = []
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                await sim.request(Step(actions=[bad]))
+                null.append((time.perf_counter() - t0) * 1000)
+            results["null_step_ms"] = statistics.median(null)
+            results["null_step_p90_ms"] = sorted(null)[int(0.9 * len(null))]
             for cam in manifest.observation.cameras:
                 local, remote = [], []
                 for _ in range(observe_reps):
@@ -100,18 +115,24 @@ def main() -> int:
     inproc = create_backend("robosuite", manifest, trial_steps=10**7)
     inproc.reset(0)
     inproc.wait(20)  # warm numba and caches
-    results: dict = {"raw": [], "backend": [], "actor": [], "actor_chunk10": [], "observe": {}}
+    results: dict = {"raw": [], "backend": [], "actor": [], "actor_chunk10": [], "actor_overhead": [],
+                     "actor_physics": [], "observe": {}}
     trio.run(actor_side, manifest, args.steps, args.rounds, args.observe_reps, results, inproc)
     inproc.close()
     # Best round: the machine is shared, and the least-disturbed round is the cleanest estimate of cost.
     med = {k: min(results[k]) for k in ("raw", "backend", "actor", "actor_chunk10")}
     medians = {k: statistics.median(results[k]) for k in med}
+    overhead = statistics.median(results["actor_overhead"])
+    inside = statistics.median(results["actor_physics"])
     summary = {
         "task": args.task, "steps_per_round": args.steps, "rounds": args.rounds, "cpu_count": os.cpu_count(),
         "ms_per_step_best_round": med, "ms_per_step_median": medians,
         "actor_overhead_vs_raw_pct": (med["actor"] / med["raw"] - 1) * 100,
         "actor_overhead_vs_backend_pct": (med["actor"] / med["backend"] - 1) * 100,
         "actor_chunk10_overhead_vs_backend_pct": (med["actor_chunk10"] / med["backend"] - 1) * 100,
+        "actor_overhead_ms_median": overhead, "null_step_ms_median": results["null_step_ms"],
+        "null_step_ms_p90": results["null_step_p90_ms"], "actor_inside_step_ms_median": inside,
+        "actor_overhead_pct_of_inside_step": overhead / inside * 100,
         "observe": results["observe"], "samples": {k: results[k] for k in med},
     }
     if args.json:
@@ -123,6 +144,10 @@ def main() -> int:
     print(f"| backend.step (validate + predicate + state record), in process | {med['backend']:.2f} | {(med['backend'] / med['raw'] - 1) * 100:+.1f}% vs env.step |")
     print(f"| simulator actor over ipc, 1 action per Step | {med['actor']:.2f} | {summary['actor_overhead_vs_backend_pct']:+.1f}% vs backend, {summary['actor_overhead_vs_raw_pct']:+.1f}% vs env.step |")
     print(f"| simulator actor over ipc, 10 actions per Step | {med['actor_chunk10']:.2f} | {summary['actor_chunk10_overhead_vs_backend_pct']:+.1f}% vs backend |")
+    print(f"\nActor overhead per Step request (wall minus the actor's own step time, same requests, median): "
+          f"{overhead:.3f} ms = {overhead / inside * 100:.1f}% of the {inside:.2f} ms step inside the actor.")
+    print(f"A Step request that does no physics (rejected action, same path incl. the scene thread): "
+          f"p50 {results['null_step_ms']:.3f} ms, p90 {results['null_step_p90_ms']:.3f} ms.")
     print("\n| camera | size | depth | observe in process (ms) | observe via actor (ms) |")
     print("|---|---|---|---|---|")
     for cam, o in results["observe"].items():
