@@ -176,14 +176,27 @@ async def serve_simulator(
     accounts = accounts or Accounts(name)
     service = SimulatorService(SimSession(require_fixed_hash_seed=require_fixed_hash_seed), accounts)
     control_server = Server(name, control, control_codec, service.handle_control, curve=curve, accounts=accounts, concurrent=False)
-    robot_server = Server(f"{name}.robot", robot or robot_endpoint(control), robot_codec, service.handle_robot,
-                          curve=curve, accounts=accounts, concurrent=False)
+
+    async def keep_robot_endpoint(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        # The runtime answers Shutdown on every endpoint; only the coordinator may stop the
+        # simulator, so a robot-side Shutdown just re-opens the robot endpoint.
+        endpoint = robot or robot_endpoint(control)
+        while True:
+            server = Server(f"{name}.robot", endpoint, robot_codec, service.handle_robot,
+                            curve=curve, accounts=accounts, concurrent=False)
+            async with trio.open_nursery() as inner:
+                await inner.start(server.serve)
+                endpoint = server.endpoint  # keep the port the OS picked for tcp://...:0
+                task_status.started(endpoint)
+                task_status = trio.TASK_STATUS_IGNORED
+            log.warning("robot_shutdown_ignored", detail="Shutdown on the robot endpoint; serving it again")
+
     try:
         async with trio.open_nursery() as nursery:
-            await nursery.start(robot_server.serve)
+            robot_bound = await nursery.start(keep_robot_endpoint)
             await nursery.start(control_server.serve)
-            log.info("simulator_ready", control=control_server.endpoint, robot=robot_server.endpoint)
-            task_status.started((control_server.endpoint, robot_server.endpoint))
+            log.info("simulator_ready", control=control_server.endpoint, robot=robot_bound)
+            task_status.started((control_server.endpoint, robot_bound))
             await control_server.shutdown_requested.wait()
             await trio.sleep(0.1)  # let the Ok leave
             nursery.cancel_scope.cancel()

@@ -90,6 +90,12 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
                     await bridge.request(admin)
                 assert failure.value.code == "decode"
 
+            # Only the coordinator may stop the simulator: a robot-side Shutdown leaves it serving.
+            await bridge.request(Shutdown(reason="not yours"))
+        async with Client("sandbox_bridge2", robot_endpoint(control), robot_codec) as bridge2:
+            with trio.fail_after(30):
+                assert (await bridge2.request(GetState())).message.control_step == 3
+        with trio.fail_after(90):
             waited = (await coord.request(Wait(steps=5))).message
             assert (waited.applied, waited.control_step) == (5, 8)
             status = (await coord.request(SuccessQuery())).message
