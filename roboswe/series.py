@@ -262,7 +262,7 @@ class TrialRunner:
         self.recovery = 0.0
         self.started = 0.0
         self.timing: dict[str, float] = dict.fromkeys(
-            ("provider", "provider_latency", "execution", "transport", "physics", "rendering", "waits",
+            ("provider", "provider_latency", "execution", "script_sim", "transport", "physics", "rendering", "waits",
              "context", "recording", "load", "recovery"), 0.0)
         self.offered_search = False
         self.system = ""
@@ -581,10 +581,9 @@ class TrialRunner:
             raise
         rtt = time.monotonic() - t0
         fb: ExecFeedback = reply.message
-        compute = await self._sim_compute_since()
+        self.timing["script_sim"] += await self._sim_compute_since()  # physics + rendering the script asked for
         self.timing["execution"] += fb.wall_seconds
         self.timing["transport"] += max(0.0, rtt - fb.wall_seconds)
-        del compute
         status = await self._after_motion()
         feedback = exec_feedback(fb)
         feedback["success_after"] = status.achieved
