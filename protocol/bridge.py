@@ -109,6 +109,7 @@ class ScriptLimits(msgspec.Struct, frozen=True, kw_only=True):
     processes: Positive = 64
     file_size_mb: Positive = 256
     output_bytes: Positive = 64 * 1024  # kept per stream; the rest is counted, not stored
+    tmp_mb: Positive = 64  # the private /tmp is memory-backed: bounded so it cannot eat the host's RAM
     cpus: PositiveFloat = 1.0
 
 
@@ -120,6 +121,7 @@ class OpenTrial(Message, frozen=True, kw_only=True):
     backend: str | None = None  # "docker" | "bwrap"; None: docker when a daemon answers, else bwrap
     limits: ScriptLimits = ScriptLimits()
     sim_endpoint: str | None = None  # the simulator's robot endpoint; None: the run's configured one
+    sim_keys: str | None = None  # CURVE key directory (`roboswe keys generate`) for a remote simulator
 
 
 class TrialOpened(Message, frozen=True, kw_only=True):

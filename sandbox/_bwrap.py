@@ -51,6 +51,8 @@ class BwrapSandbox(SandboxBackend):
                     "Put workspaces and the image cache under directories others may traverse (chmod o+x), or use -e docker."
                 )
 
+    _tmp_bytes = ScriptLimits().tmp_mb << 20
+
     def command(self, argv: list[str], env: dict[str, str], status_fd: int | None = None) -> list[str]:
         cmd = [
             "bwrap",
@@ -66,7 +68,7 @@ class BwrapSandbox(SandboxBackend):
             "--ro-bind", self.image.rootfs, "/",
             "--proc", "/proc",
             "--dev", "/dev",
-            "--tmpfs", "/tmp",
+            "--size", str(self._tmp_bytes), "--tmpfs", "/tmp",
             "--bind", str(self.workspace), WORKSPACE,
             "--ro-bind", str(self.bridge_dir), BRIDGE_DIR,
             "--chdir", WORKSPACE,
@@ -101,6 +103,7 @@ class BwrapSandbox(SandboxBackend):
 
     async def run(self, argv: list[str], env: dict[str, str], limits: ScriptLimits) -> ProcessOutcome:
         self.own_workspace()
+        self._tmp_bytes = limits.tmp_mb << 20
         status_read, status_write = os.pipe()
         try:
             raw = await run_process(

@@ -57,7 +57,7 @@ class DockerSandbox(SandboxBackend):
             user="0:0",  # only the idle process; scripts are exec'd as the sandbox user and cannot signal it
             network_mode="none",
             read_only=True,
-            tmpfs={"/tmp": "rw,nosuid,nodev,size=64m"},
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.tmp_mb}m"},
             volumes={
                 str(self.workspace): {"bind": WORKSPACE, "mode": "rw"},
                 str(self.bridge_dir): {"bind": BRIDGE_DIR, "mode": "ro"},

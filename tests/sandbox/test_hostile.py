@@ -85,6 +85,14 @@ async def test_filesystem_outside_workspace_is_read_only_or_invisible(trial):
                 except OSError as e:
                     print("read denied", path, type(e).__name__)
             open("/tmp/scratch", "w").write("private tmp is fine")
+            try:
+                with open("/tmp/fill", "wb") as f:
+                    for _ in range(100):
+                        f.write(bytes(1 << 20))
+                print("FILLED /tmp")
+            except OSError as e:
+                print("tmp bounded", e.errno)
+            os.remove("/tmp/fill")
             open("/workspace/out.txt", "w").write("workspace is writable")
             print("env", sorted(os.environ))
             leaked = []
@@ -107,6 +115,7 @@ async def test_filesystem_outside_workspace_is_read_only_or_invisible(trial):
     assert "WROTE" not in out and "READ" not in out, out
     assert out.count("write denied") == 5 and out.count("read denied") == 3
     assert "leaked []" in out and "sk-must-not-leak" not in out
+    assert "tmp bounded 28" in out  # ENOSPC: /tmp is memory-backed and capped at 64 MiB
     assert f"uid {trial.sandbox.backend.image.uid}" in out and trial.sandbox.backend.image.uid != 0
     assert "ROBOSWE_TOKEN" in out and "ROBOSWE_TEST_PROVIDER_KEY" not in out
     assert not (trial.scratch / "planted").exists()
