@@ -300,9 +300,13 @@ async def test_symlink_to_a_host_file_does_not_reach_it(trial):
     await _still_serving(trial)
 
 
-async def test_a_stopped_container_is_restarted_for_the_next_script(trial):
-    if trial.sandbox.backend.name != "docker":
+@pytest.fixture
+def docker_only(backend):
+    if backend != "docker":
         pytest.skip("docker only: bwrap has no long-lived container")
+
+
+async def test_a_stopped_container_is_restarted_for_the_next_script(docker_only, trial):
     backend = trial.sandbox.backend
     await trio.to_thread.run_sync(lambda: backend._client.api.kill(backend._container_id))
     await _still_serving(trial)
