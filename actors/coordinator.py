@@ -79,7 +79,7 @@ async def run_job(actor: Actor, progress: Any) -> None:
             provider = await stack.enter_async_context(actor.client("provider_client", PROVIDER_CODEC))
             context = await stack.enter_async_context(actor.client("context_manager", CONTEXT_CODEC))
         links = Links(sim=sim, bridge=bridge, recorder=recorder, provider=provider, context=context,
-                      sim_robot_endpoint=robot_endpoint(sim_endpoint))
+                      sim_robot_endpoint=robot_endpoint(sim_endpoint), sim_keys=job.sim_keys)
         recording = Recording(recorder, job.run_id)
 
         def reader() -> RunReader:

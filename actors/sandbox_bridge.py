@@ -264,6 +264,7 @@ async def open_trial(
     name: str = "sandbox_bridge",
     heartbeat_interval: float = 1.0,
     liveness: int = 5,
+    curve: Any = None,
 ) -> AsyncIterator[TrialSandbox]:
     """Open a trial's sandbox and bridge socket against the simulator's robot endpoint; closes both on exit."""
     image = image or load_image()
@@ -274,7 +275,8 @@ async def open_trial(
     sandbox = backend_class(chosen)(image, workspace, bridge_dir, trial=trial)
     log.info("sandbox_backend_chosen", trial=trial, backend=chosen, requested=backend, image=image.digest)
     try:
-        link = Client(name, sim_endpoint, simp.robot_codec, peer="simulator", heartbeat_interval=heartbeat_interval, liveness=liveness)
+        link = Client(name, sim_endpoint, simp.robot_codec, peer="simulator", heartbeat_interval=heartbeat_interval,
+                      liveness=liveness, curve=curve)
         async with link as sim:
             door = RobotDoor(sim.request)
             await sandbox.start(limits)
@@ -292,6 +294,15 @@ async def open_trial(
 
 
 # --- the actor ------------------------------------------------------------------------------
+
+
+def _sim_curve(keys_dir: str | None) -> Any:
+    """CURVE client keys for a remote simulator's robot endpoint (OpenTrial.sim_keys), or None."""
+    if not keys_dir:
+        return None
+    from roboswe.keys import client_keys
+
+    return client_keys(keys_dir)
 
 
 def _sim_robot_endpoint(actor: Actor) -> str:
@@ -312,6 +323,7 @@ async def main(actor: Actor) -> None:
             async with open_trial(
                 msg.trial, Path(msg.workspace), endpoint, backend=msg.backend, limits=msg.limits,
                 heartbeat_interval=transport.heartbeat_interval, liveness=max(transport.heartbeat_liveness, 5),
+                curve=_sim_curve(msg.sim_keys),
             ) as t:  # fmt: skip
                 trials[msg.trial] = (t, closed)
                 task_status.started(t)

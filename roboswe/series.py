@@ -100,6 +100,7 @@ class Links:
     provider: Any = None
     context: Any = None
     sim_robot_endpoint: str | None = None  # what the bridge connects to; None: the run's configured one
+    sim_keys: str | None = None  # CURVE key directory the bridge uses for a remote simulator
 
 
 @dataclass
@@ -359,7 +360,7 @@ class TrialRunner:
         with trio.fail_after(BRIDGE_DEADLINE):
             reply = await self.links.bridge.request(OpenTrial(
                 trial=self.trial_id, workspace=str(self.workspace_dir), backend=self.plan.backend,
-                limits=self.plan.limits(), sim_endpoint=self.links.sim_robot_endpoint))
+                limits=self.plan.limits(), sim_endpoint=self.links.sim_robot_endpoint, sim_keys=self.links.sim_keys))
         opened: TrialOpened = reply.message
         self.opened = True
         await self.rec.event("trial_opened", self.trial_id, backend=opened.backend, image_digest=opened.image_digest,

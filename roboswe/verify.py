@@ -101,7 +101,7 @@ async def verify_trial(links: Links, reader: RunReader, recording: Recording, ru
             opened_msg = (await links.bridge.request(OpenTrial(
                 trial=replay_id, workspace=str(workspace), backend=pinned["backend"],
                 limits=ScriptLimits(steps=budgets["script_steps"], seconds=budgets["script_seconds"]),
-                sim_endpoint=links.sim_robot_endpoint))).message
+                sim_endpoint=links.sim_robot_endpoint, sim_keys=links.sim_keys))).message
         opened = True
         detail["backend"], detail["image_digest"] = opened_msg.backend, opened_msg.image_digest
         if opened_msg.image_digest != pinned["image_digest"]:
