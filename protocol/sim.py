@@ -26,13 +26,16 @@ from .control import Control
 
 
 class Fingerprint(msgspec.Struct, frozen=True, kw_only=True):
-    """Identity of an initial state: sha256 over model XML, initial qpos/qvel/act/mocap, seed and versions."""
+    """Identity of an initial state: sha256 over model XML, compiled model, initial qpos/qvel/act/mocap, seed, versions."""
 
     digest: str
     seed: int
     model_xml_sha256: str
     initial_state_sha256: str
     versions: dict[str, str]
+    # sha256 of the compiled binary model (mj_saveModel) as the trial starts: catches changed mesh or
+    # texture files that leave the XML unchanged.
+    compiled_model_sha256: str = ""
 
 
 class ActionComponent(msgspec.Struct, frozen=True, kw_only=True):

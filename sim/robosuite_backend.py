@@ -265,10 +265,14 @@ class RobosuiteBackend(SimBackend):
                              "this seed cannot be admitted (pick another seed in the manifest)")
         state_bytes = b"".join(initial[k].tobytes() for k in ("qpos", "qvel", "act", "mocap_pos", "mocap_quat"))
         state_sha = _sha256(state_bytes)
-        body = json.dumps({"model_xml_sha256": self._xml_sha256, "initial_state_sha256": state_sha,
-                           "seed": seed, "versions": self._versions}, sort_keys=True)
+        compiled = np.zeros(self._mujoco.mj_sizeModel(self.model), dtype=np.uint8)
+        self._mujoco.mj_saveModel(self.model, None, compiled)
+        compiled_sha = _sha256(compiled.tobytes())
+        body = json.dumps({"model_xml_sha256": self._xml_sha256, "compiled_model_sha256": compiled_sha,
+                           "initial_state_sha256": state_sha, "seed": seed, "versions": self._versions}, sort_keys=True)
         self.fingerprint = Fingerprint(digest=_sha256(body.encode()), seed=seed, model_xml_sha256=self._xml_sha256,
-                                       initial_state_sha256=state_sha, versions=dict(self._versions))
+                                       initial_state_sha256=state_sha, versions=dict(self._versions),
+                                       compiled_model_sha256=compiled_sha)
         log.info("sim.reset", task=self.manifest.id, seed=seed, fingerprint=self.fingerprint.digest[:16])
         return self.fingerprint
 
