@@ -9,6 +9,8 @@ Everything is measured in one run, interleaved in rounds so background load hits
   env.step   robosuite env.step(hold action) in this process (the upstream cost)
   robot.step robot.step(hold) timed inside the sandbox: sandbox -> bridge -> simulator -> back
   step_many  robot.step_many of 10-row chunks, per control step
+  overhead   robot.step against a stand-in simulator with no physics (tests/sandbox/stand_in_sim.py):
+             the sandbox -> bridge -> simulator -> back cost alone, which robot.step adds to env.step
 Prints a markdown table (the README's Performance section is pasted from it).
 """
 
@@ -91,12 +93,38 @@ async def bench(args, manifest, inproc, results: dict) -> None:
                         r["step_ms"].append(m["step_ms"])
                         r["step_many_ms"].append(m["step_many_ms"])
             await sim.request(Shutdown(reason="benchmark done"))
+        await _overhead(args, image, backends, run_dir, results)
     finally:
         try:
             proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+async def _overhead(args, image, backends, run_dir: Path, results: dict) -> None:
+    import trio
+
+    from roboswe.actors.sandbox_bridge import open_trial
+    from roboswe.protocol.bridge import ScriptLimits
+
+    sys.path.insert(0, str(ROOT))
+    from tests.sandbox.stand_in_sim import ToyRobot, serve_toy_robot
+
+    limits = ScriptLimits(steps=args.steps * 2 + 10, seconds=600)
+    async with trio.open_nursery() as nursery:
+        endpoint = f"ipc://{run_dir}/toy.sock"
+        await nursery.start(serve_toy_robot, endpoint, ToyRobot(trial_steps=10**7))
+        for backend in backends:
+            ws = run_dir / f"toy-{backend}"
+            ws.mkdir()
+            (ws / "steps.py").write_text(STEP_SCRIPT.format(n=args.steps))
+            async with open_trial("toy", ws, endpoint, backend=backend, image=image) as t:
+                for _ in range(args.rounds):
+                    fb = await t.exec("steps.py", limits)
+                    assert fb.exit_status == 0, fb.stderr
+                    results["backends"][backend].setdefault("overhead_ms", []).append(json.loads(fb.stdout)["step_ms"])
+        nursery.cancel_scope.cancel()
 
 
 def _env_step_ms(inproc, n: int) -> float:
@@ -127,15 +155,16 @@ def main() -> None:
     env = statistics.median(results["env_step_ms"])
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     print(f"task {args.task}; {args.starts} empty-script starts, {args.rounds} rounds of {args.steps} steps; in-process env.step {env:.2f} ms (median)\n")
-    print("| backend | empty script p50 (p90) | exec round trip p50 | robot.step | step_many (10/chunk) | robot.step / env.step |")
-    print("|---|---|---|---|---|---|")
+    print("| backend | empty script p50 (p90) | exec round trip p50 | robot.step | step_many (10/chunk) | robot.step / env.step | bridge overhead per step |")
+    print("|---|---|---|---|---|---|---|")
     for backend, r in results["backends"].items():
         start = sorted(r["start_ms"])
         p90 = start[int(0.9 * (len(start) - 1))]
         step = statistics.median(r["step_ms"])
         many = statistics.median(r["step_many_ms"])
         print(f"| {backend} | {statistics.median(start):.0f} ms ({p90:.0f} ms) | {statistics.median(r['exec_ms']):.0f} ms | "
-              f"{step:.2f} ms | {many:.2f} ms | {step / env:.2f}x (step_many {many / env:.2f}x) |")  # fmt: skip
+              f"{step:.2f} ms | {many:.2f} ms | {step / env:.2f}x (step_many {many / env:.2f}x) | "
+              f"{statistics.median(r['overhead_ms']):.2f} ms ({statistics.median(r['overhead_ms']) / env:.1%} of env.step) |")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
