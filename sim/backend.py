@@ -38,6 +38,12 @@ class NotLoaded(SimError):
     code = "not_loaded"
 
 
+class PhysicsFailure(SimError):
+    """The physics diverged (MuJoCo reset an unstable state, or state became non-finite); the scene is retired."""
+
+    code = "physics"
+
+
 class InvalidAction(SimError):
     """An action that is rejected before physics; names the component, value and bound."""
 

@@ -22,6 +22,7 @@ from .backend import (
     BackendStatistics,
     InvalidAction,
     NotLoaded,
+    PhysicsFailure,
     PhysicsStates,
     ResetError,
     SimBackend,
@@ -372,6 +373,10 @@ class RobosuiteBackend(SimBackend):
         hold = self.hold_action()
         return self._apply([hold] * steps)
 
+    def _instability_warnings(self) -> int:
+        w, kind = self.data.warning, self._mujoco.mjtWarning
+        return int(w[kind.mjWARN_BADQPOS].number + w[kind.mjWARN_BADQVEL].number + w[kind.mjWARN_BADQACC].number)
+
     def _apply(self, actions: list[np.ndarray]) -> StepOutcome:
         applied = 0
         stopped = "done"
@@ -380,7 +385,17 @@ class RobosuiteBackend(SimBackend):
             if self.steps_left <= 0:
                 stopped = "trial_budget"
                 break
-            self.env.step(a)
+            unstable_before = self._instability_warnings()
+            try:
+                self.env.step(a)
+            except Exception as e:
+                self._loaded = False
+                raise PhysicsFailure(f"control step {self._step + 1} failed inside robosuite/MuJoCo: {type(e).__name__}: {e}") from e
+            # MuJoCo silently resets the state when accelerations blow up; that must not pass as a step.
+            if self._instability_warnings() != unstable_before or not np.isfinite(self.data.qpos).all():
+                self._loaded = False
+                raise PhysicsFailure(f"physics became unstable at control step {self._step + 1} (MuJoCo found a bad position, "
+                                     "velocity or acceleration and reset the data, or the state is non-finite); the scene is retired, load the task again")
             self._step += 1
             self._total_steps += 1
             applied += 1

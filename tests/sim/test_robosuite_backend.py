@@ -263,3 +263,15 @@ def test_recorded_frames_encode_to_mp4(lift_panda, lift_manifest, tmp_path):
     assert len(frames["frontview"]) == 2 and frames["frontview"][0].shape == (256, 256, 3)
     path = write_mp4(frames["frontview"], tmp_path / "front.mp4", fps=lift_manifest.video.fps)
     assert path.stat().st_size > 1000
+
+
+def test_diverging_physics_is_a_recorded_failure_not_a_silent_reset(lift_panda):
+    from roboswe.sim.backend import NotLoaded, PhysicsFailure
+
+    lift_panda.reset(0)
+    lift_panda.data.qvel[:] = 1e30  # blow the state up (a test may touch physics directly)
+    with pytest.raises(PhysicsFailure, match="unstable at control step 1"):
+        lift_panda.step([[0.0] * 7])
+    with pytest.raises(NotLoaded):
+        lift_panda.wait(1)
+    assert lift_panda.reset(0).digest  # a fresh reset recovers the scene
