@@ -809,6 +809,10 @@ async def run_series(links: Links, plan: SeriesPlan, recording: Recording, progr
         if history.next_index > plan.trials:
             return []
         workspace = fresh_dir(plan.workspace_dir())
+        interrupted_steps = 0
+        if history.interrupted is not None:
+            done = reader.operations(history.interrupted.trial_id)
+            interrupted_steps = done[-1].step_end if done else 0
         turns: list[Turn] = []
         images: dict[str, bytes] = {}
         if history.next_index > 1 or history.interrupted is not None:
@@ -828,7 +832,7 @@ async def run_series(links: Links, plan: SeriesPlan, recording: Recording, progr
             pass  # a fresh bridge has nothing open
         if old.end is None:
             await recording.durable(rec.TrialEnded(trial_id=old.trial_id, outcome="incomplete", reason="interrupted",
-                                                   ended_at=time.time()))
+                                                   control_steps=interrupted_steps, ended_at=time.time()))
         progress.say(f"trial {old.start.index} attempt {old.start.attempt} was interrupted: recorded incomplete, re-running")
     await _reset_context(links, plan, turns, images)
 

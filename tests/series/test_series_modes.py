@@ -84,3 +84,44 @@ def test_refuses_a_modified_admitted_file_and_a_config_that_loosens_budgets(work
     assert proc.returncode == 2
     assert "trial_steps = 7000 would loosen" in proc.stderr and "6000" in proc.stderr
     assert not (work_dir / "never1").exists() and not (work_dir / "never2").exists()
+
+
+def test_a_fingerprint_that_differs_from_the_admitted_reference_is_incomplete_before_any_input(work_dir, admitted):
+    import msgspec
+
+    from roboswe.admission import read_admitted, write_admitted
+
+    good = read_admitted(admitted)
+    task = good.tasks[0]
+    wrong = msgspec.structs.replace(task, fingerprint={**task.fingerprint, "digest": "0" * 64})
+    other = work_dir / "admitted-wrong-fingerprint.json"
+    write_admitted(msgspec.structs.replace(good, tasks=[wrong], digest=""), other)  # sealed: a valid file
+    config = write_config(work_dir, "fp", series="trials = 2")
+    run_dir = work_dir / "fp"
+    proc = roboswe("run", str(other), "--config", str(config), "--out", str(run_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with RunReader(run_dir) as reader:
+        (series,) = reader.series()
+        views = reader.trials(series.series_id)
+        assert len(views) == 2  # the next trial still runs (and meets the same scene)
+        for v in views:
+            assert v.end.outcome == "incomplete" and v.end.reason.startswith("fingerprint_mismatch")
+            assert v.start.fingerprint == task.fingerprint["digest"]
+            assert reader.messages(v.trial_id) == [] and reader.operations(v.trial_id) == []
+            assert reader.checkpoints(v.trial_id) == []  # no sandbox, no participant input
+        events = [e.event for _, e in reader.events()]
+        assert events.count("fingerprint_mismatch") == 2 and "turn" not in events
+
+
+def test_the_active_time_budget_ends_a_trial(work_dir, admitted):
+    config = write_config(work_dir, "slow", agent='agent = "tests.series.agents:WaitOnlyAgent"\noptions = { steps = 1 }',
+                          series="trials = 1\ntrial_seconds = 2.0")
+    run_dir = work_dir / "slow"
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-verify")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with RunReader(run_dir) as reader:
+        (series,) = reader.series()
+        (v,) = reader.trials(series.series_id)
+        assert (v.end.outcome, v.end.reason) == ("failure", "time_budget")
+        assert 2.0 <= v.end.active_time < 10.0
+        assert 0 < v.end.control_steps == len(reader.operations(v.trial_id)) < 6000
