@@ -153,17 +153,23 @@ def _cached_renderer(manifest: Any, backend: str) -> Any:
     return _RENDERERS[key]
 
 
-def _worker_init() -> None:
+def _worker_init(nice: int, render_threads: int) -> None:
     global _IN_WORKER
     _IN_WORKER = True
     os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering; set before mujoco loads
+    # On a CPU-only host Mesa's llvmpipe renders with a thread per core and would take the cores
+    # the control loop runs on; one thread at the lowest priority leaves the loop its CPU.
+    os.environ.setdefault("LP_NUM_THREADS", str(render_threads))
+    if nice:
+        os.nice(nice)
 
 
 class VideoWorker:
     """A separate process that renders trial videos one at a time, so no control loop waits for it."""
 
-    def __init__(self, max_workers: int = 1):
+    def __init__(self, max_workers: int = 1, *, nice: int = 19, render_threads: int = 1):
         self._max_workers = max_workers
+        self._init_args = (nice, render_threads)
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
 
     def submit(self, run_dir: str | Path, trial_id: str, manifest: Any, states: Any = None, *, run_id: str,
@@ -172,7 +178,8 @@ class VideoWorker:
         if self._pool is None:
             # spawn: a fresh interpreter, so no GL context or trio state is inherited from the caller
             self._pool = concurrent.futures.ProcessPoolExecutor(
-                self._max_workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
+                self._max_workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
+                initargs=self._init_args)
         if not isinstance(manifest, dict):
             manifest = manifest.to_builtins()
         return self._pool.submit(render_trial_video, str(run_dir), trial_id, manifest, states, run_id=run_id, **kwargs)
@@ -188,3 +195,52 @@ class VideoWorker:
 
     def __exit__(self, *exc: object) -> None:
         self.close(wait=exc[0] is None)
+
+
+class SeriesVideos:
+    """The coordinator's use of a VideoWorker: queue a finished series' trials, record their artifacts later.
+
+    ``submit_series`` is called after a series' trials have ended (their control traces are
+    committed); rendering then overlaps whatever runs next. ``record`` waits for the worker
+    off the trio loop and sends the ArtifactRecords to the recorder with a durable receipt.
+    A trial whose video cannot be made is logged and recorded as an event, never fatal.
+    """
+
+    def __init__(self, run_dir: str | Path, run_id: str, worker: VideoWorker | None = None):
+        self.run_dir = Path(run_dir)
+        self.run_id = run_id
+        self.worker = worker or VideoWorker()
+        self._pending: list[tuple[str, concurrent.futures.Future]] = []
+
+    def submit_series(self, series_id: str, manifest: Any) -> int:
+        """Queue every ended trial of the series that has control traces and no video yet; returns how many."""
+        with RunReader(self.run_dir) as reader:
+            done = {a.trial_id for a in reader.artifacts(run_id=self.run_id) if a.artifact == "video"}
+            queued = {t for t, _ in self._pending}
+            trial_ids = [v.trial_id for v in reader.trials(series_id)
+                         if v.end is not None and v.trial_id not in done | queued and reader.control_traces(v.trial_id)]
+        for trial_id in trial_ids:
+            self._pending.append((trial_id, self.worker.submit(self.run_dir, trial_id, manifest, run_id=self.run_id)))
+        return len(trial_ids)
+
+    async def record(self, recording: Any) -> int:
+        """Wait for queued videos and record them durably via ``recording`` (series.Recording); returns videos stored."""
+        from roboswe.actors import run_off_loop
+        from roboswe.protocol.recorder import EventRecord
+
+        stored = 0
+        pending, self._pending = self._pending, []
+        for trial_id, future in pending:
+            try:
+                records = await run_off_loop(future.result)
+            except Exception as e:  # noqa: BLE001 - a missing video is evidence lost, not a failed run
+                log.error("trial_video_failed", trial=trial_id, error=f"{type(e).__name__}: {e}")
+                await recording.put(EventRecord(run_id=self.run_id, event="video_failed", at=time.time(),
+                                                trial_id=trial_id, data={"error": f"{type(e).__name__}: {e}"}))
+                continue
+            await recording.durable(*records)
+            stored += sum(r.artifact == "video" for r in records)
+        return stored
+
+    def close(self) -> None:
+        self.worker.close(wait=False)

@@ -121,7 +121,7 @@ def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_i
         raise ExportError(f"--out {site}: choose a directory other than the run directory")
     t0 = time.perf_counter()
     site.mkdir(parents=True, exist_ok=True)
-    for sub in ("data", "videos"):  # replace what an earlier export wrote; nothing else is touched
+    for sub in ("data", "videos", "images"):  # replace what an earlier export wrote; nothing else is touched
         shutil.rmtree(site / sub, ignore_errors=True)
     _copy_assets(site)
     blobs = BlobStore(run_dir / "blobs") if (run_dir / "blobs").is_dir() else None
@@ -172,6 +172,36 @@ def _export_videos(run_dir: Path, site: Path, key: str, artifacts: list[Any]) ->
                      height=index.height)
         out.append(entry)
     return out
+
+
+_IMAGE_EXT = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
+MAX_EVENTS = 500
+
+
+def _export_events(reader: RunReader, site: Path, trial_id: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """Observed camera images as files (digest -> path) and the trial's other events (clipped, at most MAX_EVENTS)."""
+    import base64
+
+    images: dict[str, str] = {}
+    events: list[dict[str, Any]] = []
+    for _, e in reader.events(trial_id=trial_id):
+        if e.event == "image":
+            digest, ext = str(e.data.get("digest", "")), _IMAGE_EXT.get(str(e.data.get("media_type")), "bin")
+            if not re.fullmatch(r"[0-9a-f]{64}", digest) or digest in images:
+                continue
+            try:
+                data = base64.b64decode(e.data.get("data", ""), validate=True)
+            except ValueError:
+                continue
+            if hashlib.sha256(data).hexdigest() != digest:
+                continue  # shown only when the bytes are the ones the participant was sent
+            rel = f"images/{digest}.{ext}"
+            (site / rel).parent.mkdir(parents=True, exist_ok=True)
+            (site / rel).write_bytes(data)
+            images[digest] = rel
+        elif e.event != "turn" and len(events) < MAX_EVENTS:  # turns: the messages table already has them
+            events.append({"event": e.event, "at": e.at, "data": _clip(e.data, 2000)})
+    return images, events
 
 
 def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str, Any], attempt: dict[str, Any],
@@ -239,6 +269,6 @@ def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str
         "operations": sum(c["count"] for c in chunks), "chunk": chunk, "chunks": chunks,
         "videos": _export_videos(run_dir, site, key, artifacts), "checkpoints": checkpoints,
         "slides": [msgspec.to_builtins(s) for s in reader.slides(trial_id)],
-        "events": [msgspec.to_builtins(e) for _, e in reader.events(trial_id=trial_id)][:500],
     }
+    meta["images"], meta["events"] = _export_events(reader, site, trial_id)
     _write_data(site, f"data/t/{key}/trial.js", f"t/{key}", meta)

@@ -8,6 +8,7 @@ videos are rendered from the recorded states by roboswe.video (real mp4 + sideca
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 
-from roboswe.protocol.participant import ReasoningPart, TextPart, ToolCallPart, Turn
+from roboswe.protocol.participant import TextPart, ToolCallPart, Turn, image_part
 from roboswe.protocol.recorder import (
     BlobRecord,
     CheckpointRecord,
@@ -29,6 +30,7 @@ from roboswe.protocol.recorder import (
     VerificationRecord,
 )
 from roboswe.records import RunStore, control_trace
+from roboswe.series import encode_png
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_ID = "fixture-run"
@@ -163,8 +165,14 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
                      {"text": f"wrote lift.py ({len(script)} bytes)"}, (0, 0), hosted=(t == 2))
                 b.checkpoint(trial_id, workspace, "after_write", seq)
                 seq += 1
-            b.op(trial_id, seq, "observe", {"cameras": ["agentview"], "depth": True},
-                 {"text": "1 image (agentview 256x256, depth)"}, (0, 0))
+            (frame,) = sim.observe(["agentview"], depth=False)
+            png = encode_png(frame.rgb)
+            part = image_part(png, "agentview")
+            store.put(EventRecord(run_id=RUN_ID, event="image", at=b.tick(), trial_id=trial_id,
+                                  data={"digest": part.digest, "camera": "agentview", "media_type": part.media_type,
+                                        "data": base64.b64encode(png).decode()}))
+            b.op(trial_id, seq, "observe", {"cameras": ["agentview"], "depth": False},
+                 {"cameras": ["agentview"], "images": [part.digest], "text": "1 image (agentview 256x256)"}, (0, 0))
             seq += 1
             action = [0.0, 0.0, -0.4, 0, 0, 0, -1] if t == 1 else [0.1, 0.0, -0.5, 0, 0, 0, 1]
             out = sim.step([action] * EXEC_STEPS)

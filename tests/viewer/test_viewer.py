@@ -98,6 +98,10 @@ def test_trial_page_loads_videos_and_clicking_an_operation_seeks_them(browser, s
     assert "-    robot.step([0.0, 0.0, -0.4, 0, 0, 0, -1])" in diff  # trial 1's script, retained in the workspace
     assert "+    robot.step([0.1, 0.0, -0.5, 0, 0, 0, 1])" in diff
 
+    click_op(browser, 1)  # observe: the image the participant was sent
+    wait_for(browser, "document.querySelector('#detail .shot img') && document.querySelector('#detail .shot img').complete")
+    assert browser.execute_script("return document.querySelector('#detail .shot img').naturalWidth") == 256
+
     click_op(browser, 2)  # exec: its checkpoint's workspace; open the written script
     wait_for(browser, "document.querySelector('#checkpoint').selectedOptions[0].textContent.includes('after #2')")
     browser.execute_script("[...document.querySelectorAll('#files a')].find(a => a.textContent === 'lift.py').click()")

@@ -177,6 +177,9 @@
       if (f[k] != null && f[k] !== "") fb += `<div class="small muted">${k}</div>` + pre(f[k], k === "stderr" || k === "error" ? "err" : "");
       delete f[k];
     });
+    const shots = (f.images || []).map((d, i) => trial.images && trial.images[d]
+      ? `<figure class="shot"><img loading="lazy" src="${esc(trial.images[d])}" alt="observed image ${i}"><figcaption>${esc((f.cameras || [])[i] || "")}</figcaption></figure>` : "").join("");
+    if (shots) { fb += `<div class="shots">${shots}</div>`; delete f.images; }
     if (Object.keys(f).length) fb += pre(JSON.stringify(f, null, 1));
     h += block("feedback", fb || '<p class="muted">none</p>');
     return h;
