@@ -80,7 +80,7 @@ def run_admit(args: argparse.Namespace) -> int:
     from roboswe.logs import configure_logging
     from roboswe.sim.manifest import ManifestError
 
-    configure_logging(run_dir=None, actor="admission", console=False)
+    configure_logging(run_dir=None, actor="admission", level="warning", console=False)
     if args.config is not None:
         try:
             load_config(args.config)

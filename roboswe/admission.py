@@ -248,15 +248,14 @@ def admit_dataset(dataset_ref: str | Path, *, run_config: Path | None = None, ho
     for task_id, why in dataset.excluded.items():
         tasks.append(AdmittedTask(id=task_id, status="excluded", manifest={}, manifest_digest="", privileged=False,
                                   reason=f"excluded by the dataset: {why}"))
-    versions = {}
-    try:
-        import mujoco
-        import numpy
-        import robosuite  # noqa: F401  (version only)
+    from importlib.metadata import PackageNotFoundError, version
 
-        versions = {"robosuite": robosuite.__version__, "mujoco": mujoco.__version__, "numpy": numpy.__version__}
-    except Exception:  # noqa: BLE001  (a host without the simulator still gets a file of exclusions)
-        pass
+    versions = {}
+    for package in ("robosuite", "mujoco", "numpy"):  # metadata only: importing robosuite is slow and noisy
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = "absent"
     return Admitted(
         format=FORMAT,
         dataset=msgspec.to_builtins(dataset),
