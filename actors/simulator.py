@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 
 import structlog
 import trio
-
 from roboswe.actors import Accounts, Actor, CurveServerKeys, Server, actor_main
 from roboswe.protocol import Decoded
 from roboswe.protocol.control import Error

@@ -130,7 +130,7 @@ class RobotState(Message, frozen=True, kw_only=True):
 
 
 class Observe(Message, frozen=True, kw_only=True):
-    cameras: list[str] = []  # empty: every allowed camera
+    cameras: list[str] = msgspec.field(default_factory=list)  # empty: every allowed camera
     depth: bool = True  # only for cameras whose manifest exposes depth
 
 

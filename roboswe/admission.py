@@ -22,7 +22,12 @@ from typing import Any, Literal
 import msgspec
 import structlog
 
-from roboswe.sim.manifest import Dataset, TaskManifest, load_dataset, manifest_from_builtins
+from roboswe.sim.manifest import (
+    Dataset,
+    TaskManifest,
+    load_dataset,
+    manifest_from_builtins,
+)
 
 log = structlog.get_logger()
 
@@ -174,7 +179,7 @@ def _probe_main() -> None:
     try:
         manifest = manifest_from_builtins(request["manifest"])
         result = {"ok": True, **_probe(manifest, int(request["hold_steps"]), bool(request["full"]))}
-    except Exception as e:  # every failure becomes a recorded exclusion reason
+    except Exception as e:  # noqa: BLE001  (every failure becomes a recorded exclusion reason)
         result = {"ok": False, "reason": f"{type(e).__name__}: {e}"}
     sys.stdout.write("\nADMISSION " + json.dumps(result) + "\n")
 

@@ -28,7 +28,7 @@ def generate(directory: str | Path, *, force: bool = False) -> dict[str, Path]:
         raise KeyDirError(f"{existing[0]} already exists; use another directory or --force to replace the keys")
     paths = {}
     for name in ("server", "client"):
-        public, secret = zmq.auth.create_certificates(str(d), name)
+        _public, secret = zmq.auth.create_certificates(str(d), name)
         os.chmod(secret, 0o600)
         paths[name] = Path(secret)
     return paths

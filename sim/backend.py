@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
-
 from roboswe.protocol.sim import ActionSpec, Fingerprint, TaskSpec
 
 if TYPE_CHECKING:

@@ -15,8 +15,14 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import structlog
-
-from roboswe.protocol.sim import ActionComponent, ActionSpec, CameraInfo, Fingerprint, Limits, TaskSpec
+from roboswe.protocol.sim import (
+    ActionComponent,
+    ActionSpec,
+    CameraInfo,
+    Fingerprint,
+    Limits,
+    TaskSpec,
+)
 
 from .backend import (
     BackendStatistics,

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import structlog
-
 from roboswe.protocol.sim import (
     ActionError,
     CameraImage,

@@ -7,7 +7,12 @@ import shutil
 
 import pytest
 
-from roboswe.admission import AdmissionError, admit_dataset, read_admitted, write_admitted
+from roboswe.admission import (
+    AdmissionError,
+    admit_dataset,
+    read_admitted,
+    write_admitted,
+)
 from roboswe.cli import main as cli_main
 
 from .conftest import ROOT

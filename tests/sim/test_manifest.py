@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from roboswe.sim.manifest import ManifestError, load_dataset, load_manifest
 
 from .conftest import ROOT
@@ -18,7 +17,7 @@ def write(tmp_path, text, name="task.toml"):
 
 
 def test_pilot_dataset_lists_six_tasks_with_trial_and_script_budgets():
-    dataset, manifests = load_dataset("robosuite-pilot")
+    _dataset, manifests = load_dataset("robosuite-pilot")
     assert [m.id for m in manifests] == ["lift-panda", "stack-panda", "pickplacecan-panda", "nutassemblyround-panda",
                                          "door-panda", "lift-gr1armsonly"]
     for m in manifests:

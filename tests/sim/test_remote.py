@@ -8,12 +8,11 @@ import sys
 
 import pytest
 import trio
+from roboswe.actors import Client, CurveClientKeys, PeerDead, RemoteError, new_key_pair
+from roboswe.protocol.sim import GetSpec, control_codec, robot_codec
 
-from roboswe.actors import Client, PeerDead, RemoteError, new_key_pair
-from roboswe.actors import CurveClientKeys
 from roboswe.cli import main as cli_main
 from roboswe.keys import client_keys
-from roboswe.protocol.sim import GetSpec, control_codec, robot_codec
 
 from .conftest import sim_env
 
@@ -88,7 +87,7 @@ async def test_shutdown_message_stops_the_served_simulator():
     from roboswe.protocol.control import Shutdown
 
     port = free_port_pair()
-    proc, line = start_serve("--bind", f"tcp://127.0.0.1:{port}")
+    proc, _ = start_serve("--bind", f"tcp://127.0.0.1:{port}")
     try:
         async with Client("coordinator", f"tcp://127.0.0.1:{port}", control_codec) as client:
             with trio.fail_after(10):

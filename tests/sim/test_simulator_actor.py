@@ -9,7 +9,6 @@ import time
 import numpy as np
 import pytest
 import trio
-
 from roboswe.actors import Client, RemoteError
 from roboswe.actors.simulator import robot_endpoint
 from roboswe.protocol.control import Shutdown, Statistics, StatisticsRequest
