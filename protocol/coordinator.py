@@ -14,7 +14,7 @@ from ._base import Message
 from ._codec import Codec
 from .control import Control
 
-JobState = Literal["starting", "running", "done", "failed"]
+JobState = Literal["starting", "running", "videos", "done", "failed"]  # "videos": rendering trial videos after the series
 
 
 class GetProgress(Message, frozen=True, kw_only=True):

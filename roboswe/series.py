@@ -242,7 +242,7 @@ class TrialRunner:
     """Runs one trial attempt to its end and records it; ``run`` never raises for trial failures."""
 
     def __init__(self, links: Links, plan: SeriesPlan, recording: Recording, progress: Progress, *,
-                 index: int, attempt: int, workspace: Path, recovers: str | None, turn_ids: Callable[[], int]):
+                 index: int, attempt: int, workspace: Path, recovers: str | None, conversation: Conversation):
         self.links = links
         self.plan = plan
         self.rec = recording
@@ -253,7 +253,8 @@ class TrialRunner:
         self.workspace_dir = workspace
         self.workspace = Workspace(workspace)
         self.recovers = recovers
-        self._next_turn = turn_ids
+        self.conversation = conversation
+        self._next_turn = conversation.next_turn_number
         self.seq = 0
         self.decisions = 0
         self.trace_seq = 0
@@ -299,6 +300,7 @@ class TrialRunner:
             await self.rec.durable(self._start_record(""))
             return await self._end("incomplete", e.reason)
         await self.rec.durable(self._start_record(loaded.fingerprint.digest))
+        self.conversation.trial_ids.append(self.trial_id)
         if loaded.fingerprint.digest != self.plan.reference_fingerprint:
             reason = (f"fingerprint_mismatch: the fresh scene's fingerprint {loaded.fingerprint.digest[:16]} differs from "
                       f"the admitted reference {self.plan.reference_fingerprint[:16]}")
@@ -407,10 +409,7 @@ class TrialRunner:
             await self.rec.event("image", self.trial_id, digest=part.digest, camera=part.camera,
                                  media_type=part.media_type, data=base64.b64encode(data).decode())
         await self.rec.event("turn", self.trial_id, **turn_event_data(turn))
-        if self.links.context is not None:
-            with trio.fail_after(SIM_DEADLINE):
-                await self.links.context.request(AppendTurns(turns=[turn], image_digests=digests),
-                                                 [data for _, data in images])
+        await self.conversation.append(turn, digests, [data for _, data in images])
         self.timing["context"] += time.monotonic() - t0
 
     async def _append_user(self, text: str) -> None:
@@ -792,6 +791,76 @@ def recorded_conversation(reader: RunReader, trial_ids: list[str]) -> tuple[list
 # --- a whole series -------------------------------------------------------------------------------
 
 
+class Conversation:
+    """What the context manager must hold for this series; rebuilt from the records when it does not.
+
+    The context manager keeps the conversation in memory. If the supervisor restarts it, its
+    archive no longer has the turns it acknowledged: the trial under way ends ``incomplete``
+    and the next trial starts from the conversation rebuilt from the recorded turns.
+    """
+
+    def __init__(self, links: Links, plan: SeriesPlan, recording: Recording,
+                 reader_factory: Callable[[], RunReader]):
+        self.links = links
+        self.plan = plan
+        self.recording = recording
+        self.reader_factory = reader_factory
+        self.trial_ids: list[str] = []  # trials whose turns belong to the conversation
+        self.expected = 0
+        self.turn_number = 0
+        self.lost = False
+
+    def next_turn_number(self) -> int:
+        self.turn_number += 1
+        return self.turn_number
+
+    async def reset(self, turns: list[Turn], images: dict[str, bytes]) -> None:
+        context = self.links.context
+        if context is None:
+            return
+        with trio.fail_after(SIM_DEADLINE):
+            await context.request(ResetContext(series=self.plan.series_id))
+            if turns:
+                digests = list(images)
+                await context.request(AppendTurns(turns=turns, image_digests=digests), [images[d] for d in digests])
+        self.expected, self.lost = len(turns), False
+        self.turn_number = max(self.turn_number, len(turns))
+
+    async def append(self, turn: Turn, digests: list[str], blobs: list[bytes]) -> None:
+        context = self.links.context
+        if context is None:
+            return
+        with trio.fail_after(SIM_DEADLINE):
+            state = (await context.request(AppendTurns(turns=[turn], image_digests=digests), blobs)).message
+        self.expected += 1
+        if getattr(state, "archived", self.expected) != self.expected:
+            self.lost = True
+            await self.recording.event("context_lost", None, series=self.plan.series_id, expected=self.expected,
+                                       archived=state.archived)
+            raise TrialIncomplete(f"infrastructure: the context manager holds {state.archived} turns, expected "
+                                  f"{self.expected} (it was restarted); the conversation is rebuilt for the next trial")
+
+    async def in_sync(self) -> bool:
+        """Whether the context manager still holds every turn it acknowledged (False after a restart)."""
+        if self.links.context is None:
+            return True
+        try:
+            with trio.fail_after(SIM_DEADLINE):
+                state = (await self.links.context.request(AppendTurns(turns=[]))).message
+        except INFRA_ERRORS:
+            return False
+        return getattr(state, "archived", -1) == self.expected
+
+    async def rebuild(self) -> None:
+        """Reset the context manager to the recorded turns of ``trial_ids``."""
+        with trio.fail_after(RECORD_DEADLINE):
+            await self.links.recorder.request(rec.Flush())  # turns are sent fire-and-forget
+        with self.reader_factory() as reader:
+            turns, images = recorded_conversation(reader, self.trial_ids)
+        await self.reset(turns, images)
+        await self.recording.event("context_rebuilt", None, series=self.plan.series_id, turns=len(turns))
+
+
 async def run_series(links: Links, plan: SeriesPlan, recording: Recording, progress: Progress,
                      reader_factory: Callable[[], RunReader]) -> list[rec.TrialEnded]:
     """Run (or continue) one series to its last trial; returns the ends recorded by this call."""
@@ -834,26 +903,25 @@ async def run_series(links: Links, plan: SeriesPlan, recording: Recording, progr
             await recording.durable(rec.TrialEnded(trial_id=old.trial_id, outcome="incomplete", reason="interrupted",
                                                    control_steps=interrupted_steps, ended_at=time.time()))
         progress.say(f"trial {old.start.index} attempt {old.start.attempt} was interrupted: recorded incomplete, re-running")
-    await _reset_context(links, plan, turns, images)
-
-    counter = [len(turns)]
-
-    def next_turn() -> int:
-        counter[0] += 1
-        return counter[0]
+    conversation = Conversation(links, plan, recording, reader_factory)
+    conversation.trial_ids = [v.trial_id for v in history.kept] if plan.retain == "retain" else []
+    await conversation.reset(turns, images)
 
     ends = []
     previous = history.previous
     recovers = history.interrupted.trial_id if history.interrupted is not None else None
     attempt = history.next_attempt
     for index in range(history.next_index, plan.trials + 1):
+        await wait_alive(links)
         if plan.retain == "none":  # the fresh-context control: nothing carries over
             workspace = fresh_dir(plan.workspace_dir())
-            await _reset_context(links, plan, [], {})
-        await wait_alive(links)
+            conversation.trial_ids = []
+            await conversation.reset([], {})
+        elif conversation.lost or not await conversation.in_sync():
+            await conversation.rebuild()
         progress.say(f"{plan.series_id}: trial {index}/{plan.trials} starts")
         runner = TrialRunner(links, plan, recording, progress, index=index, attempt=attempt, workspace=workspace,
-                             recovers=recovers, turn_ids=next_turn)
+                             recovers=recovers, conversation=conversation)
         ended = await runner.run(previous if plan.retain == "retain" else None)
         ends.append(ended)
         progress.say(f"{plan.series_id}: trial {index}/{plan.trials} {ended.outcome} ({ended.reason}), "
@@ -878,13 +946,3 @@ async def wait_alive(links: Links, seconds: float = 120.0) -> float:
     if waited > 0.5:
         log.info("peers_back", waited=round(waited, 2))
     return waited
-
-
-async def _reset_context(links: Links, plan: SeriesPlan, turns: list[Turn], images: dict[str, bytes]) -> None:
-    if links.context is None:
-        return
-    with trio.fail_after(SIM_DEADLINE):
-        await links.context.request(ResetContext(series=plan.series_id))
-        if turns:
-            digests = [d for d in images]
-            await links.context.request(AppendTurns(turns=turns, image_digests=digests), [images[d] for d in digests])
