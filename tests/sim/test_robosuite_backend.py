@@ -264,9 +264,10 @@ def test_recorded_frames_encode_to_mp4(lift_panda, lift_manifest, tmp_path):
     assert path.stat().st_size > 1000
 
 
-def test_diverging_physics_is_a_recorded_failure_not_a_silent_reset(lift_panda):
+def test_diverging_physics_is_a_recorded_failure_not_a_silent_reset(lift_panda, tmp_path, monkeypatch):
     from roboswe.sim.backend import NotLoaded, PhysicsFailure
 
+    monkeypatch.chdir(tmp_path)  # MuJoCo appends its warning to MUJOCO_LOG.TXT in the working directory
     lift_panda.reset(0)
     lift_panda.data.qvel[:] = 1e30  # blow the state up (a test may touch physics directly)
     with pytest.raises(PhysicsFailure, match="unstable at control step 1"):
