@@ -111,16 +111,19 @@ class RobotDoor:
         return session
 
     async def spec(self) -> simp.TaskSpec:
+        """The task spec (action bounds do not change within a trial, so it is fetched once)."""
         if self._spec is None:
             self._spec = await self._ask(simp.GetSpec(), simp.TaskSpec)
         return self._spec
 
     async def _ask(self, message: Message, expected: type) -> Any:
+        return (await self._ask_blobs(message, expected))[0]
+
+    async def _ask_blobs(self, message: Message, expected: type) -> tuple[Any, tuple]:
         decoded = await self.sim(message)
         if not isinstance(decoded.message, expected):
             raise BridgeFault(f"simulator answered {type(decoded.message).__name__} to {type(message).__name__}")
-        self._last_blobs = decoded.blobs
-        return decoded.message
+        return decoded.message, decoded.blobs
 
     async def handle(self, decoded: Decoded) -> Reply:
         """The reply to one allowed call; a wrong token or no running script is a refusal."""
@@ -155,8 +158,7 @@ class RobotDoor:
         return SpecReply(spec=data)
 
     async def _observe(self, cameras: list[str] | None, depth: bool) -> Reply:
-        obs = await self._ask(simp.Observe(cameras=list(cameras or []), depth=depth), simp.Observation)
-        sim_blobs = self._last_blobs
+        obs, sim_blobs = await self._ask_blobs(simp.Observe(cameras=list(cameras or []), depth=depth), simp.Observation)
         blobs = _Blobs()
         out: dict[str, dict[str, Array]] = {}
         for img in obs.images:
