@@ -177,10 +177,19 @@ KEEP_IMAGES = 3  # older rootfs dirs may still be bound by a running trial; keep
 
 def _prune(cache_dir: Path, keep: str) -> None:
     rootfs = sorted(cache_dir.glob("rootfs-*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    client = None
     for old in rootfs[KEEP_IMAGES:]:
-        if old.name != f"rootfs-{keep}":
-            shutil.rmtree(old, ignore_errors=True)
-            (cache_dir / f"{IMAGE_REPOSITORY}-{old.name.removeprefix('rootfs-')}.tar").unlink(missing_ok=True)
+        short = old.name.removeprefix("rootfs-")
+        if short == keep:
+            continue
+        shutil.rmtree(old, ignore_errors=True)
+        (cache_dir / f"{IMAGE_REPOSITORY}-{short}.tar").unlink(missing_ok=True)
+        client = client or docker_client()
+        if client is not None:
+            try:
+                client.images.remove(f"{IMAGE_REPOSITORY}:{short}")
+            except Exception as e:  # noqa: BLE001 - absent, or a container still uses it
+                log.info("image_prune_skipped", tag=f"{IMAGE_REPOSITORY}:{short}", reason=str(e)[:200])
 
 
 def _previous(cache_dir: Path) -> SandboxImage | None:
