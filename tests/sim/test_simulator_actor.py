@@ -106,5 +106,9 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
             assert isinstance(stats, Statistics)
             assert stats.extra["control_steps"] == 8 and stats.extra["render_seconds"] > 0
             assert stats.extra["physics_seconds"] > 0
+            # The next trial's Load builds a fresh scene that lands on the same fingerprint.
+            again = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=0))).message
+            assert again.fingerprint == loaded.fingerprint and again.spec.trial_limits.steps == 6000
+            assert (await coord.request(SuccessQuery())).message.control_step == 0
             await coord.request(Shutdown(reason="test over"))
     assert proc.wait(30) == 0, proc_events(proc)
