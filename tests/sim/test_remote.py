@@ -43,13 +43,14 @@ def curve_server(tmp_path):
     port = free_port_pair()
     proc, line = start_serve("--bind", f"tcp://127.0.0.1:{port}", "--keys", str(tmp_path / "keys"))
     assert line.startswith("simulator control="), line + proc.stderr.read() if proc.poll() is not None else line
-    yield port, tmp_path / "keys"
-    proc.terminate()
+    yield port, tmp_path / "keys", proc
+    if proc.poll() is None:
+        proc.terminate()
     proc.wait(10)
 
 
 async def test_right_key_is_served_on_both_endpoints(curve_server):
-    port, keys = curve_server
+    port, keys, _ = curve_server
     right = client_keys(keys)
     for endpoint, codec in ((f"tcp://127.0.0.1:{port}", control_codec), (f"tcp://127.0.0.1:{port + 1}", robot_codec)):
         async with Client("coordinator", endpoint, codec, curve=right) as client:
@@ -59,7 +60,7 @@ async def test_right_key_is_served_on_both_endpoints(curve_server):
 
 
 async def test_wrong_key_and_no_key_are_refused(curve_server):
-    port, keys = curve_server
+    port, keys, proc = curve_server
     server_public = (keys / "server.key").read_text().split('public-key = "')[1].split('"')[0].encode()
     stranger_pub, stranger_sec = new_key_pair()
     stranger = CurveClientKeys(public_key=stranger_pub, secret_key=stranger_sec, server_key=server_public)
@@ -69,6 +70,10 @@ async def test_wrong_key_and_no_key_are_refused(curve_server):
     with trio.fail_after(10), pytest.raises(PeerDead):
         async with Client("plain", f"tcp://127.0.0.1:{port}", control_codec, heartbeat_interval=0.2):
             pass
+    proc.terminate()
+    out, err = proc.communicate(timeout=10)
+    assert "curve_client_refused" in out + err  # the refusal is logged with the stranger's key
+    assert stranger_pub.decode() in out + err
 
 
 def test_plain_tcp_is_refused_off_loopback_and_warned_on_it():
