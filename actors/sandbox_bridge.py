@@ -312,25 +312,33 @@ def _sim_robot_endpoint(actor: Actor) -> str:
 
 
 async def main(actor: Actor) -> None:
-    trials: dict[str, tuple[TrialSandbox, trio.Event]] = {}
+    # trial id -> (its sandbox, set to close it, set once it is fully closed)
+    trials: dict[str, tuple[TrialSandbox, trio.Event, trio.Event]] = {}
 
     async with trio.open_nursery() as nursery:
 
         async def hold_trial(msg: OpenTrial, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-            closed = trio.Event()
+            close, closed = trio.Event(), trio.Event()
             endpoint = msg.sim_endpoint or _sim_robot_endpoint(actor)
             transport = actor.config.transport
-            async with open_trial(
-                msg.trial, Path(msg.workspace), endpoint, backend=msg.backend, limits=msg.limits,
-                heartbeat_interval=transport.heartbeat_interval, liveness=max(transport.heartbeat_liveness, 5),
-                curve=_sim_curve(msg.sim_keys),
-            ) as t:  # fmt: skip
-                trials[msg.trial] = (t, closed)
-                task_status.started(t)
-                try:
-                    await closed.wait()
-                finally:
-                    trials.pop(msg.trial, None)
+            started = False
+            try:
+                async with open_trial(
+                    msg.trial, Path(msg.workspace), endpoint, backend=msg.backend, limits=msg.limits,
+                    heartbeat_interval=transport.heartbeat_interval, liveness=max(transport.heartbeat_liveness, 5),
+                    curve=_sim_curve(msg.sim_keys),
+                ) as t:  # fmt: skip
+                    trials[msg.trial] = (t, close, closed)
+                    started = True
+                    task_status.started(t)
+                    await close.wait()
+            except Exception:
+                if not started:
+                    raise  # nursery.start hands it to the OpenTrial handler
+                log.exception("trial_failed", trial=msg.trial)  # the actor keeps serving other trials
+            finally:
+                trials.pop(msg.trial, None)
+                closed.set()
 
         async def handle(decoded: Decoded) -> Message:
             match decoded.message:
@@ -360,10 +368,10 @@ async def main(actor: Actor) -> None:
                     entry = trials.get(trial)
                     if entry is None:
                         return Error(code="bad_request", detail=f"trial {trial!r} is not open")
-                    entry[1].set()
-                    with trio.move_on_after(30):
-                        while trial in trials:
-                            await trio.sleep(0.01)
+                    _t, close, closed = entry
+                    close.set()
+                    with trio.move_on_after(60):
+                        await closed.wait()  # the container is removed before the coordinator hears Ok
                     return Ok()
             return Error(code="unsupported", detail=f"sandbox_bridge does not handle {type(decoded.message).__name__}")
 
