@@ -81,6 +81,12 @@ async def run_job(actor: Actor, progress: Any) -> None:
         links = Links(sim=sim, bridge=bridge, recorder=recorder, provider=provider, context=context,
                       sim_robot_endpoint=robot_endpoint(sim_endpoint), sim_keys=job.sim_keys)
         recording = Recording(recorder, job.run_id)
+        videos = None
+        if job.kind == "run":  # trial videos are rendered from the recorded states in a worker process
+            from roboswe.video import SeriesVideos
+
+            videos = SeriesVideos(actor.run_dir, job.run_id)
+            stack.callback(videos.close)
 
         def reader() -> RunReader:
             return RunReader(actor.run_dir)
@@ -108,12 +114,17 @@ async def run_job(actor: Actor, progress: Any) -> None:
                               model=model, run_dir=str(actor.run_dir))
             if job.kind == "run":
                 await run_series(links, plan, recording, progress, reader)
+                await recording.durable()  # commit this series' control traces before the worker reads them
+                videos.submit_series(series_id, task.task_manifest())
             if job.kind == "verify" or job.verify:
                 with reader() as r:
                     await verify_series(links, r, recording, progress, actor.run_dir, series_id, task.manifest,
                                         plan.reference_fingerprint, only_unverified=job.kind == "run",
                                         trial_ids=job.trials or None)
             progress.series_done = n + 1
+        if videos is not None:
+            progress.state, progress.detail = "videos", "rendering trial videos"
+            await videos.record(recording)
         with trio.fail_after(60):
             await recorder.request(rec.Flush())
 

@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("roboswe.report", "summarize a run: trial tables per task, metrics with denominators, timing"),
     "export": ("roboswe.viewer", "write a run's static viewer site (works from file://)"),
     "view": ("roboswe.viewer", "serve a run's viewer site on localhost"),
+    "demo": ("roboswe._demo", "admit Lift, run a verified 5-trial demo series, export the viewer, print the report"),
     "tasks": ("roboswe._sim_commands", "list a dataset's tasks: robot, action size, cameras, admission status"),
     "admit": ("roboswe._sim_commands", "check every task of a dataset in fresh simulators and write admitted.json"),
     "keys": ("roboswe._sim_commands", "generate CURVE key pairs for a remote simulator"),

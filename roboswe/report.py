@@ -17,6 +17,7 @@ import msgspec
 
 # The order timing components are shown in; others follow alphabetically.
 TIMING_ORDER = ("provider", "execution", "transport", "physics", "rendering", "waits", "recovery", "replay")
+TOTALS = ("active_time", "sim_time", "wall")  # shown as totals, not as components
 BADGES = {"verified": "verified", "mismatch": "MISMATCH", "error": "replay error", None: "unverified"}
 
 
@@ -70,7 +71,7 @@ def run_summary(reader: Any, run_id: str | None = None, *, resamples: int = 2000
 
 def timing_rows(timing: dict[str, float]) -> list[tuple[str, float]]:
     """Timing components in display order (active/sim totals excluded)."""
-    parts = {k: v for k, v in timing.items() if k not in ("active_time", "sim_time")}
+    parts = {k: v for k, v in timing.items() if k not in TOTALS}
     known = [(k, parts.pop(k)) for k in TIMING_ORDER if k in parts]
     return known + sorted(parts.items())
 
@@ -139,13 +140,18 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
             table.add_row(k, v)
         console.print(table)
     timing = summary["timing"]
-    table = Table(title="where time went (all trials)", title_justify="left")
+    table = Table(title="where time went (all trials)", title_justify="left",
+                  caption="components overlap: physics and rendering a script asks for are inside its execution",
+                  caption_justify="left")
     table.add_column("component")
     table.add_column("seconds", justify="right")
-    table.add_column("share of active", justify="right")
     active = timing.get("active_time") or 0.0
+    base, base_name = (timing["wall"], "trial wall") if timing.get("wall") else (active, "active")
+    table.add_column(f"share of {base_name}", justify="right")
     for k, v in timing_rows(timing):
-        table.add_row(k, f"{v:.2f}", f"{100 * v / active:.1f}%" if active and k != "replay" else "")
+        table.add_row(k, f"{v:.2f}", f"{100 * v / base:.1f}%" if base and k != "replay" else "")
+    if "wall" in timing:
+        table.add_row("trial wall time", f"{timing['wall']:.2f}", "")
     table.add_row("[bold]active time[/bold]", f"{active:.2f}", "")
     table.add_row("simulated time", f"{timing.get('sim_time', 0.0):.2f}", "")
     console.print(table)

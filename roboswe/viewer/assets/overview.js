@@ -103,17 +103,19 @@
   const ORDER = ["provider", "execution", "transport", "physics", "rendering", "waits", "recovery", "replay"];
   function timing(run) {
     const t = run.timing || {};
-    const keys = Object.keys(t).filter((k) => k !== "active_time" && k !== "sim_time");
+    const keys = Object.keys(t).filter((k) => !["active_time", "sim_time", "wall"].includes(k));
     keys.sort((a, b) => (ORDER.indexOf(a) + 1 || 99) - (ORDER.indexOf(b) + 1 || 99) || a.localeCompare(b));
     const max = Math.max(1e-9, ...keys.map((k) => t[k]));
     const active = t.active_time || 0;
+    const [base, baseName] = t.wall ? [t.wall, "trial wall time"] : [active, "active"];
     let h = '<table class="timing">';
     keys.forEach((k) => {
-      const share = active && k !== "replay" ? ` (${((100 * t[k]) / active).toFixed(1)}% of active)` : "";
+      const share = base && k !== "replay" ? ` (${((100 * t[k]) / base).toFixed(1)}% of ${baseName})` : "";
       h += `<tr><th>${esc(k)}</th><td><div class="bar" style="width:${((240 * t[k]) / max).toFixed(0)}px"></div></td><td>${num(t[k])} s${share}</td></tr>`;
     });
+    if (t.wall != null) h += `<tr><th>trial wall time</th><td></td><td>${num(t.wall)} s</td></tr>`;
     h += `<tr><th>active time</th><td></td><td>${num(active)} s</td></tr><tr><th>simulated time</th><td></td><td>${num(t.sim_time)} s</td></tr></table>`;
-    return h;
+    return h + '<p class="small muted">Components overlap: physics and rendering a script asks for are inside its execution time.</p>';
   }
 
   RS.load("data/run.js", "run").then((run) => {

@@ -92,7 +92,7 @@
       case "read_file": return `${a.path || ""}`;
       case "exec": return `${a.path || ""}` + (f.exit_status != null ? ` → exit ${f.exit_status}` : "");
       case "wait": return `${a.steps} steps`;
-      case "observe": return (a.cameras || []).join(", ");
+      case "observe": return (a.cameras || f.cameras || []).join(", ") || "all cameras";
       case "search_history": return JSON.stringify(a.query || "");
       case "finish": return a.reason || "";
       default: return "";
@@ -170,11 +170,13 @@
       h += block(`code written: ${a.path || ""}`, op.diff ? diffHtml(op.diff) : '<p class="muted">unchanged</p>');
       delete a.content;
     }
-    if (Object.keys(a).length) h += block("arguments", pre(JSON.stringify(a, null, 1)));
+    const called = m && (m.parts || []).some((p) => p.kind === "tool_call");
+    if (Object.keys(a).length && !called) h += block("arguments", pre(JSON.stringify(a, null, 1)));
     const f = Object.assign({}, op.feedback || {});
     let fb = "";
     ["text", "stdout", "stderr", "error"].forEach((k) => {
-      if (f[k] != null && f[k] !== "") fb += `<div class="small muted">${k}</div>` + pre(f[k], k === "stderr" || k === "error" ? "err" : "");
+      const shown = k !== "text" && typeof f.text === "string" && typeof f[k] === "string" && f.text.includes(f[k]);
+      if (f[k] != null && f[k] !== "" && !shown) fb += `<div class="small muted">${k}</div>` + pre(f[k], k === "stderr" || k === "error" ? "err" : "");
       delete f[k];
     });
     const shots = (f.images || []).map((d, i) => trial.images && trial.images[d]

@@ -1,0 +1,98 @@
+"""`roboswe demo`: the whole pipeline in one command, offline.
+
+Admits the robosuite pilot's Lift task (two fresh simulators must agree on its fingerprint),
+runs a 5-trial series with the deterministic demo participant on the best available sandbox
+(docker when a daemon answers and the image is imported, else bubblewrap), verifies every
+trial by replay, renders the trial videos, exports the viewer and prints the report and the
+page to open. Everything lands in ./runs/<timestamp> unless --out says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+DEMO_TASK = "lift-panda"
+DEMO_DATASET = "robosuite-pilot"
+
+
+def add_arguments_demo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=None, metavar="RUN_DIR", help="run directory (default ./runs/<timestamp>)")
+    parser.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None,
+                        help="sandbox backend (default: docker when available, else bwrap)")
+
+
+def _say(message: str) -> None:
+    print(f"roboswe demo: {time.strftime('%H:%M:%S')} {message}", flush=True)
+
+
+def admit_lift(run_dir: Path) -> Path:
+    """Admit only the pilot's Lift task (a one-task dataset next to a copy of its manifest); returns admitted.json."""
+    from roboswe.admission import admit_dataset, write_admitted
+    from roboswe.sim.manifest import CONFIGS_DIR, load_dataset
+
+    pilot, _ = load_dataset(DEMO_DATASET)
+    if DEMO_TASK not in pilot.tasks:
+        raise RuntimeError(f"dataset {DEMO_DATASET!r} no longer lists {DEMO_TASK!r}; the demo needs it")
+    root = run_dir / "admission"
+    (root / "datasets").mkdir(parents=True, exist_ok=True)
+    (root / "tasks").mkdir(exist_ok=True)
+    shutil.copyfile(CONFIGS_DIR / "tasks" / f"{DEMO_TASK}.toml", root / "tasks" / f"{DEMO_TASK}.toml")
+    (root / "datasets" / "demo-lift.toml").write_text(
+        f'id = "demo-lift"\ndescription = "{DEMO_TASK} from {DEMO_DATASET}, for roboswe demo"\ntasks = ["{DEMO_TASK}"]\n')
+    admitted = admit_dataset(root / "datasets" / "demo-lift.toml")
+    task = admitted.task(DEMO_TASK)
+    if task.status != "admitted":
+        raise RuntimeError(f"{DEMO_TASK} was not admitted on this machine: {task.reason}")
+    path = run_dir / "admitted.json"
+    write_admitted(admitted, path)
+    return path
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from roboswe._run import run_run
+    from roboswe._runs import new_run_dir
+    from roboswe.sim.manifest import CONFIGS_DIR
+
+    t0 = time.monotonic()
+    run_dir = (args.out or new_run_dir()).resolve()
+    if (run_dir / "run.sqlite").exists():
+        print(f"roboswe demo: {run_dir} already holds a run; choose another --out", file=sys.stderr)
+        return 2
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _say(f"run dir {run_dir}")
+    _say(f"1/4 admitting {DEMO_TASK}: building it in two fresh simulators, fingerprints must agree")
+    try:
+        admitted = admit_lift(run_dir)
+    except Exception as e:  # noqa: BLE001 - any admission failure ends the demo with its reason
+        print(f"roboswe demo: admission failed: {e}", file=sys.stderr)
+        return 1
+    _say(f"   admitted ({time.monotonic() - t0:.0f} s)")
+    _say("2/4 running a 5-trial series with the demo participant, then replaying each trial and rendering videos")
+    run_args = argparse.Namespace(admitted=admitted, config=CONFIGS_DIR / "runs" / "demo.toml", engine=args.engine,
+                                  sim=None, keys=None, out=run_dir, resume=None, tasks=DEMO_TASK, no_verify=False)
+    code = run_run(run_args)
+    if not (run_dir / "run.sqlite").exists():
+        print("roboswe demo: the run recorded nothing; see the messages above and "
+              f"{run_dir / 'actors'} for each actor's log", file=sys.stderr)
+        return code or 1
+    _say("3/4 exporting the viewer")
+    from roboswe.viewer import export_site
+
+    index = export_site(run_dir, run_dir / "viewer")
+    _say("4/4 report")
+    from rich.console import Console
+
+    from roboswe.records import RunReader
+    from roboswe.report import print_report, run_summary
+
+    with RunReader(run_dir) as reader:
+        summary = run_summary(reader)
+    print_report(summary, Console())
+    minutes, seconds = divmod(int(time.monotonic() - t0), 60)
+    print(f"\nroboswe demo: done in {minutes} min {seconds} s. Open the viewer: {index.resolve().as_uri()}")
+    print(f"  (or serve it: roboswe view {run_dir}; terminal summary: roboswe report {run_dir})")
+    return code
