@@ -188,3 +188,26 @@ def test_damaged_video_is_reported_and_never_linked(fixture_run, tmp_path):
     assert "reads back as sha256" in by_camera["agentview"]["error"] and "src" not in by_camera["agentview"]
     assert by_camera["frontview"]["src"].endswith("frontview.mp4")
     assert not (site / "videos" / trial_key(trial) / "agentview.mp4").exists()
+
+
+def test_roboswe_view_exports_and_serves_the_run(fixture_run, tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "served"
+    proc = subprocess.Popen([sys.executable, "-m", "roboswe.cli", "view", str(fixture_run["run_dir"]), "--port", "0",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        lines = []
+        match = None
+        while match is None and len(lines) < 20:  # log lines may come first
+            lines.append(proc.stdout.readline())
+            match = re.search(r"at (http://127\.0\.0\.1:\d+/)", lines[-1])
+        assert match, lines
+        with urllib.request.urlopen(match.group(1) + "index.html", timeout=10) as resp:
+            assert resp.status == 200 and b"assets/overview.js" in resp.read()
+        with urllib.request.urlopen(match.group(1) + "data/run.js", timeout=10) as resp:
+            assert resp.read().startswith(b'RS.put("run",')
+    finally:
+        proc.terminate()
+        proc.wait(10)
