@@ -272,6 +272,7 @@ class TrialRunner:
         self._sim_stats: dict[str, float] = {}
         self._recording_before = recording.seconds
         self.wall_started = 0.0
+        self._message_id: str | None = None  # the provider attempt that decided the current operation
 
     # -- figures
 
@@ -320,6 +321,9 @@ class TrialRunner:
         except INFRA_ERRORS as e:
             log.warning("trial_infrastructure_failure", trial=self.trial_id, error=f"{type(e).__name__}: {e}")
             outcome, reason = "incomplete", f"infrastructure: {type(e).__name__}: {e}"
+        except Exception as e:  # noqa: BLE001 - a harness bug ends this trial as an explicit slot, not the whole run
+            log.exception("trial_internal_error", trial=self.trial_id)
+            outcome, reason = "incomplete", f"internal: {type(e).__name__}: {e}"
         finally:
             with trio.CancelScope(shield=True):
                 await self._close_sandbox()
@@ -448,8 +452,8 @@ class TrialRunner:
                 started_at=started_wall, ended_at=time.time(), message_id=self._message_id))
             if isinstance(op, WriteFile) and not result.error:
                 await self._checkpoint("after_write", seq)
-            elif isinstance(op, Exec):
-                await self._checkpoint("after_exec", seq)  # the script may have changed files even when it failed
+            elif isinstance(op, Exec) and "exit_status" in result.feedback:
+                await self._checkpoint("after_exec", seq)  # the script ran: it may have changed files, even if it failed
             turn = result_turn(decision, id=f"{self.trial_id}/u{self._next_turn()}", text=result.text,
                                images=[part for part, _ in result.images], is_error=result.error, trial=self.index)
             await self._append(turn, result.images)
@@ -515,7 +519,7 @@ class TrialRunner:
             ok = a.outcome == "ok"
             await self.rec.put(rec.MessageRecord(
                 message_id=mid, trial_id=self.trial_id, attempt=a.number,
-                provider=self.links_provider_kind(decision), model=(decision.model if decision else "") or "",
+                provider=self._provider_kind(decision), model=(decision.model if decision else "") or "",
                 request=a.request, response=a.response if (a.response or ok) else None,
                 requested_at=a.started_at, responded_at=a.started_at + a.latency_s, latency=a.latency_s,
                 usage=msgspec.to_builtins(decision.usage) if decision is not None and ok else {},
@@ -523,12 +527,10 @@ class TrialRunner:
             if ok:
                 self._message_id = mid
 
-    def links_provider_kind(self, decision: Decision | None) -> str:
+    def _provider_kind(self, decision: Decision | None) -> str:
         if decision is not None and decision.turn.provider:
             return decision.turn.provider
         return self.plan.model.split(":", 1)[0]
-
-    _message_id: str | None = None
 
     # -- operations
 
@@ -572,13 +574,9 @@ class TrialRunner:
         await trio.to_thread.run_sync(self.workspace.read, path, 1)  # exists and is a regular file
         await self._sim_compute_since()
         t0 = time.monotonic()
-        try:
-            with trio.fail_after(self.plan.budgets.script_seconds + EXEC_MARGIN):
-                reply = await self.links.bridge.request(ExecScript(script=path, trial=self.trial_id))
-        except RemoteError as e:
-            if e.error.code == "bad_request":
-                return OpResult(text=e.error.detail, error=True, feedback={"error": e.error.detail})
-            raise
+        # The path was checked above, so a refusal from the bridge (e.g. it lost the trial) is infrastructure.
+        with trio.fail_after(self.plan.budgets.script_seconds + EXEC_MARGIN):
+            reply = await self.links.bridge.request(ExecScript(script=path, trial=self.trial_id))
         rtt = time.monotonic() - t0
         fb: ExecFeedback = reply.message
         self.timing["script_sim"] += await self._sim_compute_since()  # physics + rendering the script asked for

@@ -48,3 +48,20 @@ class ClockAgent:
         if request.trial > 1:
             plan = [ListFiles(), *plan]
         return plan[min(len(done), len(plan) - 1)]
+
+
+class BadDecisionsAgent:
+    """Makes every kind of bad decision once, then finishes: each gets an error result and no steps."""
+
+    def decide(self, request: DecisionRequest):
+        from roboswe.protocol.participant import Decision, Exec, Observe, ReadFile, SearchHistory, ToolCallPart, Turn, WriteFile
+
+        done = sum(1 for t in request.conversation if t.role == "assistant" and t.trial == request.trial)
+        if done == 0:
+            turn = Turn(id=f"bad-{request.trial}-0", role="assistant", trial=request.trial, provider="python",
+                        parts=[ToolCallPart(call_id="c0", name="fly", arguments='{"to": "moon"}')])
+            return Decision(turn=turn, operation=None, call_id="c0", invalid="unknown operation 'fly'")
+        plan = [WriteFile(path="../escape.py", content="x"), Exec(path="/etc/passwd"), Exec(path="missing.py"),
+                ReadFile(path="nope.txt"), Observe(cameras=["no_such_camera"]), SearchHistory(query="anything"),
+                Finish(reason="done")]
+        return plan[min(done - 1, len(plan) - 1)]

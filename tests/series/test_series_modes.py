@@ -125,3 +125,25 @@ def test_the_active_time_budget_ends_a_trial(work_dir, admitted):
         assert (v.end.outcome, v.end.reason) == ("failure", "time_budget")
         assert 2.0 <= v.end.active_time < 10.0
         assert 0 < v.end.control_steps == len(reader.operations(v.trial_id)) < 6000
+
+
+def test_bad_decisions_get_error_results_and_use_no_control_steps(work_dir, admitted):
+    config = write_config(work_dir, "bad", agent='agent = "tests.series.agents:BadDecisionsAgent"', series="trials = 1")
+    run_dir = work_dir / "bad"
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-verify")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with RunReader(run_dir) as reader:
+        (series,) = reader.series()
+        (v,) = reader.trials(series.series_id)
+        assert (v.end.outcome, v.end.reason, v.end.control_steps) == ("failure", "finish", 0)
+        ops = reader.operations(v.trial_id)
+        assert [o.operation for o in ops] == ["invalid", "write_file", "exec", "exec", "read_file", "observe",
+                                              "search_history", "finish"]
+        for o in ops[:-1]:
+            assert o.feedback["is_error"] and (o.step_start, o.step_end) == (0, 0), o
+        texts = [o.feedback["text"] for o in ops]
+        assert "unknown operation 'fly'" in texts[0]
+        assert "'..'" in texts[1] and "absolute" in texts[2] and "no such file" in texts[3]
+        assert "no_such_camera" in texts[5] and "only after the first context slide" in texts[6]
+        assert not (run_dir / "workspaces" / "escape.py").exists()
+        assert [c.label for c in reader.checkpoints(v.trial_id)] == ["trial_start"]  # nothing ran, nothing changed
