@@ -174,6 +174,22 @@ def _export_videos(run_dir: Path, site: Path, key: str, artifacts: list[Any]) ->
     return out
 
 
+def _responses(reader: RunReader, message_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The provider responses of some messages, without their requests (a hosted request carries
+    the whole conversation with images: megabytes per call, never needed here)."""
+    out: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(message_ids), 500):
+        chunk = message_ids[i:i + 500]
+        rows = reader._conn.execute(  # a narrower read than RunReader.messages offers
+            "SELECT message_id, provider, model, latency, error, usage, response_sha256, response FROM messages "
+            f"WHERE message_id IN ({','.join('?' * len(chunk))})", chunk)
+        for mid, provider, model, latency, error, usage, sha, response in rows:
+            out[mid] = {"message_id": mid, "provider": provider, "model": model, "latency": latency, "error": error,
+                        "usage": msgspec.json.decode(usage) if usage else {}, "response_sha256": sha,
+                        "response": bytes(response) if response is not None else None}
+    return out
+
+
 _IMAGE_EXT = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
 MAX_EVENTS = 500
 
@@ -233,13 +249,13 @@ def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str
     workspace = _Workspace(blobs)
     if None in manifests and blobs is not None:
         workspace.load(manifests[None])
-    messages = {m.message_id: m for m in reader.messages(trial_id)}
     chunks: list[dict[str, Any]] = []
     after, n = -1, 0
     while True:
         ops = reader.operations(trial_id, after_seq=after, limit=chunk)
         if not ops:
             break
+        messages = _responses(reader, [op.message_id for op in ops if op.message_id])
         rows = []
         for op in ops:
             row = {"seq": op.seq, "operation": op.operation, "arguments": _clip(op.arguments),
@@ -247,10 +263,8 @@ def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str
                    "started_at": op.started_at, "ended_at": op.ended_at}
             m = messages.get(op.message_id) if op.message_id else None
             if m is not None:
-                row["message"] = {"message_id": m.message_id, "provider": m.provider, "model": m.model,
-                                  "latency": m.latency, "error": m.error, "usage": m.usage,
-                                  "response_sha256": m.response_sha256,
-                                  "parts": _clip(readable_parts(m.provider, m.response))}
+                response = m.pop("response")
+                row["message"] = {**m, "parts": _clip(readable_parts(m["provider"], response))}
             if op.operation == "write_file" and isinstance(op.arguments.get("content"), str):
                 path = str(op.arguments.get("path", ""))
                 content = op.arguments["content"]
