@@ -65,3 +65,18 @@ class BadDecisionsAgent:
                 ReadFile(path="nope.txt"), Observe(cameras=["no_such_camera"]), SearchHistory(query="anything"),
                 Finish(reason="done")]
         return plan[min(done - 1, len(plan) - 1)]
+
+
+class ArchiveSearchAgent:
+    """Writes large notes until the context slides, then searches the archive once and finishes."""
+
+    def decide(self, request: DecisionRequest):
+        from roboswe.protocol.participant import SearchHistory, WriteFile
+
+        mine = [p for t in request.conversation if t.role == "assistant" for p in t.tool_calls()]
+        if any(c.name == "search_history" for c in mine):
+            return Finish(reason="found it")
+        if any(tool.name == "search_history" for tool in request.tools):
+            return SearchHistory(query="MARKER-0 ")
+        n = sum(c.name == "write_file" for c in mine)
+        return WriteFile(path=f"note{n}.txt", content=f"MARKER-{n} " + "lorem ipsum " * 1500)

@@ -147,3 +147,24 @@ def test_bad_decisions_get_error_results_and_use_no_control_steps(work_dir, admi
         assert "no_such_camera" in texts[5] and "only after the first context slide" in texts[6]
         assert not (run_dir / "workspaces" / "escape.py").exists()
         assert [c.label for c in reader.checkpoints(v.trial_id)] == ["trial_start"]  # nothing ran, nothing changed
+
+
+def test_after_a_context_slide_search_history_finds_archived_turns(work_dir, admitted):
+    # B = C - O - 4096 = 30,000 units; each note is ~6,000 estimated units, so the window slides.
+    config = write_config(work_dir, "slide", agent='agent = "tests.series.agents:ArchiveSearchAgent"\n'
+                          "context_window = 38096\nmax_output_tokens = 4000", series="trials = 1")
+    run_dir = work_dir / "slide"
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-verify")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with RunReader(run_dir) as reader:
+        (series,) = reader.series()
+        (v,) = reader.trials(series.series_id)
+        (slide,) = reader.slides(v.trial_id)
+        assert slide.removed and slide.after_units < slide.before_units
+        ops = reader.operations(v.trial_id)
+        search = next(o for o in ops if o.operation == "search_history")
+        assert not search.feedback["is_error"] and search.feedback["hits"] >= 1
+        assert "MARKER-0" in search.feedback["text"]
+        assert ops[-1].operation == "finish" and v.end.control_steps == 0
+        counts = [e for _, e in reader.events(trial_id=v.trial_id) if e.event == "request_count"]
+        assert len(counts) == len(ops) and all(c.data["budget"] == 30000 for c in counts)
