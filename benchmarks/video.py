@@ -66,6 +66,7 @@ def main() -> int:
     from roboswe.sim.backend import create_backend
     from roboswe.sim.manifest import load_manifest
     from roboswe.sim.render import snapshot
+
     from roboswe.video import VideoWorker
 
     manifest = load_manifest(ROOT / "configs" / "tasks" / "lift-panda.toml")

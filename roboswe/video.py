@@ -27,7 +27,7 @@ import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import structlog
@@ -190,7 +190,7 @@ class VideoWorker:
             self._pool.shutdown(wait=wait, cancel_futures=not wait)
             self._pool = None
 
-    def __enter__(self) -> VideoWorker:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

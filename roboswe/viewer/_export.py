@@ -83,13 +83,14 @@ class _Workspace:
 
     def load(self, manifest: Any) -> None:
         files = {}
-        for e in manifest.entries:
+        for entry in manifest.entries:
             try:
-                data = self._blobs.get(e.sha256)
-            except Exception:  # noqa: BLE001 - a missing blob shows as absent, it does not stop the export
+                data = self._blobs.get(entry.sha256)
+            except Exception as err:  # noqa: BLE001 - a missing blob shows as absent, it does not stop the export
+                log.warning("viewer_blob_unreadable", path=entry.path, error=str(err))
                 continue
             if b"\0" not in data[:8192] and len(data) <= MAX_TEXT:
-                files[e.path] = data.decode("utf-8", errors="replace")
+                files[entry.path] = data.decode("utf-8", errors="replace")
         self.files = files
 
 

@@ -14,7 +14,7 @@ _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 class SiteHandler(http.server.SimpleHTTPRequestHandler):
     """Static files; honours single byte ranges, which browsers need to seek inside an mp4."""
 
-    def send_head(self):  # noqa: D401 - http.server hook
+    def send_head(self):
         header = self.headers.get("Range")
         path = self.translate_path(self.path)
         match = _RANGE.match(header.strip()) if header else None

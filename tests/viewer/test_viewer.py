@@ -183,7 +183,7 @@ def test_damaged_video_is_reported_and_never_linked(fixture_run, tmp_path):
     site = tmp_path / "site"
     export_site(run, site)
     text = (site / "data" / "t" / trial_key(trial) / "trial.js").read_text()
-    meta = json.loads(re.match(r"RS\.put\(\"[^\"]+\",(.*)\);\s*$", text, re.S).group(1))
+    meta = json.loads(re.match(r"RS\.put\(\"[^\"]+\",(.*)\);\s*$", text, re.DOTALL).group(1))
     by_camera = {v["camera"]: v for v in meta["videos"]}
     assert "reads back as sha256" in by_camera["agentview"]["error"] and "src" not in by_camera["agentview"]
     assert by_camera["frontview"]["src"].endswith("frontview.mp4")
