@@ -100,6 +100,18 @@ def _diff(path: str, old: str | None, new: str) -> str:
     return "".join(lines)
 
 
+def _changes(before: dict[str, str], after: dict[str, str]) -> list[dict[str, str]]:
+    """Text files added, removed or modified between two workspace states, with diffs."""
+    out = []
+    for path in sorted(before.keys() | after.keys()):
+        old, new = before.get(path), after.get(path)
+        if old == new:
+            continue
+        change = "added" if old is None else "removed" if new is None else "modified"
+        out.append({"path": path, "change": change, "diff": _diff(path, old, new or "")})
+    return out
+
+
 def _copy_assets(site: Path) -> None:
     assets = resources.files("roboswe.viewer").joinpath("assets")
     (site / "assets").mkdir(parents=True, exist_ok=True)
@@ -272,7 +284,10 @@ def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str
                 row["diff"] = _clip(_diff(path, workspace.files.get(path), content))
                 workspace.files[path] = content
             if op.seq in manifests and blobs is not None:
+                before = dict(workspace.files)
                 workspace.load(manifests[op.seq])  # what the workspace really holds after this operation
+                if op.operation != "write_file":  # e.g. files an exec'd script wrote
+                    row["workspace_changes"] = _clip(_changes(before, workspace.files))
             rows.append(row)
         _write_data(site, f"data/t/{key}/ops-{n}.js", f"t/{key}/ops/{n}", rows)
         chunks.append({"n": n, "first_seq": ops[0].seq, "last_seq": ops[-1].seq, "count": len(ops),

@@ -102,13 +102,16 @@ def test_trial_page_loads_videos_and_clicking_an_operation_seeks_them(browser, s
     wait_for(browser, "document.querySelector('#detail .shot img') && document.querySelector('#detail .shot img').complete")
     assert browser.execute_script("return document.querySelector('#detail .shot img').naturalWidth") == 256
 
-    click_op(browser, 2)  # exec: its checkpoint's workspace; open the written script
+    click_op(browser, 2)  # exec: the files the script changed, its checkpoint's workspace; open the written script
+    assert "workspace modified by this operation: notes.txt" in browser.find_element("id", "detail").text
     wait_for(browser, "document.querySelector('#checkpoint').selectedOptions[0].textContent.includes('after #2')")
     browser.execute_script("[...document.querySelectorAll('#files a')].find(a => a.textContent === 'lift.py').click()")
     wait_for(browser, "document.querySelector('#file').textContent.includes('close the gripper')")
     assert browser.find_element("id", "file").text.strip() == SCRIPT_V2.strip()
     click_op(browser, 3)  # end on a moved arm, then capture the whole page (videos, timeline, workspace)
     wait_for(browser, "[...document.querySelectorAll('video')].every(v => Math.abs(v.currentTime - 1.0) < 1e-3)")
+    browser.execute_script("document.querySelector('video').currentTime = 1.1")  # step 22: inside the wait
+    wait_for(browser, "document.querySelector('li.op.playing[data-seq=\"3\"]')")
     size = browser.get_window_size()
     browser.set_window_size(1400, 1500)
     try:

@@ -30,8 +30,14 @@
   function showClock() {
     const m = master();
     if (!m) return;
-    $("clock").textContent = `step ${currentStep()} · ${m.el.currentTime.toFixed(2)} s sim`;
+    const step = currentStep();
+    $("clock").textContent = `step ${step} · ${m.el.currentTime.toFixed(2)} s sim`;
     $("scrub").value = m.el.currentTime;
+    // mark the operations on this page whose control steps are playing now
+    document.querySelectorAll("#timeline li.op").forEach((li) => {
+      const a = Number(li.dataset.step), b = Number(li.dataset.end);
+      li.classList.toggle("playing", b > a && step > a && step <= b);
+    });
   }
   function setupVideos() {
     const box = $("videos");
@@ -107,7 +113,7 @@
       ol.innerHTML = ops.map((op, i) => {
         const steps = op.step_end > op.step_start ? `steps ${op.step_start}–${op.step_end}` : `at step ${op.step_start}`;
         const err = op.feedback && (op.feedback.is_error || op.feedback.error) ? " op-error" : "";
-        return `<li class="op op-${esc(op.operation)}${err}" data-i="${i}" data-seq="${op.seq}" data-step="${op.step_start}" tabindex="0">` +
+        return `<li class="op op-${esc(op.operation)}${err}" data-i="${i}" data-seq="${op.seq}" data-step="${op.step_start}" data-end="${op.step_end}" tabindex="0">` +
           `<span class="seq">#${op.seq}</span> <b>${esc(op.operation)}</b> <span class="sum">${esc(summaryOf(op))}</span>` +
           `<span class="steps">${steps}</span></li>`;
       }).join("");
@@ -170,6 +176,8 @@
       h += block(`code written: ${a.path || ""}`, op.diff ? diffHtml(op.diff) : '<p class="muted">unchanged</p>');
       delete a.content;
     }
+    (op.workspace_changes || []).forEach((c) =>
+      (h += block(`workspace ${c.change} by this operation: ${c.path}`, c.diff ? diffHtml(c.diff) : "")));
     const called = m && (m.parts || []).some((p) => p.kind === "tool_call");
     if (Object.keys(a).length && !called) h += block("arguments", pre(JSON.stringify(a, null, 1)));
     const f = Object.assign({}, op.feedback || {});
