@@ -226,6 +226,12 @@ def drive(run_dir: Path, config: Any, config_path: Path, actors: tuple[str, ...]
         code = trio.run(main)
     if supervisor.failure:
         print(f"roboswe {command}: stopped: {supervisor.failure}", file=sys.stderr)
+    finished = last[0] is not None and last[0].state in ("done", "failed")
+    if not finished:
+        print(f"roboswe {command}: stopped before the job finished; continue with "
+              f"`roboswe run --resume {run_dir}`" if command == "run" else f"roboswe {command}: stopped before the job finished",
+              file=sys.stderr)
+        code = code or 130
     return code, last[0]
 
 
