@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 import msgspec

@@ -26,19 +26,8 @@ from roboswe.protocol import sim as simp
 from roboswe.protocol.bridge import CloseTrial, ExecFeedback, ExecScript, OpenTrial, ScriptLimits
 from roboswe.records import RunReader, TrialView
 from roboswe.sandbox.checkpoints import BlobStore, CheckpointError, load_manifest, restore
-from roboswe.series import (
-    BRIDGE_DEADLINE,
-    EXEC_MARGIN,
-    INFRA_ERRORS,
-    LOAD_DEADLINE,
-    SIM_DEADLINE,
-    Links,
-    Progress,
-    Recording,
-    fresh_dir,
-    slug,
-    wait_alive,
-)
+from roboswe.series import Links, Progress, Recording, fresh_dir, slug, wait_alive
+from roboswe.trial import BRIDGE_DEADLINE, EXEC_MARGIN, INFRA_ERRORS, LOAD_DEADLINE, SIM_DEADLINE
 from roboswe.workspace import Workspace, WorkspaceError
 
 log = structlog.get_logger()
@@ -204,7 +193,7 @@ async def verify_series(links: Links, reader: RunReader, recording: Recording, p
         cause = record.first_divergence or record.detail.get("cause", "")
         progress.say(f"{series_id}: trial {view.start.index} replay {record.verdict}"
                      + (f" ({cause})" if cause else "")
-                     + (f", success reproduced" if record.success_reproduced and view.end.outcome == "success" else ""))
+                     + (", success reproduced" if record.success_reproduced and view.end.outcome == "success" else ""))
         out.append(record)
     return out
 

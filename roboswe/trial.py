@@ -1,0 +1,572 @@
+"""One trial of a series, carried out for real and recorded (DESIGN.md section 1).
+
+A trial loads a fresh scene and checks its fingerprint against the admitted reference
+before the participant sees anything, opens a sandbox around the workspace, then asks for
+one decision at a time and carries it out: files in the workspace, scripts in the sandbox
+through the bridge, observations and waits in the simulator. Every message, operation,
+checkpoint and the outcome go to the recorder as they happen. Peers are reached through
+request/send objects (the runtime's ``Client``); this module never touches a socket.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+import structlog
+import trio
+
+from roboswe.actors import PeerDead, ProtocolError, RemoteError
+from roboswe.instructions import system_prompt, trial_opening
+from roboswe.protocol import recorder as rec
+from roboswe.protocol import sim as simp
+from roboswe.protocol.bridge import CloseTrial, ExecFeedback, ExecScript, OpenTrial, TrialOpened
+from roboswe.protocol.context import Prepared, PrepareRequest, RecordUsage, SearchHistoryRequest, SearchHistoryResult
+from roboswe.protocol.control import StatisticsRequest
+from roboswe.protocol.participant import (
+    SEARCH_HISTORY,
+    Decision,
+    Exec,
+    Finish,
+    ImagePart,
+    ListFiles,
+    Observe,
+    ReadFile,
+    SearchHistory,
+    TextPart,
+    Turn,
+    Wait,
+    WriteFile,
+    image_part,
+    operation_name,
+    result_turn,
+)
+from roboswe.protocol.provider import Decide, Decided, ProviderFailed
+from roboswe.records import control_trace
+from roboswe.workspace import Workspace, WorkspaceError, check_relative
+
+if TYPE_CHECKING:
+    from roboswe.series import Conversation, Links, Progress, Recording, SeriesPlan
+
+log = structlog.get_logger()
+
+LOAD_DEADLINE = 300.0  # building a scene (first robosuite import in a fresh process is slow)
+SIM_DEADLINE = 120.0
+BRIDGE_DEADLINE = 120.0
+RECORD_DEADLINE = 60.0
+EXEC_MARGIN = 60.0  # on top of the script's own wall limit (sandbox start, teardown)
+INFRA_ERRORS = (PeerDead, RemoteError, ProtocolError, trio.TooSlowError, OSError)
+_json = msgspec.json.Encoder()
+
+
+class TrialIncomplete(Exception):
+    """The trial cannot go on for a reason outside the participant's control."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+
+def trial_id(series_id: str, index: int, attempt: int) -> str:
+    return f"{series_id}/t{index}a{attempt}"
+
+
+
+def turn_event_data(turn: Turn) -> dict[str, Any]:
+    return {"turn": msgspec.to_builtins(turn)}
+
+
+def turn_from_event(data: dict[str, Any]) -> Turn:
+    return msgspec.convert(data["turn"], Turn)
+
+
+
+# --- one trial --------------------------------------------------------------------------------
+
+
+@dataclass
+class OpResult:
+    text: str
+    error: bool = False
+    images: list[tuple[ImagePart, bytes]] = field(default_factory=list)
+    feedback: dict[str, Any] = field(default_factory=dict)
+    step_end: int | None = None
+    success: bool = False  # the success interval has been reached
+
+
+class TrialRunner:
+    """Runs one trial attempt to its end and records it; ``run`` never raises for trial failures."""
+
+    def __init__(self, links: Links, plan: SeriesPlan, recording: Recording, progress: Progress, *,
+                 index: int, attempt: int, workspace: Path, recovers: str | None, conversation: Conversation):
+        self.links = links
+        self.plan = plan
+        self.rec = recording
+        self.progress = progress
+        self.index = index
+        self.attempt = attempt
+        self.trial_id = trial_id(plan.series_id, index, attempt)
+        self.workspace_dir = workspace
+        self.workspace = Workspace(workspace)
+        self.recovers = recovers
+        self.conversation = conversation
+        self._next_turn = conversation.next_turn_number
+        self.seq = 0
+        self.decisions = 0
+        self.trace_seq = 0
+        self.control_step = 0
+        self.sim_time = 0.0
+        self.success: simp.SuccessStatus | None = None
+        self.recovery = 0.0
+        self.started = 0.0
+        self.timing: dict[str, float] = dict.fromkeys(
+            ("provider", "provider_latency", "execution", "script_sim", "transport", "physics", "rendering", "waits",
+             "context", "recording", "load", "recovery"), 0.0)
+        self.offered_search = False
+        self.system = ""
+        self.opened = False
+        self._sim_stats: dict[str, float] = {}
+        self._recording_before = recording.seconds
+        self.wall_started = 0.0
+        self._message_id: str | None = None  # the provider attempt that decided the current operation
+
+    # -- figures
+
+    def active_time(self) -> float:
+        """Wall time since the participant got the trial's first message, minus infrastructure recovery (retry back-off)."""
+        if not self.started:
+            return 0.0
+        return time.monotonic() - self.started - self.recovery
+
+    def _update_progress(self, operation: str = "") -> None:
+        p = self.progress
+        p.trial, p.steps_used, p.active_s = self.index, self.control_step, self.active_time()
+        if operation:
+            p.operation = operation
+
+    # -- entry point
+
+    async def run(self, previous: dict[str, Any] | None) -> rec.TrialEnded:
+        self.wall_started = time.monotonic()
+        p = self.progress
+        p.trial, p.operation, p.steps_used, p.steps_budget = self.index, "load", 0, self.plan.budgets.trial_steps
+        p.active_budget_s = self.plan.budgets.trial_seconds
+        try:
+            loaded = await self._load()
+        except TrialIncomplete as e:
+            await self.rec.durable(self._start_record(""))
+            return await self._end("incomplete", e.reason)
+        await self.rec.durable(self._start_record(loaded.fingerprint.digest))
+        self.conversation.trial_ids.append(self.trial_id)
+        if loaded.fingerprint.digest != self.plan.reference_fingerprint:
+            reason = (f"fingerprint_mismatch: the fresh scene's fingerprint {loaded.fingerprint.digest[:16]} differs from "
+                      f"the admitted reference {self.plan.reference_fingerprint[:16]}")
+            await self.rec.event("fingerprint_mismatch", self.trial_id, got=loaded.fingerprint.digest,
+                                 expected=self.plan.reference_fingerprint, versions=loaded.fingerprint.versions)
+            return await self._end("incomplete", reason)
+        self.system = system_prompt(loaded.spec, self.plan.budgets, self.plan.trials, self.plan.retain)
+        outcome, reason = "incomplete", "interrupted"
+        try:
+            await self._open_sandbox()
+            await self._checkpoint("trial_start", None)
+            await self._append_user(trial_opening(self.index, self.plan.trials, previous))
+            self.started = time.monotonic()  # the active-time clock runs from the first participant input
+            outcome, reason = await self._loop()
+        except TrialIncomplete as e:
+            outcome, reason = "incomplete", e.reason
+        except INFRA_ERRORS as e:
+            log.warning("trial_infrastructure_failure", trial=self.trial_id, error=f"{type(e).__name__}: {e}")
+            outcome, reason = "incomplete", f"infrastructure: {type(e).__name__}: {e}"
+        except Exception as e:  # noqa: BLE001 - a harness bug ends this trial as an explicit slot, not the whole run
+            log.exception("trial_internal_error", trial=self.trial_id)
+            outcome, reason = "incomplete", f"internal: {type(e).__name__}: {e}"
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._close_sandbox()
+        return await self._end(outcome, reason)
+
+    def _start_record(self, fingerprint: str) -> rec.TrialStarted:
+        return rec.TrialStarted(trial_id=self.trial_id, series_id=self.plan.series_id, index=self.index,
+                                attempt=self.attempt, fingerprint=fingerprint, started_at=time.time(),
+                                recovers=self.recovers)
+
+    async def _load(self) -> simp.Loaded:
+        t0 = time.monotonic()
+        try:
+            with trio.fail_after(LOAD_DEADLINE):
+                reply = await self.links.sim.request(simp.Load(
+                    manifest=self.plan.manifest, seed=self.plan.seed, trial_steps=self.plan.budgets.trial_steps))
+        except INFRA_ERRORS as e:
+            raise TrialIncomplete(f"infrastructure: the simulator could not load the scene: {type(e).__name__}: {e}") from None
+        self.timing["load"] += time.monotonic() - t0
+        self._sim_stats = await self._sim_accounts()
+        return reply.message
+
+    async def _sim_accounts(self) -> dict[str, float]:
+        with trio.fail_after(SIM_DEADLINE):
+            stats = (await self.links.sim.request(StatisticsRequest())).message
+        return {"physics": stats.extra.get("physics_seconds", 0.0), "rendering": stats.extra.get("render_seconds", 0.0)}
+
+    async def _sim_compute_since(self) -> float:
+        """Physics + rendering seconds the simulator spent since the last call (added to timing)."""
+        now = await self._sim_accounts()
+        spent = 0.0
+        for k in ("physics", "rendering"):
+            delta = max(0.0, now[k] - self._sim_stats.get(k, 0.0))
+            self.timing[k] += delta
+            spent += delta
+        self._sim_stats = now
+        return spent
+
+    async def _open_sandbox(self) -> None:
+        with trio.fail_after(BRIDGE_DEADLINE):
+            reply = await self.links.bridge.request(OpenTrial(
+                trial=self.trial_id, workspace=str(self.workspace_dir), backend=self.plan.backend,
+                limits=self.plan.limits(), sim_endpoint=self.links.sim_robot_endpoint, sim_keys=self.links.sim_keys))
+        opened: TrialOpened = reply.message
+        self.opened = True
+        await self.rec.event("trial_opened", self.trial_id, backend=opened.backend, image_digest=opened.image_digest,
+                             budgets=msgspec.to_builtins(self.plan.budgets), seed=self.plan.seed)
+
+    async def _close_sandbox(self) -> None:
+        if not self.opened:
+            return
+        self.opened = False
+        try:
+            with trio.fail_after(BRIDGE_DEADLINE):
+                await self.links.bridge.request(CloseTrial(trial=self.trial_id))
+        except INFRA_ERRORS as e:
+            log.warning("close_trial_failed", trial=self.trial_id, error=str(e))
+
+    async def _checkpoint(self, label: str, op_seq: int | None) -> None:
+        cid = f"{self.trial_id}/c{'start' if op_seq is None else op_seq}"
+        reply = await self.rec.checkpoint(self.trial_id, cid, label, self.workspace_dir, op_seq)
+        if getattr(reply, "refused", None):
+            await self.rec.event("checkpoint_refused_entries", self.trial_id, checkpoint=cid, refused=reply.refused)
+
+    async def _take_states(self) -> None:
+        with trio.fail_after(SIM_DEADLINE):
+            reply = await self.links.sim.request(simp.TakeStates())
+        states: simp.RecordedStates = reply.message
+        if states.count == 0:
+            return
+        from roboswe.sim.session import states_from_blobs
+
+        arrays = states_from_blobs(states, reply.blobs)
+        fields = {name: getattr(arrays, name) for name in ("time", "qpos", "qvel", "act", "mocap_pos", "mocap_quat")
+                  if getattr(arrays, name).size or name == "time"}
+        fields = {k: v for k, v in fields.items() if len(v) == states.count}
+        trace = control_trace(self.trial_id, self.trace_seq, int(arrays.step[0]), fields)
+        self.trace_seq += 1
+        await self.rec.put(trace)
+
+    # -- conversation
+
+    async def _append(self, turn: Turn, images: list[tuple[ImagePart, bytes]] = ()) -> None:
+        t0 = time.monotonic()
+        digests = [part.digest for part, _ in images]
+        for part, data in images:
+            await self.rec.event("image", self.trial_id, digest=part.digest, camera=part.camera,
+                                 media_type=part.media_type, data=base64.b64encode(data).decode())
+        await self.rec.event("turn", self.trial_id, **turn_event_data(turn))
+        await self.conversation.append(turn, digests, [data for _, data in images])
+        self.timing["context"] += time.monotonic() - t0
+
+    async def _append_user(self, text: str) -> None:
+        await self._append(Turn(id=f"{self.trial_id}/u{self._next_turn()}", role="user", trial=self.index,
+                                parts=[TextPart(text=text)]))
+
+    # -- the decision loop
+
+    async def _loop(self) -> tuple[str, str]:
+        budgets = self.plan.budgets
+        while True:
+            self._update_progress()
+            if self.active_time() >= budgets.trial_seconds:
+                return self._outcome("time_budget")
+            decision = await self._decide(budgets.trial_seconds - self.active_time())
+            if decision is None:
+                return self._outcome("time_budget")
+            op = decision.operation
+            name = operation_name(op) if op is not None else "invalid"
+            self._update_progress(name)
+            seq, self.seq = self.seq, self.seq + 1
+            started_wall, step_start = time.time(), self.control_step
+            if op is None:
+                result = OpResult(text=f"Your reply could not be used as an operation: {decision.invalid} "
+                                       "Reply with exactly one tool call.", error=True, feedback={"error": decision.invalid})
+            else:
+                result = await self._execute(op, seq)
+            arguments = (msgspec.to_builtins(op) if op is not None else
+                         {"tool_calls": [msgspec.to_builtins(c) for c in decision.turn.tool_calls()]})
+            if isinstance(arguments, dict):
+                arguments.pop("op", None)
+            await self.rec.put(rec.OperationRecord(
+                trial_id=self.trial_id, seq=seq, operation=name, arguments=arguments,
+                feedback={**result.feedback, "is_error": result.error, "text": result.text[:4000]},
+                step_start=step_start, step_end=max(step_start, result.step_end if result.step_end is not None else step_start),
+                started_at=started_wall, ended_at=time.time(), message_id=self._message_id))
+            if isinstance(op, WriteFile) and not result.error:
+                await self._checkpoint("after_write", seq)
+            elif isinstance(op, Exec) and "exit_status" in result.feedback:
+                await self._checkpoint("after_exec", seq)  # the script ran: it may have changed files, even if it failed
+            turn = result_turn(decision, id=f"{self.trial_id}/u{self._next_turn()}", text=result.text,
+                               images=[part for part, _ in result.images], is_error=result.error, trial=self.index)
+            await self._append(turn, result.images)
+            self._update_progress()
+            if isinstance(op, Finish):
+                return self._outcome("finish")
+            if result.success:
+                return "success", "success_interval"
+            if self.control_step >= budgets.trial_steps:
+                return self._outcome("step_budget")
+
+    def _outcome(self, reason: str) -> tuple[str, str]:
+        achieved = self.success is not None and self.success.achieved
+        return ("success" if achieved else "failure"), reason
+
+    async def _decide(self, time_left: float) -> Decision | None:
+        """One decision, or None when the active-time budget ran out while waiting for it."""
+        links = self.links
+        t0 = time.monotonic()
+        try:
+            with trio.fail_after(SIM_DEADLINE):
+                ready = await links.context.request(PrepareRequest(system=self.system, trial=self.index))
+        except RemoteError as e:
+            raise TrialIncomplete(f"{e.error.code}: {e.error.detail}") from None
+        prepared: Prepared = ready.message
+        self.timing["context"] += time.monotonic() - t0
+        self.offered_search = any(t.name == SEARCH_HISTORY for t in prepared.request.tools)
+        if prepared.slide is not None:
+            s = prepared.slide
+            await self.rec.put(rec.SlideRecord(trial_id=self.trial_id, seq=s.number, at=s.at, removed=s.removed_turn_ids,
+                                               before_units=s.before_units, after_units=s.after_units, method=s.method))
+            await self.rec.event("context_slide", self.trial_id, **msgspec.to_builtins(s))
+        await self.rec.event("request_count", self.trial_id, **msgspec.to_builtins(prepared.count))
+        request = msgspec.structs.replace(prepared.request, series=self.plan.series_id)
+        n, self.decisions = self.decisions, self.decisions + 1
+        t0 = time.monotonic()
+        with trio.move_on_after(max(time_left, 0.0)) as scope:
+            reply = await links.provider.request(Decide(request=request, image_digests=prepared.image_digests),
+                                                 ready.blobs)
+        self.timing["provider"] += time.monotonic() - t0
+        if scope.cancelled_caught:
+            await self.rec.event("decision_cut_by_time_budget", self.trial_id, decision=n)
+            return None
+        match reply.message:
+            case ProviderFailed(detail=detail, reason=reason, attempts=attempts):
+                await self._record_attempts(n, attempts, None)
+                self.recovery += sum(a.backoff_s for a in attempts)
+                raise TrialIncomplete(f"{reason}: {detail}")
+            case Decided(decision=decision):
+                self.recovery += sum(a.backoff_s for a in decision.attempts)
+                self.timing["provider_latency"] += sum(a.latency_s for a in decision.attempts)
+                await self._record_attempts(n, decision.attempts, decision)
+                await self._append(decision.turn)
+                with trio.fail_after(SIM_DEADLINE):
+                    await links.context.request(RecordUsage(usage=decision.usage))
+                return decision
+        raise TrialIncomplete(f"infrastructure: provider_client answered {type(reply.message).__name__}")
+
+    async def _record_attempts(self, n: int, attempts: list, decision: Decision | None) -> None:
+        self._message_id = None
+        for a in attempts:
+            mid = f"{self.trial_id}/d{n}.{a.number}"
+            ok = a.outcome == "ok"
+            await self.rec.put(rec.MessageRecord(
+                message_id=mid, trial_id=self.trial_id, attempt=a.number,
+                provider=self._provider_kind(decision), model=(decision.model if decision else "") or "",
+                request=a.request, response=a.response if (a.response or ok) else None,
+                requested_at=a.started_at, responded_at=a.started_at + a.latency_s, latency=a.latency_s,
+                usage=msgspec.to_builtins(decision.usage) if decision is not None and ok else {},
+                error="" if ok else f"{a.outcome}: {a.detail}"[:2000]))
+            if ok:
+                self._message_id = mid
+
+    def _provider_kind(self, decision: Decision | None) -> str:
+        if decision is not None and decision.turn.provider:
+            return decision.turn.provider
+        return self.plan.model.split(":", 1)[0]
+
+    # -- operations
+
+    async def _execute(self, op: Any, seq: int) -> OpResult:
+        try:
+            match op:
+                case WriteFile(path=path, content=content):
+                    size = await trio.to_thread.run_sync(self.workspace.write, path, content)
+                    return OpResult(text=f"Wrote {size} bytes to {path}.", feedback={"bytes": size})
+                case ReadFile(path=path):
+                    text, size = await trio.to_thread.run_sync(self.workspace.read, path)
+                    if size > len(text.encode("utf-8", errors="replace")):
+                        text += f"\n[... cut: the file has {size} bytes]"
+                    return OpResult(text=text, feedback={"bytes": size})
+                case ListFiles():
+                    return OpResult(text=await trio.to_thread.run_sync(self.workspace.listing_text))
+                case Exec(path=path):
+                    return await self._exec(path)
+                case Observe(cameras=cameras, depth=depth):
+                    return await self._observe(cameras, depth)
+                case Wait(steps=steps):
+                    return await self._wait(steps)
+                case SearchHistory(query=query):
+                    return await self._search(query)
+                case Finish(reason=reason):
+                    return OpResult(text="Trial finished.", feedback={"reason": reason})
+        except WorkspaceError as e:
+            return OpResult(text=str(e), error=True, feedback={"error": str(e)})
+        return OpResult(text=f"unknown operation {type(op).__name__}", error=True, feedback={"error": "unknown"})
+
+    async def _after_motion(self) -> simp.SuccessStatus:
+        with trio.fail_after(SIM_DEADLINE):
+            status: simp.SuccessStatus = (await self.links.sim.request(simp.SuccessQuery())).message
+        self.success = status
+        self.control_step, self.sim_time = status.control_step, status.sim_time
+        await self._take_states()
+        return status
+
+    async def _exec(self, path: str) -> OpResult:
+        check_relative(path)
+        await trio.to_thread.run_sync(self.workspace.read, path, 1)  # exists and is a regular file
+        await self._sim_compute_since()
+        t0 = time.monotonic()
+        # The path was checked above, so a refusal from the bridge (e.g. it lost the trial) is infrastructure.
+        with trio.fail_after(self.plan.budgets.script_seconds + EXEC_MARGIN):
+            reply = await self.links.bridge.request(ExecScript(script=path, trial=self.trial_id))
+        rtt = time.monotonic() - t0
+        fb: ExecFeedback = reply.message
+        self.timing["script_sim"] += await self._sim_compute_since()  # physics + rendering the script asked for
+        self.timing["execution"] += fb.wall_seconds
+        self.timing["transport"] += max(0.0, rtt - fb.wall_seconds)
+        status = await self._after_motion()
+        feedback = exec_feedback(fb)
+        feedback["success_after"] = status.achieved
+        lines = [f"exit status {fb.exit_status}; {fb.steps} control steps (trial total {status.control_step} of "
+                 f"{self.plan.budgets.trial_steps}); {fb.wall_seconds:.2f} s"]
+        if fb.limit:
+            lines.append(f"stopped at the script's {fb.limit} limit")
+        if fb.exception:
+            lines.append(f"exception: {fb.exception.type}: {fb.exception.message}")
+        if fb.refused:
+            lines.append(f"{fb.refused} robot request(s) refused by the bridge")
+        lines.append("--- stdout" + (" (cut)" if fb.stdout_truncated else "") + "\n" + fb.stdout)
+        lines.append("--- stderr" + (" (cut)" if fb.stderr_truncated else "") + "\n" + fb.stderr)
+        return OpResult(text="\n".join(lines), error=fb.exit_status != 0 and fb.limit is None, feedback=feedback,
+                        step_end=status.control_step, success=status.achieved)
+
+    async def _observe(self, cameras: list[str] | None, depth: bool) -> OpResult:
+        t0 = time.monotonic()
+        try:
+            with trio.fail_after(SIM_DEADLINE):
+                reply = await self.links.sim.request(simp.Observe(cameras=cameras or [], depth=depth))
+        except RemoteError as e:
+            return OpResult(text=f"observe refused: {e.error.detail}", error=True, feedback={"error": e.error.detail})
+        rtt = time.monotonic() - t0
+        obs: simp.Observation = reply.message
+        self.timing["transport"] += max(0.0, rtt - await self._sim_compute_since())
+        images, lines = [], [f"control step {obs.control_step}, simulated time {obs.sim_time:.2f} s"]
+        for im in obs.images:
+            rgb = np.frombuffer(reply.blobs[im.rgb_blob], np.uint8).reshape(im.height, im.width, 3)
+            png = encode_png(rgb)
+            images.append((image_part(png, im.camera), png))
+            line = f"camera {im.camera}: {im.width}x{im.height} RGB image attached"
+            if im.depth_blob is not None:
+                d = np.frombuffer(reply.blobs[im.depth_blob], "<f4")
+                line += f"; depth min {d.min():.3f} m, median {float(np.median(d)):.3f} m, max {d.max():.3f} m (full depth via robot.observe)"
+            lines.append(line)
+        lines.append("robot state:")
+        for key, values in obs.state.values.items():
+            lines.append(f"  {key}: [{', '.join(f'{v:.4f}' for v in values)}]")
+        return OpResult(text="\n".join(lines), images=images,
+                        feedback={"cameras": [im.camera for im in obs.images], "images": [p.digest for p, _ in images],
+                                  "render_seconds": obs.render_seconds, "control_step": obs.control_step})
+
+    async def _wait(self, steps: int) -> OpResult:
+        await self._sim_compute_since()
+        t0 = time.monotonic()
+        with trio.fail_after(SIM_DEADLINE + steps * 0.5):
+            result: simp.StepResult = (await self.links.sim.request(simp.Wait(steps=steps))).message
+        self.timing["waits"] += time.monotonic() - t0
+        await self._sim_compute_since()
+        status = await self._after_motion()
+        text = f"waited {result.applied} control steps (trial total {status.control_step} of {self.plan.budgets.trial_steps})"
+        if result.stopped == "trial_budget":
+            text += "; the trial's step budget is used up"
+        return OpResult(text=text, feedback={"applied": result.applied, "stopped": result.stopped,
+                                             "success_after": status.achieved},
+                        step_end=status.control_step, success=status.achieved)
+
+    async def _search(self, query: str) -> OpResult:
+        if not self.offered_search:
+            msg = "search_history is offered only after the first context slide; nothing has been archived yet"
+            return OpResult(text=msg, error=True, feedback={"error": msg})
+        try:
+            with trio.fail_after(SIM_DEADLINE):
+                reply = await self.links.context.request(SearchHistoryRequest(query=query))
+        except RemoteError as e:
+            return OpResult(text=e.error.detail, error=True, feedback={"error": e.error.detail})
+        found: SearchHistoryResult = reply.message
+        return OpResult(text=found.text, feedback={"hits": len(found.hits)})
+
+    # -- the end
+
+    async def _end(self, outcome: str, reason: str) -> rec.TrialEnded:
+        status = self.success
+        try:
+            with trio.CancelScope(shield=True), trio.fail_after(SIM_DEADLINE):
+                if self.control_step or self.seq:
+                    status = (await self.links.sim.request(simp.SuccessQuery())).message
+                    self.control_step, self.sim_time = status.control_step, status.sim_time
+                    await self._take_states()
+                    await self._sim_compute_since()
+        except INFRA_ERRORS as e:
+            log.warning("trial_end_query_failed", trial=self.trial_id, error=str(e))
+        if outcome != "incomplete" and status is not None and status.achieved and outcome == "failure":
+            outcome = "success"  # the interval was reached during the last operation
+        interval = None
+        if status is not None and status.achieved and status.achieved_step is not None:
+            interval = (status.achieved_step - status.interval + 1, status.achieved_step)
+        self.timing["recovery"] = self.recovery
+        self.timing["recording"] = self.rec.seconds - self._recording_before
+        self.timing["wall"] = time.monotonic() - self.wall_started
+        active = self.active_time()
+        ended = rec.TrialEnded(
+            trial_id=self.trial_id, outcome=outcome, reason=reason, control_steps=self.control_step, sim_time=self.sim_time,
+            active_time=active, timing={k: round(v, 6) for k, v in self.timing.items()},
+            success_interval=interval if outcome != "incomplete" else None, ended_at=time.time())
+        with trio.CancelScope(shield=True):
+            await self.rec.durable(ended)
+        self.progress.last_outcome = f"trial {self.index}: {outcome} ({reason})"
+        return ended
+
+
+def exec_feedback(fb: ExecFeedback) -> dict[str, Any]:
+    """What the records keep of one exec (digests included, for replay comparison)."""
+    import hashlib
+
+    return {
+        "script": fb.script, "exit_status": fb.exit_status, "steps": fb.steps, "limit": fb.limit,
+        "stdout": fb.stdout, "stderr": fb.stderr,
+        "stdout_sha256": hashlib.sha256(fb.stdout.encode()).hexdigest(),
+        "stderr_sha256": hashlib.sha256(fb.stderr.encode()).hexdigest(),
+        "stdout_bytes": fb.stdout_bytes, "stderr_bytes": fb.stderr_bytes,
+        "exception": msgspec.to_builtins(fb.exception) if fb.exception else None,
+        "wall_seconds": fb.wall_seconds, "backend": fb.backend, "refused": fb.refused,
+    }
+
+
+def encode_png(rgb: np.ndarray) -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.fromarray(rgb, "RGB").save(out, format="PNG", compress_level=3)
+    return out.getvalue()
+
+
