@@ -81,6 +81,7 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
             config = load_config(config_path)
         except ConfigError as e:
             raise UsageError(str(e)) from None
+        _check_sandbox(job.backend)
         job = msgspec.structs.replace(job, kind="run", admitted_path=str(admitted_path.resolve()),
                                       verify=job.verify and not args.no_verify, trials=[])
         write_job(run_dir, job)
@@ -111,6 +112,7 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
             effective_budgets(config.series, admitted.task(t).task_manifest())
         except BudgetLoosened as e:
             raise UsageError(f"{args.config}: {e}") from None
+    _check_sandbox(args.engine or config.series.backend)
     if args.sim and not args.sim.startswith("tcp://"):
         raise UsageError(f"--sim {args.sim!r}: expected tcp://HOST:PORT of `roboswe sim serve`")
     if args.keys and not args.sim:
@@ -129,6 +131,17 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
               config_sha256=hashlib.sha256(config_bytes).hexdigest())
     write_job(run_dir, job)
     return run_dir, config, config_path
+
+
+def _check_sandbox(backend: str | None) -> None:
+    """Fail before starting anything when no sandbox can run the participant's scripts."""
+    from roboswe.images import ImageError, load_image
+    from roboswe.sandbox import SandboxError, choose_backend
+
+    try:
+        choose_backend(backend, load_image())
+    except (ImageError, SandboxError) as e:
+        raise UsageError(f"no usable sandbox: {e}") from None
 
 
 def _entry_environment() -> None:
