@@ -158,23 +158,41 @@ class TrialRunner:
         p = self.progress
         p.trial, p.operation, p.steps_used, p.steps_budget = self.index, "load", 0, self.plan.budgets.trial_steps
         p.active_budget_s = self.plan.budgets.trial_seconds
+        loaded, failure, opening = None, None, None
         try:
-            loaded = await self._load()
-        except TrialIncomplete as e:
-            await self.rec.durable(self._start_record(""))
-            return await self._end("incomplete", e.reason)
-        await self.rec.durable(self._start_record(loaded.fingerprint.digest))
+            async with trio.open_nursery() as nursery:
+
+                async def open_sandbox() -> None:
+                    nonlocal opening
+                    try:
+                        await self._open_sandbox()
+                    except INFRA_ERRORS as e:
+                        opening = e
+
+                nursery.start_soon(open_sandbox)  # the sandbox starts while the scene is built
+                try:
+                    loaded = await self._load()
+                except TrialIncomplete as e:
+                    failure = e.reason
+            if failure is None and loaded.fingerprint.digest != self.plan.reference_fingerprint:
+                failure = (f"fingerprint_mismatch: the fresh scene's fingerprint {loaded.fingerprint.digest[:16]} "
+                           f"differs from the admitted reference {self.plan.reference_fingerprint[:16]}")
+                await self.rec.event("fingerprint_mismatch", self.trial_id, got=loaded.fingerprint.digest,
+                                     expected=self.plan.reference_fingerprint, versions=loaded.fingerprint.versions)
+            await self.rec.durable(self._start_record(loaded.fingerprint.digest if loaded is not None else ""))
+            if failure is None and opening is not None:
+                failure = f"infrastructure: the sandbox could not be opened: {type(opening).__name__}: {opening}"
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self._close_sandbox()
+            raise
+        if failure is not None:  # nothing reached the participant
+            await self._close_sandbox()
+            return await self._end("incomplete", failure)
         self.conversation.trial_ids.append(self.trial_id)
-        if loaded.fingerprint.digest != self.plan.reference_fingerprint:
-            reason = (f"fingerprint_mismatch: the fresh scene's fingerprint {loaded.fingerprint.digest[:16]} differs from "
-                      f"the admitted reference {self.plan.reference_fingerprint[:16]}")
-            await self.rec.event("fingerprint_mismatch", self.trial_id, got=loaded.fingerprint.digest,
-                                 expected=self.plan.reference_fingerprint, versions=loaded.fingerprint.versions)
-            return await self._end("incomplete", reason)
         self.system = system_prompt(loaded.spec, self.plan.budgets, self.plan.trials, self.plan.retain)
         outcome, reason = "incomplete", "interrupted"
         try:
-            await self._open_sandbox()
             await self._checkpoint("trial_start", None)
             await self._append_user(trial_opening(self.index, self.plan.trials, previous))
             self.started = time.monotonic()  # the active-time clock runs from the first participant input
@@ -187,10 +205,13 @@ class TrialRunner:
         except Exception as e:  # noqa: BLE001 - a harness bug ends this trial as an explicit slot, not the whole run
             log.exception("trial_internal_error", trial=self.trial_id)
             outcome, reason = "incomplete", f"internal: {type(e).__name__}: {e}"
-        finally:
+        except BaseException:
             with trio.CancelScope(shield=True):
                 await self._close_sandbox()
-        return await self._end(outcome, reason)
+            raise
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._close_sandbox)  # removing the sandbox overlaps the trial's last records
+            return await self._end(outcome, reason)
 
     def _start_record(self, fingerprint: str) -> rec.TrialStarted:
         return rec.TrialStarted(trial_id=self.trial_id, series_id=self.plan.series_id, index=self.index,
@@ -226,12 +247,14 @@ class TrialRunner:
         return spent
 
     async def _open_sandbox(self) -> None:
+        t0 = time.monotonic()
         with trio.fail_after(BRIDGE_DEADLINE):
             reply = await self.links.bridge.request(OpenTrial(
                 trial=self.trial_id, workspace=str(self.workspace_dir), backend=self.plan.backend,
                 limits=self.plan.limits(), sim_endpoint=self.links.sim_robot_endpoint, sim_keys=self.links.sim_keys))
         opened: TrialOpened = reply.message
         self.opened = True
+        self.timing["sandbox_open"] = time.monotonic() - t0  # overlaps the scene load
         await self.rec.event("trial_opened", self.trial_id, backend=opened.backend, image_digest=opened.image_digest,
                              budgets=msgspec.to_builtins(self.plan.budgets), seed=self.plan.seed)
 
