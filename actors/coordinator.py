@@ -19,7 +19,7 @@ import msgspec
 import structlog
 import trio
 
-from roboswe.actors import Actor, CurveClientKeys, actor_main
+from roboswe.actors import Actor, CurveClientKeys, PeerDead, actor_main
 from roboswe.protocol import Decoded
 from roboswe.protocol.control import Error
 from roboswe.protocol.coordinator import CODEC, GetProgress
@@ -68,15 +68,26 @@ async def run_job(actor: Actor, progress: Any) -> None:
     sim_endpoint = job.sim_endpoint or actor.endpoints["simulator"]
     curve = sim_curve(job.sim_keys)
     async with contextlib.AsyncExitStack() as stack:
-        sim = await stack.enter_async_context(actor.client("simulator", simp.control_codec, curve=curve)
-                                              if not job.sim_endpoint else
-                                              _remote(actor, sim_endpoint, simp.control_codec, curve))
-        bridge = await stack.enter_async_context(actor.client("sandbox_bridge", bridgep.codec))
-        recorder = await stack.enter_async_context(actor.client("recorder", rec.CODEC))
+
+        async def link(make: Any) -> Any:
+            # Peers start alongside the coordinator: knock until each answers (bounded by ready_timeout).
+            deadline = trio.current_time() + config.supervisor.ready_timeout
+            while True:
+                try:
+                    return await stack.enter_async_context(make())
+                except PeerDead:
+                    if trio.current_time() > deadline:
+                        raise
+                    await trio.sleep(0.5)
+
+        sim = await link(lambda: actor.client("simulator", simp.control_codec, curve=curve) if not job.sim_endpoint
+                         else _remote(actor, sim_endpoint, simp.control_codec, curve))
+        bridge = await link(lambda: actor.client("sandbox_bridge", bridgep.codec))
+        recorder = await link(lambda: actor.client("recorder", rec.CODEC))
         provider = context = None
         if job.kind == "run":
-            provider = await stack.enter_async_context(actor.client("provider_client", PROVIDER_CODEC))
-            context = await stack.enter_async_context(actor.client("context_manager", CONTEXT_CODEC))
+            provider = await link(lambda: actor.client("provider_client", PROVIDER_CODEC))
+            context = await link(lambda: actor.client("context_manager", CONTEXT_CODEC))
         links = Links(sim=sim, bridge=bridge, recorder=recorder, provider=provider, context=context,
                       sim_robot_endpoint=robot_endpoint(sim_endpoint), sim_keys=job.sim_keys)
         recording = Recording(recorder, job.run_id)
