@@ -90,3 +90,35 @@ def test_kill_9_mid_trial_then_resume_keeps_completed_records_byte_for_byte(work
         assert reader.checkpoints(rerun.trial_id)[0].manifest_sha256 == reader.checkpoints(interrupted.trial_id)[0].manifest_sha256
         # verification ran once per trial, after the resumed series ended
         assert len(reader.verifications(one.trial_id)) == 1
+
+
+def test_a_restarted_context_manager_costs_one_incomplete_trial_and_the_conversation_is_rebuilt(work_dir, admitted):
+    config = write_config(work_dir, "ctxloss", series="trials = 3")
+    run_dir = work_dir / "ctxloss"
+    run = subprocess.Popen([sys.executable, "-m", "roboswe.cli", "run", str(admitted), "--config", str(config),
+                            "--out", str(run_dir), "--no-verify"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, env=cli_env(), cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 600
+        while _operations_of(run_dir, "/t2a0") < 1:
+            assert run.poll() is None, run.stdout.read()
+            assert time.monotonic() < deadline, "trial 2 never started"
+            time.sleep(0.1)
+        context = json.loads((run_dir / "supervisor.json").read_text())["actors"]["context_manager"]["pid"]
+        os.kill(context, signal.SIGKILL)  # the supervisor restarts it, empty
+        output, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, output
+    with RunReader(run_dir) as reader:
+        (series,) = reader.series()
+        one, two, three = reader.trials(series.series_id)
+        assert one.end.outcome == "success" and three.end.outcome == "success"
+        assert two.end.outcome == "incomplete" and two.end.reason.startswith("infrastructure"), two.end.reason
+        events = [e for _, e in reader.events() if e.event == "context_rebuilt"]
+        assert len(events) == 1 and events[0].data["turns"] > 0
+        # trial 3's first request holds the whole recorded conversation again, trial 1 included
+        first = reader.messages(three.trial_id)[0].request
+        assert b"Trial 1 of 3 begins" in first and b"Trial 2 of 3 begins" in first
