@@ -81,7 +81,7 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
             config = load_config(config_path)
         except ConfigError as e:
             raise UsageError(str(e)) from None
-        _check_sandbox(job.backend)
+        _check_sandbox(job.backend, run_dir)
         job = msgspec.structs.replace(job, kind="run", admitted_path=str(admitted_path.resolve()),
                                       verify=job.verify and not args.no_verify, trials=[])
         write_job(run_dir, job)
@@ -112,12 +112,12 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
             effective_budgets(config.series, admitted.task(t).task_manifest())
         except BudgetLoosened as e:
             raise UsageError(f"{args.config}: {e}") from None
-    _check_sandbox(args.engine or config.series.backend)
+    run_dir = (args.out or new_run_dir()).resolve()
+    _check_sandbox(args.engine or config.series.backend, run_dir)
     if args.sim and not args.sim.startswith("tcp://"):
         raise UsageError(f"--sim {args.sim!r}: expected tcp://HOST:PORT of `roboswe sim serve`")
     if args.keys and not args.sim:
         raise UsageError("--keys only applies with --sim")
-    run_dir = (args.out or new_run_dir()).resolve()
     if (run_dir / "run.sqlite").exists():
         raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or choose another --out")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -133,15 +133,23 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
     return run_dir, config, config_path
 
 
-def _check_sandbox(backend: str | None) -> None:
+def _check_sandbox(backend: str | None, run_dir: Path | None = None) -> None:
     """Fail before starting anything when no sandbox can run the participant's scripts."""
     from roboswe.images import ImageError, load_image
     from roboswe.sandbox import SandboxError, choose_backend
 
     try:
-        choose_backend(backend, load_image())
+        image = load_image()
+        chosen = choose_backend(backend, image)
     except (ImageError, SandboxError) as e:
         raise UsageError(f"no usable sandbox: {e}") from None
+    if chosen == "bwrap" and run_dir is not None and os.geteuid() == 0:
+        # bwrap binds the workspace as the sandbox user, who must be able to traverse every parent.
+        for p in [run_dir, *run_dir.parents]:
+            if p.exists() and not p.stat().st_mode & 0o001:
+                raise UsageError(f"{run_dir} is not reachable by the sandbox user (uid {image.uid}): {p} has mode "
+                                 f"{p.stat().st_mode & 0o777:o}; choose --out under directories others may traverse "
+                                 "(chmod o+x) or use -e docker")
 
 
 def _entry_environment() -> None:
