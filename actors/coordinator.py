@@ -29,8 +29,7 @@ log = structlog.get_logger()
 
 
 def progress_message(p: Any, after: int) -> ProgressMessage:
-    fields = {k: v for k, v in vars(p).items() if k != "lines"}
-    return ProgressMessage(**fields, lines=p.lines[after:], line_count=len(p.lines))
+    return ProgressMessage(**p.snapshot(), lines=p.lines[after:], line_count=len(p.lines))
 
 
 def sim_curve(keys_dir: str | None) -> CurveClientKeys | None:

@@ -80,6 +80,14 @@ class Progress:
     active_budget_s: float = 0.0
     last_outcome: str = ""
     lines: list[str] = field(default_factory=list)
+    active_clock: Callable[[], float] | None = None  # the running trial's active time, read at each query
+
+    def snapshot(self) -> dict[str, Any]:
+        """The figures as of now (active time read live from the running trial)."""
+        out = {k: v for k, v in vars(self).items() if k not in ("lines", "active_clock")}
+        if self.active_clock is not None:
+            out["active_s"] = self.active_clock()
+        return out
 
     def say(self, line: str) -> None:
         self.lines.append(f"{time.strftime('%H:%M:%S')} {line}")

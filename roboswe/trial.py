@@ -196,6 +196,7 @@ class TrialRunner:
             await self._checkpoint("trial_start", None)
             await self._append_user(trial_opening(self.index, self.plan.trials, previous))
             self.started = time.monotonic()  # the active-time clock runs from the first participant input
+            self.progress.active_clock = self.active_time
             outcome, reason = await self._loop()
         except TrialIncomplete as e:
             outcome, reason = "incomplete", e.reason
@@ -566,6 +567,8 @@ class TrialRunner:
             success_interval=interval if outcome != "incomplete" else None, ended_at=time.time())
         with trio.CancelScope(shield=True):
             await self.rec.durable(ended)
+        self.progress.active_clock = None
+        self.progress.active_s = active
         self.progress.last_outcome = f"trial {self.index}: {outcome} ({reason})"
         return ended
 
