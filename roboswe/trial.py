@@ -154,6 +154,14 @@ class TrialRunner:
     # -- entry point
 
     async def run(self, previous: dict[str, Any] | None) -> rec.TrialEnded:
+        """Run the trial to its end; returns the recorded end (trial failures never raise)."""
+        structlog.contextvars.bind_contextvars(series=self.plan.series_id, trial=self.trial_id)
+        try:
+            return await self._run(previous)
+        finally:
+            structlog.contextvars.unbind_contextvars("series", "trial")
+
+    async def _run(self, previous: dict[str, Any] | None) -> rec.TrialEnded:
         self.wall_started = time.monotonic()
         p = self.progress
         p.trial, p.operation, p.steps_used, p.steps_budget = self.index, "load", 0, self.plan.budgets.trial_steps
@@ -567,6 +575,8 @@ class TrialRunner:
             success_interval=interval if outcome != "incomplete" else None, ended_at=time.time())
         with trio.CancelScope(shield=True):
             await self.rec.durable(ended)
+        log.info("trial_ended", outcome=outcome, reason=reason, control_steps=self.control_step, operations=self.seq,
+                 active_s=round(active, 3), wall_s=round(self.timing["wall"], 3), success_interval=interval)
         self.progress.active_clock = None
         self.progress.active_s = active
         self.progress.last_outcome = f"trial {self.index}: {outcome} ({reason})"
