@@ -38,5 +38,28 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
-echo "setup.sh: ready (.venv)"
-echo "setup.sh: build the sandbox image once as root (debootstrap, ~1-2 min): .venv/bin/roboswe images build"
+
+# Docker engine for the docker sandbox backend (bubblewrap is used when none answers).
+# Networkless containers need no bridge or iptables. ROBOSWE_NO_DOCKERD=1 skips this.
+if [ -z "${ROBOSWE_NO_DOCKERD:-}" ] && command -v dockerd >/dev/null && [ "$(id -u)" -eq 0 ] \
+        && ! docker info >/dev/null 2>&1; then
+    for driver in overlay2 vfs; do
+        echo "setup.sh: starting dockerd (storage $driver, log /tmp/roboswe-dockerd.log)"
+        setsid dockerd --iptables=false --bridge=none --storage-driver="$driver" \
+            >/tmp/roboswe-dockerd.log 2>&1 < /dev/null &
+        for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+        docker info >/dev/null 2>&1 && break
+        echo "setup.sh: dockerd did not start with $driver" >&2
+        kill $! 2>/dev/null || true
+    done
+fi
+
+# The sandbox image: a debootstrapped Debian rootfs shared by both backends (imported into
+# Docker when it answers). The first build takes 1-2 min; later runs reuse it in seconds.
+# debootstrap needs root.
+if [ "$(id -u)" -eq 0 ]; then
+    .venv/bin/roboswe images build
+elif ! .venv/bin/roboswe images show >/dev/null 2>&1; then
+    echo "setup.sh: no sandbox image yet; build it once as root: sudo .venv/bin/roboswe images build" >&2
+fi
+echo "setup.sh: ready (.venv, sandbox image)"
