@@ -134,8 +134,29 @@ async def run_job(actor: Actor, progress: Any) -> None:
         if videos is not None:
             progress.state, progress.detail = "videos", "rendering trial videos"
             await videos.record(recording)
-        with trio.fail_after(60):
-            await recorder.request(rec.Flush())
+        await store_results(actor, recorder, job.run_id, job.tasks, job.kind, progress)
+
+
+async def store_results(actor: Actor, recorder: Any, run_id: str, tasks: list[str], kind: str, progress: Any) -> None:
+    """Compute the run's figures from its database and have the recorder store RUN_DIR/results.json."""
+    from roboswe.artifacts import build_results
+    from roboswe.protocol import recorder as rec
+    from roboswe.records import RunReader
+
+    with trio.fail_after(60):
+        await recorder.request(rec.Flush())  # everything sent so far is in the database
+
+    def build() -> bytes:
+        with RunReader(actor.run_dir) as reader:
+            results = build_results(reader, run_id, admitted_tasks=tasks)
+        return msgspec.json.format(msgspec.json.encode(results), indent=2)
+
+    data = await trio.to_thread.run_sync(build)
+    with trio.fail_after(60):
+        stored = (await recorder.request(rec.StoreArtifact(
+            artifact_id=f"{run_id}/results/{int(time.time() * 1000)}", run_id=run_id, artifact="results",
+            path="results.json", meta={"job": kind}), [data])).message
+    progress.say(f"results: {actor.run_dir / stored.path} (sha256 {stored.sha256[:16]})")
 
 
 def _remote(actor: Actor, endpoint: str, codec: Any, curve: CurveClientKeys | None):

@@ -20,7 +20,7 @@ import structlog
 import trio
 
 from roboswe.actors import Accounts, Actor, actor_main, run_off_loop
-from roboswe.artifacts import ArtifactError, VideoWriter, artifact_record
+from roboswe.artifacts import ArtifactError, VideoWriter, artifact_record, store_bytes
 from roboswe.protocol import Decoded
 from roboswe.protocol.control import Error, Statistics
 from roboswe.protocol.recorder import (
@@ -36,6 +36,8 @@ from roboswe.protocol.recorder import (
     VideoFinish,
     VideoFrames,
     VideoStored,
+    StoreArtifact,
+    ArtifactStored,
 )
 from roboswe.records import RunStore, StoreError
 from roboswe.sandbox.checkpoints import BlobStore, CheckpointError, capture
@@ -89,6 +91,8 @@ class Recorder:
                 return await self._video_frames(message, decoded.blobs)
             case VideoFinish():
                 return await self._video_finish(message)
+            case StoreArtifact():
+                return await self._store_artifact(message, decoded.blobs)
             case _ if isinstance(message, RECORD_TYPES):
                 self.store.put(message)
                 return None
@@ -121,6 +125,22 @@ class Recorder:
         return CheckpointCaptured(checkpoint_id=m.checkpoint_id, manifest_sha256=cap.manifest_sha256,
                                   files=record.files, total_bytes=record.total_bytes, new_blobs=len(blobs),
                                   refused=cap.refused)
+
+    async def _store_artifact(self, m: StoreArtifact, blobs: tuple[Any, ...]) -> ArtifactStored | Error:
+        parts = Path(m.path).parts
+        if len(blobs) != 1 or not parts or Path(m.path).is_absolute() or ".." in parts:
+            return Error(code="refused", detail=f"artifact {m.artifact_id!r}: need one blob and a relative path "
+                                                f"inside RUN_DIR without '..', got {m.path!r} and {len(blobs)} blob(s)")
+        try:
+            stored = await run_off_loop(store_bytes, self.run_dir / m.path, bytes(blobs[0]))
+        except (ArtifactError, OSError) as e:
+            return Error(code="artifact", detail=f"artifact {m.artifact_id!r}: {e}")
+        record = artifact_record(self.run_dir, stored, artifact_id=m.artifact_id, run_id=m.run_id,
+                                 artifact=m.artifact, meta=m.meta)
+        reply = await self._durable([record], 1)
+        if isinstance(reply, Error):
+            return reply
+        return ArtifactStored(artifact_id=m.artifact_id, path=record.path, sha256=stored.sha256, size=stored.size)
 
     def video_path(self, trial_id: str, camera: str) -> Path:
         return self.run_dir / "videos" / _UNSAFE.sub("_", trial_id) / f"{_UNSAFE.sub('_', camera)}.mp4"

@@ -284,6 +284,25 @@ class VideoStored(Message, frozen=True, kw_only=True):
     frames: NonNegative
 
 
+class StoreArtifact(Message, frozen=True, kw_only=True):
+    """Write a run-level file (blob 0) at ``path`` under RUN_DIR, read it back, record it; replied with ``ArtifactStored``."""
+
+    artifact_id: str
+    run_id: str
+    artifact: str  # e.g. "results"
+    path: str  # relative to RUN_DIR, e.g. "results.json"
+    meta: Json = msgspec.field(default_factory=_empty)
+
+
+class ArtifactStored(Message, frozen=True, kw_only=True):
+    """Receipt: the file read back with this sha256 and its ArtifactRecord is committed."""
+
+    artifact_id: str
+    path: str
+    sha256: str
+    size: NonNegative
+
+
 RecorderMessage = (
     Control
     | Record
@@ -295,6 +314,8 @@ RecorderMessage = (
     | VideoFrames
     | VideoFinish
     | VideoStored
+    | StoreArtifact
+    | ArtifactStored
 )
 
 CODEC: Codec = Codec(RecorderMessage)

@@ -164,3 +164,15 @@ def test_verify_command_replays_again_and_keeps_verdicts_separate(demo_run, read
     execs = again.detail["execs"]
     assert execs and all(e["agree"] for e in execs)
     assert msgspec.json.decode(msgspec.json.encode(again.detail))["success"]["replay"] is not None
+
+
+def test_results_json_is_stored_by_the_recorder_and_reads_back(demo_run, reader):
+    run_dir = demo_run[1]
+    (record,) = [a for a in reader.artifacts() if a.artifact == "results"][:1]
+    data = (run_dir / "results.json").read_bytes()
+    latest = [a for a in reader.artifacts() if a.artifact == "results"][-1]
+    assert record.path == "results.json" and hashlib.sha256(data).hexdigest() == latest.sha256
+    results = json.loads(data)
+    assert results["verifications"] == {"verified": TRIALS}
+    (series,) = results["series"]
+    assert series["A"] == 1.0 and series["Q"] == 1.0
