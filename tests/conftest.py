@@ -15,6 +15,14 @@ ROOT = Path(__file__).resolve().parent.parent
 ECHO_SERVER = ROOT / "tests" / "actors" / "echo_server.py"
 
 
+def require_in_ci(reason: str) -> None:
+    """Skip a test that needs missing infrastructure, except in CI (CI=true), where
+    .ci/run provides it (dockerd, the sandbox image), so its absence is a failure."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must provide this: {reason}")
+    pytest.skip(reason)
+
+
 def actor_env() -> dict[str, str]:
     return {**os.environ, "PYTHONHASHSEED": "0"}
 

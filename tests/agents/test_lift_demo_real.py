@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from ..conftest import require_in_ci
+
 from roboswe.actors import Client
 from roboswe.actors.simulator import robot_endpoint
 from roboswe.protocol.control import Shutdown
@@ -49,7 +51,7 @@ def image():
     try:
         return load_image()
     except ImageError as e:
-        pytest.skip(f"{e} (CI builds it in .ci/run)")
+        require_in_ci(f"{e} (setup.sh builds it)")
 
 
 @pytest.fixture
@@ -167,7 +169,7 @@ def test_the_script_alone_lifts_the_cube_through_roboswe_exec(tmp_path):
                            "--seed", "3", "-e", "bwrap", "--json"],
                           capture_output=True, text=True, timeout=400, env=env)
     if proc.returncode != 0 and "image" in proc.stderr and "build" in proc.stderr:
-        pytest.skip(f"no sandbox image: {proc.stderr[-300:]}")
+        require_in_ci(f"no sandbox image: {proc.stderr[-300:]}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout[proc.stdout.index("{"):])
     runs = report["scripts"]

@@ -15,6 +15,7 @@ from roboswe.images import ImageError, load_image
 from roboswe.protocol.bridge import ExecFeedback, ScriptLimits
 from roboswe.sandbox import backend_class
 
+from ..conftest import require_in_ci
 from .stand_in_sim import ToyRobot, serve_toy_robot
 
 BACKENDS = ["bwrap", "docker"]
@@ -25,7 +26,7 @@ def image():
     try:
         return load_image()
     except ImageError as e:
-        pytest.skip(f"{e} (CI builds it in .ci/run)")
+        require_in_ci(f"{e} (setup.sh builds it)")
 
 
 def _docker_skip_reason(image) -> str | None:
@@ -42,7 +43,7 @@ def backend(request, image) -> str:
     if request.param == "docker":
         why = _docker_skip_reason(image)
         if why:
-            pytest.skip(f"docker backend: {why}")
+            require_in_ci(f"docker backend: {why}")
     return request.param
 
 

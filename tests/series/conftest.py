@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import require_in_ci
+
 ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
@@ -67,7 +69,7 @@ def sandbox_image():
     try:
         return load_image()
     except ImageError as e:
-        pytest.skip(f"{e} (CI builds it in .ci/run)")
+        require_in_ci(f"{e} (setup.sh builds it)")
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ import pytest
 
 from roboswe.records import RunReader
 
+from ..conftest import require_in_ci
 from .conftest import roboswe, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -16,7 +17,7 @@ def test_demo_series_on_docker_is_recorded_and_verified(work_dir, admitted, sand
 
     why = backend_class("docker").available()
     if why or not sandbox_image.docker_tag:
-        pytest.skip(f"docker backend unavailable: {why or 'image not imported into Docker'}")
+        require_in_ci(f"docker backend unavailable: {why or 'image not imported into Docker'}")
     config = write_config(work_dir, "docker", series="trials = 2")
     run_dir = work_dir / "docker"
     proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "-e", "docker")

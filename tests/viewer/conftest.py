@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import require_in_ci
+
 ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
@@ -34,7 +36,7 @@ def site(fixture_run, tmp_path_factory):
 @pytest.fixture(scope="session")
 def browser(tmp_path_factory):
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.skip("Debian chromium and chromium-driver are not installed (setup.sh installs them)")
+        require_in_ci("Debian chromium and chromium-driver are not installed (setup.sh installs them)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
