@@ -74,8 +74,8 @@ class _Blobs:
         return self.add(a.tobytes(), a.dtype.str, a.shape)
 
 
-def _state_arrays(state: simp.RobotState, blobs: _Blobs) -> dict[str, Array]:
-    return {k: blobs.array(np.asarray(v, dtype=np.float64)) for k, v in state.values.items()}
+def _values_arrays(values: dict[str, list[float]], blobs: _Blobs) -> dict[str, Array]:
+    return {k: blobs.array(np.asarray(v, dtype=np.float64)) for k, v in values.items()}
 
 
 def check_actions(rows: list[list[float]], spec: simp.TaskSpec) -> str | None:
@@ -137,7 +137,7 @@ class RobotDoor:
             case GetState():
                 blobs = _Blobs()
                 state = await self._ask(simp.GetState(), simp.RobotState)
-                return StateReply(state=_state_arrays(state, blobs)), blobs.frames
+                return StateReply(state=_values_arrays(state.values, blobs)), blobs.frames
             case Observe(cameras=cameras, depth=depth):
                 return await self._observe(cameras, depth)
             case Step(action=action):
@@ -190,12 +190,14 @@ class RobotDoor:
             return _error(LIMIT_REACHED, "the trial's control-step budget is used up"), []
         cut = result.applied < len(rows)
         session.limit_hit |= cut
+        values = result.values
+        if values is None:  # a simulator older than StepResult.values: one more round trip
+            values = (await self._ask(simp.GetState(), simp.RobotState)).values
         blobs = _Blobs()
-        state = await self._ask(simp.GetState(), simp.RobotState)
         reply = StepReply(
-            state=_state_arrays(state, blobs),
+            state=_values_arrays(values, blobs),
             steps=result.applied,
-            steps_left=min(session.steps_left, state.steps_left),
+            steps_left=min(session.steps_left, result.steps_left),
             limit_reached=cut,
         )
         return reply, blobs.frames

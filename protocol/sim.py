@@ -155,6 +155,9 @@ class StepResult(Message, frozen=True, kw_only=True):
     steps_left: int
     stopped: Literal["done", "invalid_action", "trial_budget"]
     error: ActionError | None = None
+    # The allowed state after the last applied step (RobotState.values, same allow-list), so a
+    # step is one round trip. None: the sender predates this field (ask GetState instead).
+    values: dict[str, list[float]] | None = None
 
 
 # ---- admin (coordinator only) -----------------------------------------------------------

@@ -64,8 +64,12 @@ class SimSession:
 
     def state(self) -> RobotState:
         sim = self.backend
-        values = {k: v.astype(float).tolist() for k, v in sim.state().items()}
-        return RobotState(control_step=sim.control_step, sim_time=sim.sim_time, steps_left=sim.steps_left, values=values)
+        return RobotState(control_step=sim.control_step, sim_time=sim.sim_time, steps_left=sim.steps_left,
+                          values=self._values())
+
+    def _values(self) -> dict[str, list[float]]:
+        """The allowed state values (the manifest's allow-list), as RobotState carries them."""
+        return {k: v.astype(float).tolist() for k, v in self.backend.state().items()}
 
     def observe(self, cameras: Sequence[str], depth: bool) -> tuple[Observation, list[bytes]]:
         sim = self.backend
@@ -102,7 +106,7 @@ class SimSession:
                                   value=e.value, low=e.low, high=e.high, detail=e.detail),
             )
         return StepResult(applied=out.applied, control_step=out.control_step, sim_time=out.sim_time,
-                          steps_left=out.steps_left, stopped=out.stopped)
+                          steps_left=out.steps_left, stopped=out.stopped, values=self._values())
 
     def wait(self, steps: int) -> StepResult:
         out = self.backend.wait(steps)

@@ -13,7 +13,8 @@ DIM = 4
 
 
 class ToyRobot:
-    def __init__(self, trial_steps: int = 6000):
+    def __init__(self, trial_steps: int = 6000, *, legacy: bool = False):
+        self.legacy = legacy  # answer Step without StepResult.values, as simulators before that field did
         self.qpos = [0.0] * DIM
         self.control_step = 0
         self.trial_steps = trial_steps
@@ -59,7 +60,9 @@ class ToyRobot:
                     self.control_step += 1
                     applied += 1
                 stopped = "done" if applied == len(actions) else "trial_budget"
-                return simp.StepResult(applied=applied, control_step=self.control_step, sim_time=0.0, steps_left=self.trial_steps - self.control_step, stopped=stopped)
+                values = None if self.legacy else self.state().values
+                return simp.StepResult(applied=applied, control_step=self.control_step, sim_time=0.0,
+                                       steps_left=self.trial_steps - self.control_step, stopped=stopped, values=values)
         raise AssertionError(f"unexpected {msg}")
 
 

@@ -35,6 +35,8 @@ async def test_robot_calls_round_trip_arrays(trial):
     assert fb.refused == 0  # a program exiting closes its connection: that is not a refusal
     assert "left 46" in fb.stdout
     assert trial.robot.control_step == 4
+    # Steps carry their new state: GetState is asked only by state() and steps_left().
+    assert trial.robot.received.count("Step") == 2 and trial.robot.received.count("GetState") == 2, trial.robot.received
 
 
 async def test_invalid_action_is_rejected_not_clipped(trial):

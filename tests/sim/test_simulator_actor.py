@@ -65,6 +65,7 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
             assert spec == loaded.spec and [c.name for c in spec.cameras] == ["agentview", "birdview", "robot0_eye_in_hand"]
             result = (await bridge.request(Step(actions=[[0.2, 0, 0, 0, 0, 0, -1]] * 3))).message
             assert (result.applied, result.control_step, result.stopped) == (3, 3, "done")
+            assert set(result.values) == set(spec.state_keys)  # the new state rides on the step reply
             bad = (await bridge.request(Step(actions=[[0.0] * 7, [0, 0, 0, 0, 0, 0, 2.0]]))).message
             assert bad.stopped == "invalid_action" and bad.applied == 0 and bad.control_step == 3
             assert (bad.error.chunk_index, bad.error.component_index, bad.error.value, bad.error.high) == (1, 6, 2.0, 1.0)
@@ -82,6 +83,7 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
             assert "not allowed" in refused.value.error.detail
             state = (await bridge.request(GetState())).message
             assert state.steps_left == 97
+            assert state.values == result.values  # nothing moved since that step
 
             # Admin messages are not in the robot union: they do not even decode there.
             for admin in (Load(manifest={}, seed=1), SuccessQuery(), Wait(steps=1), TakeStates()):

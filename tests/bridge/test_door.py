@@ -1,0 +1,72 @@
+"""The door's message flow to the simulator: one round trip per step, checks before anything is sent."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roboswe.bridge.door import RobotDoor
+from roboswe.protocol import bridge as bp
+from roboswe.protocol import sim as simp
+from roboswe.protocol.control import Error
+from tests.sandbox.stand_in_sim import ToyRobot
+
+
+def _link(robot: ToyRobot):
+    """A SimLink through the real robot codec (wire bytes both ways) to the toy robot."""
+
+    async def ask(message):
+        _, frames = simp.robot_codec.encode(message, sender="sandbox_bridge")
+        reply = await robot.handle(simp.robot_codec.decode(frames))
+        reply, blobs = reply if isinstance(reply, tuple) else (reply, [])
+        _, frames = simp.robot_codec.encode(reply, sender="simulator", blobs=blobs)
+        return simp.robot_codec.decode(frames)
+
+    return ask
+
+
+async def _call(door: RobotDoor, message):
+    _, frames = bp.robot_codec.encode(message, sender="robot")
+    return await door.handle(bp.robot_codec.decode(frames))
+
+
+def _state(reply, blobs) -> dict[str, np.ndarray]:
+    return {k: np.frombuffer(blobs[a.blob], dtype=a.dtype).reshape(a.shape) for k, a in reply.state.items()}
+
+
+async def test_a_step_is_one_round_trip_carrying_the_new_state():
+    robot = ToyRobot()
+    door = RobotDoor(_link(robot))
+    session = door.begin("s.py", bp.ScriptLimits(steps=50))
+    reply, blobs = await _call(door, bp.Step(token=session.token, action=[1.0, 0, 0, 0]))
+    assert robot.received == ["GetSpec", "Step"]  # the spec is fetched once per trial, then cached
+    reply, blobs = await _call(door, bp.StepMany(token=session.token, actions=[[1.0, 0, 0, 0]] * 3))
+    assert robot.received == ["GetSpec", "Step", "Step"]  # no GetState after a step
+    assert isinstance(reply, bp.StepReply) and reply.steps == 3 and reply.steps_left == 46
+    np.testing.assert_allclose(_state(reply, blobs)["qpos"], [0.04, 0, 0, 0])
+    # The state a step returns is exactly what GetState returns afterwards.
+    state, state_blobs = await _call(door, bp.GetState(token=session.token))
+    np.testing.assert_array_equal(_state(state, state_blobs)["qpos"], _state(reply, blobs)["qpos"])
+
+
+async def test_an_older_simulator_without_step_values_gets_a_get_state():
+    robot = ToyRobot(legacy=True)
+    door = RobotDoor(_link(robot))
+    session = door.begin("s.py", bp.ScriptLimits(steps=50))
+    reply, blobs = await _call(door, bp.Step(token=session.token, action=[0.5, 0, 0, 0]))
+    assert robot.received == ["GetSpec", "Step", "GetState"]
+    np.testing.assert_allclose(_state(reply, blobs)["qpos"], [0.005, 0, 0, 0])
+
+
+async def test_bad_actions_and_exhausted_budgets_never_reach_the_simulator():
+    robot = ToyRobot()
+    door = RobotDoor(_link(robot))
+    session = door.begin("s.py", bp.ScriptLimits(steps=2))
+    for bad in ([1.5, 0, 0, 0], [float("nan"), 0, 0, 0], [0, 0, 0]):
+        reply, _ = await _call(door, bp.Step(token=session.token, action=bad))
+        assert isinstance(reply, Error) and reply.code == bp.INVALID_ACTION, bad
+    assert robot.received == ["GetSpec"] and robot.control_step == 0
+    reply, _ = await _call(door, bp.StepMany(token=session.token, actions=[[0.1, 0, 0, 0]] * 5))
+    assert isinstance(reply, bp.StepReply) and reply.steps == 2 and reply.limit_reached and reply.steps_left == 0
+    reply, _ = await _call(door, bp.Step(token=session.token, action=[0.1, 0, 0, 0]))
+    assert isinstance(reply, Error) and reply.code == bp.LIMIT_REACHED
+    assert robot.received == ["GetSpec", "Step"] and robot.control_step == 2
