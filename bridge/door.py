@@ -13,7 +13,6 @@ from typing import Any
 import msgspec
 import numpy as np
 import structlog
-
 from roboswe.protocol import Decoded, Message
 from roboswe.protocol import sim as simp
 from roboswe.protocol.bridge import (

@@ -59,6 +59,76 @@ def snapshot(data) -> dict[str, np.ndarray]:
     return {name: np.array(getattr(data, name), dtype=np.float64, copy=True) for name in STATE_FIELDS}
 
 
+# Byte offset of mjrContext.fogRGBA in mujoco/include/mujoco/mjrender.h (after five floats:
+# lineWidth, shadowClip, shadowScale, fogStart, fogEnd); checked at run time before use.
+_FOG_RGBA_OFFSET = 20
+
+
+def _libmujoco():
+    """The MuJoCo shared library the bindings loaded (dlopen of the same file returns the same handle)."""
+    import ctypes
+    from pathlib import Path
+
+    import mujoco
+
+    path = Path(mujoco.__file__).parent / f"libmujoco.so.{mujoco.__version__}"
+    lib = ctypes.CDLL(str(path))
+    lib.mjr_makeContext.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    lib.mjr_makeContext.restype = None
+    return lib
+
+
+def _context_address(context) -> int | None:
+    """The address of the mjrContext behind a bindings MjrContext, or None if its layout is not the expected one.
+
+    The bindings expose no pointer, but ``fogRGBA`` is a numpy view into the struct. Distinct
+    values written through the bindings must read back at the header's offsets, else None.
+    """
+    import ctypes
+
+    fog = context.fogRGBA
+    if fog.base is None or fog.dtype != np.float32:
+        return None
+    base = fog.__array_interface__["data"][0] - _FOG_RGBA_OFFSET
+    saved = (context.lineWidth, context.shadowClip, context.fogEnd)
+    context.lineWidth, context.shadowClip, context.fogEnd = 1.25, -2.5, 3.75
+    seen = tuple(ctypes.c_float.from_address(base + off).value for off in (0, 4, 16))
+    context.lineWidth, context.shadowClip, context.fogEnd = saved
+    return base if seen == (1.25, -2.5, 3.75) else None
+
+
+def make_context(model, fontscale: int):
+    """An MjrContext for ``model`` built with the GIL released.
+
+    mjr_makeContext uploads every texture and mesh of the scene to the GL context: ~0.55 s
+    for Lift/Panda on Mesa llvmpipe, seconds on a loaded machine. The bindings' MjrContext(model)
+    holds the GIL throughout, so the simulator actor's trio loop could not answer heartbeats
+    while a scene was built. A ctypes call into the same library releases the GIL for its
+    duration, so the loop keeps running. Falls back to the bindings (logged) when the
+    library or the struct layout is not what this code expects.
+    Caveat: a MuJoCo error inside this one call (a GL driver that cannot allocate the
+    offscreen buffer) ends the process with MuJoCo's message on stderr instead of raising.
+    """
+    import mujoco
+
+    context = mujoco.MjrContext()  # mjr_defaultContext: nothing allocated yet
+    try:
+        lib = _libmujoco()
+        address = _context_address(context)
+    except (OSError, AttributeError) as e:
+        lib, address = None, None
+        log.warning("render.context_with_gil", reason=f"{type(e).__name__}: {e}")
+    if lib is None or address is None:
+        if lib is not None:
+            log.warning("render.context_with_gil", reason="unexpected mjrContext layout")
+        return mujoco.MjrContext(model, fontscale)
+    lib.mjr_makeContext(model._address, address, fontscale)  # ctypes drops the GIL during the call
+    if context.ntexture != model.ntex or context.offWidth != model.vis.global_.offwidth:
+        raise RuntimeError(f"mjr_makeContext via ctypes left an inconsistent context (ntexture {context.ntexture}, "
+                           f"model has {model.ntex}); MuJoCo {mujoco.__version__} may have changed mjrContext")
+    return context
+
+
 class SceneRenderer:
     """Owns one GL context and a scratch MjData for a model; draws fixed cameras on request.
 
@@ -76,7 +146,7 @@ class SceneRenderer:
         self._gl = mujoco.GLContext(int(model.vis.global_.offwidth), int(model.vis.global_.offheight))
         self._gl.make_current()
         self._scene = mujoco.MjvScene(model, maxgeom=10000)
-        self._context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
+        self._context = make_context(model, int(mujoco.mjtFontScale.mjFONTSCALE_150))
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._context)
         self._option = mujoco.MjvOption()
         self._perturb = mujoco.MjvPerturb()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-
 from roboswe.bridge.door import RobotDoor
 from roboswe.protocol import bridge as bp
 from roboswe.protocol import sim as simp
 from roboswe.protocol.control import Error
+
 from tests.sandbox.stand_in_sim import ToyRobot
 
 
