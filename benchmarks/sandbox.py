@@ -10,7 +10,9 @@ Everything is measured in one run, interleaved in rounds so background load hits
   robot.step robot.step(hold) timed inside the sandbox: sandbox -> bridge -> simulator -> back
   step_many  robot.step_many of 10-row chunks, per control step
   overhead   robot.step against a stand-in simulator with no physics (tests/sandbox/stand_in_sim.py):
-             the sandbox -> bridge -> simulator -> back cost alone, which robot.step adds to env.step
+             the sandbox -> bridge -> simulator -> back cost alone, which robot.step adds to env.step;
+             "legacy": the same against a stand-in that answers Step without the new state (as
+             simulators before StepResult.values did), so the bridge asks GetState after each step
 Prints a markdown table (the README's Performance section is pasted from it).
 """
 
@@ -49,15 +51,15 @@ print(json.dumps({{"step_ms": one, "step_many_ms": many}}))
 
 async def bench(args, manifest, inproc, results: dict) -> None:
     import trio
-
     from roboswe.actors import Client
     from roboswe.actors.sandbox_bridge import open_trial
     from roboswe.actors.simulator import robot_endpoint
-    from roboswe.images import load_image
     from roboswe.protocol.bridge import ScriptLimits
     from roboswe.protocol.control import Shutdown
     from roboswe.protocol.sim import Load, control_codec
     from roboswe.sandbox import backend_class
+
+    from roboswe.images import load_image
 
     image = load_image()
     backends = [b for b in ("bwrap", "docker") if backend_class(b).available() is None and (b != "docker" or image.docker_tag)]
@@ -104,7 +106,6 @@ async def bench(args, manifest, inproc, results: dict) -> None:
 
 async def _overhead(args, image, backends, run_dir: Path, results: dict) -> None:
     import trio
-
     from roboswe.actors.sandbox_bridge import open_trial
     from roboswe.protocol.bridge import ScriptLimits
 
@@ -113,17 +114,21 @@ async def _overhead(args, image, backends, run_dir: Path, results: dict) -> None
 
     limits = ScriptLimits(steps=args.steps * 2 + 10, seconds=600)
     async with trio.open_nursery() as nursery:
-        endpoint = f"ipc://{run_dir}/toy.sock"
-        await nursery.start(serve_toy_robot, endpoint, ToyRobot(trial_steps=10**7))
+        endpoints = {}
+        for legacy in (False, True):
+            endpoints[legacy] = f"ipc://{run_dir}/toy-{int(legacy)}.sock"
+            await nursery.start(serve_toy_robot, endpoints[legacy], ToyRobot(trial_steps=10**7, legacy=legacy))
         for backend in backends:
             ws = run_dir / f"toy-{backend}"
             ws.mkdir()
             (ws / "steps.py").write_text(STEP_SCRIPT.format(n=args.steps))
-            async with open_trial("toy", ws, endpoint, backend=backend, image=image) as t:
-                for _ in range(args.rounds):
-                    fb = await t.exec("steps.py", limits)
-                    assert fb.exit_status == 0, fb.stderr
-                    results["backends"][backend].setdefault("overhead_ms", []).append(json.loads(fb.stdout)["step_ms"])
+            async with open_trial("toy", ws, endpoints[False], backend=backend, image=image) as t, \
+                    open_trial("toy-legacy", ws, endpoints[True], backend=backend, image=image) as legacy_t:
+                for _ in range(args.rounds):  # interleaved, so load hits both alike
+                    for key, trial in (("overhead_ms", t), ("overhead_legacy_ms", legacy_t)):
+                        fb = await trial.exec("steps.py", limits)
+                        assert fb.exit_status == 0, fb.stderr
+                        results["backends"][backend].setdefault(key, []).append(json.loads(fb.stdout)["step_ms"])
         nursery.cancel_scope.cancel()
 
 
@@ -137,7 +142,6 @@ def _env_step_ms(inproc, n: int) -> float:
 
 def main() -> None:
     import trio
-
     from roboswe.sim.backend import create_backend
     from roboswe.sim.manifest import load_manifest
 
@@ -155,8 +159,8 @@ def main() -> None:
     env = statistics.median(results["env_step_ms"])
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     print(f"task {args.task}; {args.starts} empty-script starts, {args.rounds} rounds of {args.steps} steps; in-process env.step {env:.2f} ms (median)\n")
-    print("| backend | empty script p50 (p90) | exec round trip p50 | robot.step | step_many (10/chunk) | robot.step / env.step | bridge overhead per step |")
-    print("|---|---|---|---|---|---|---|")
+    print("| backend | empty script p50 (p90) | exec round trip p50 | robot.step | step_many (10/chunk) | robot.step / env.step | bridge overhead per step | same, with a GetState per step (before) |")
+    print("|---|---|---|---|---|---|---|---|")
     for backend, r in results["backends"].items():
         start = sorted(r["start_ms"])
         p90 = start[int(0.9 * (len(start) - 1))]
@@ -164,7 +168,8 @@ def main() -> None:
         many = statistics.median(r["step_many_ms"])
         print(f"| {backend} | {statistics.median(start):.0f} ms ({p90:.0f} ms) | {statistics.median(r['exec_ms']):.0f} ms | "
               f"{step:.2f} ms | {many:.2f} ms | {step / env:.2f}x (step_many {many / env:.2f}x) | "
-              f"{statistics.median(r['overhead_ms']):.2f} ms ({statistics.median(r['overhead_ms']) / env:.1%} of env.step) |")  # fmt: skip
+              f"{statistics.median(r['overhead_ms']):.2f} ms ({statistics.median(r['overhead_ms']) / env:.1%} of env.step) | "
+              f"{statistics.median(r['overhead_legacy_ms']):.2f} ms ({statistics.median(r['overhead_legacy_ms']) / env:.1%}) |")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
