@@ -33,6 +33,7 @@ from roboswe.workspace import Workspace, WorkspaceError
 log = structlog.get_logger()
 
 REPLAYED = ("write_file", "exec", "wait")
+STATE_TOLERANCE = 1e-9  # same host, same binaries: physics replays bit for bit; this only absorbs printing noise
 
 
 class ReplayError(Exception):
@@ -80,7 +81,6 @@ async def verify_trial(links: Links, reader: RunReader, recording: Recording, ru
             loaded: simp.Loaded = (await links.sim.request(simp.Load(
                 manifest=manifest, seed=int(pinned.get("seed", manifest["seed"])),
                 trial_steps=budgets["trial_steps"]))).message
-        await links.sim.request(simp.TakeStates())
         fp = loaded.fingerprint.digest
         detail["fingerprint"] = fp
         if fp != view.start.fingerprint or fp != reference_fingerprint:
@@ -107,6 +107,9 @@ async def verify_trial(links: Links, reader: RunReader, recording: Recording, ru
             divergence = f"success: original interval {original} ({view.end.outcome}), replay {interval}"
         if not divergence and status.control_step != view.end.control_steps:
             divergence = f"control steps: original {view.end.control_steps}, replay {status.control_step}"
+        await _collect_states(links, detail)
+        states_divergence = compare_states(reader, view, detail)
+        divergence = divergence or states_divergence
         verdict = "mismatch" if divergence else "verified"
     except ReplayError as e:
         detail["cause"] = str(e)
@@ -123,6 +126,7 @@ async def verify_trial(links: Links, reader: RunReader, recording: Recording, ru
                 except INFRA_ERRORS:
                     pass
         shutil.rmtree(workspace, ignore_errors=True)
+    detail.pop("_states", None)
     detail["replay_seconds"] = round(time.monotonic() - t0, 3)
     record = rec.VerificationRecord(
         verification_id=replay_id, trial_id=view.trial_id, verdict=verdict, success_reproduced=reproduced,
@@ -173,8 +177,49 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
                 detail["waits"].append({"seq": op.seq, "applied": [op.feedback.get("applied"), result.applied]})
                 if not ok and not first:
                     first = f"operation {op.seq} wait: applied {op.feedback.get('applied')} vs {result.applied}"
-        await links.sim.request(simp.TakeStates())  # keep the simulator's state log from growing
+        await _collect_states(links, detail)
     return first
+
+
+async def _collect_states(links: Links, detail: dict[str, Any]) -> None:
+    """Take the replay's per-step physics states since the last call (compared with the record at the end)."""
+    from roboswe.sim.session import states_from_blobs
+
+    reply = await links.sim.request(simp.TakeStates())
+    if reply.message.count:
+        states = states_from_blobs(reply.message, reply.blobs)
+        detail.setdefault("_states", []).append((states.step, states.qpos, states.qvel))
+
+
+def compare_states(reader: RunReader, view: TrialView, detail: dict[str, Any]) -> str:
+    """Compare the replay's per-step qpos/qvel with the recorded control traces; returns a divergence or ''."""
+    import numpy as np
+
+    from roboswe.records import trace_arrays
+
+    taken = detail.pop("_states", [])
+    traces = reader.control_traces(view.trial_id)
+    if not traces or not taken:
+        detail["states"] = {"compared": 0, "note": "no per-step states to compare"}
+        return ""
+    original = [trace_arrays(t) for t in traces]
+    o_steps = np.concatenate([np.arange(t.step_start, t.step_end) for t in traces])
+    o_qpos = np.concatenate([a["qpos"] for a in original])
+    o_qvel = np.concatenate([a["qvel"] for a in original])
+    r_steps = np.concatenate([s for s, _, _ in taken])
+    r_qpos = np.concatenate([q for _, q, _ in taken])
+    r_qvel = np.concatenate([v for _, _, v in taken])
+    if not np.array_equal(o_steps, r_steps) or o_qpos.shape != r_qpos.shape:
+        detail["states"] = {"compared": 0, "original_steps": len(o_steps), "replay_steps": len(r_steps)}
+        return f"per-step states: original covers {len(o_steps)} steps, replay {len(r_steps)}"
+    dq, dv = np.abs(o_qpos - r_qpos), np.abs(o_qvel - r_qvel)
+    detail["states"] = {"compared": int(len(o_steps)), "max_abs_qpos_diff": float(dq.max(initial=0.0)),
+                        "max_abs_qvel_diff": float(dv.max(initial=0.0))}
+    bad = np.flatnonzero((dq > STATE_TOLERANCE).any(axis=1) | (dv > STATE_TOLERANCE).any(axis=1))
+    if bad.size:
+        return (f"per-step states diverge from control step {int(o_steps[bad[0]])} "
+                f"(max |qpos| difference {float(dq.max()):.3g})")
+    return ""
 
 
 async def verify_series(links: Links, reader: RunReader, recording: Recording, progress: Progress, run_dir: Path,

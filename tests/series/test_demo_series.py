@@ -56,6 +56,8 @@ def test_every_trial_succeeds_and_replays_verified(reader):
         assert last - first + 1 == 10 and last <= v.end.control_steps <= 6000
         assert v.verification.verdict == "verified", v.verification
         assert v.verification.success_reproduced is True
+        states = v.verification.detail["states"]  # every control step's physics state replayed bit for bit
+        assert states["compared"] == v.end.control_steps + 1 and states["max_abs_qpos_diff"] == 0.0
         assert v.end.active_time > 0 and set(v.end.timing) >= {"provider", "execution", "physics", "rendering", "transport", "waits"}
 
 
