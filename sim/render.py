@@ -114,6 +114,7 @@ def make_context(model, fontscale: int):
     context = mujoco.MjrContext()  # mjr_defaultContext: nothing allocated yet
     try:
         lib = _libmujoco()
+        model_address = int(model._address)
         address = _context_address(context)
     except (OSError, AttributeError) as e:
         lib, address = None, None
@@ -122,7 +123,7 @@ def make_context(model, fontscale: int):
         if lib is not None:
             log.warning("render.context_with_gil", reason="unexpected mjrContext layout")
         return mujoco.MjrContext(model, fontscale)
-    lib.mjr_makeContext(model._address, address, fontscale)  # ctypes drops the GIL during the call
+    lib.mjr_makeContext(model_address, address, fontscale)  # ctypes drops the GIL during the call
     if context.ntexture != model.ntex or context.offWidth != model.vis.global_.offwidth:
         raise RuntimeError(f"mjr_makeContext via ctypes left an inconsistent context (ntexture {context.ntexture}, "
                            f"model has {model.ntex}); MuJoCo {mujoco.__version__} may have changed mjrContext")
