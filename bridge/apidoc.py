@@ -42,6 +42,11 @@ def render_robot_api(spec: TaskSpec) -> str:
     for cam in spec.cameras:
         extras = [x for x, on in (("depth", cam.depth), ("K and T_world_camera", cam.calibration)) if on]
         lines.append(f"  {cam.name}: {cam.width}x{cam.height} rgb" + (f", {', '.join(extras)}" if extras else ""))
+    if any(cam.depth or cam.calibration for cam in spec.cameras):
+        lines.append(
+            "Depth is metres along the optical axis; K and T_world_camera use the OpenCV convention "
+            "(x right, y down, z forward): p_world = T_world_camera @ [z*(u-cx)/fx, z*(v-cy)/fy, z, 1]."
+        )
     lines += ["", f"State keys: {', '.join(spec.state_keys)}", ""]
     s, t = spec.script_limits, spec.trial_limits
     lines.append(
