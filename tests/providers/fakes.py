@@ -252,9 +252,14 @@ REPLY = {"openai": openai_reply, "anthropic": anthropic_reply, "google": google_
 
 def wire_calls(wire: str, body: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], str | None, bool]]:
     """The tool calls and results a request body carries, in order:
-    (call id, name, arguments, result text or None, result is an error)."""
+    (call id, name, arguments, result text or None, result is an error). The harness's own
+    user texts (e.g. a trial's opening) come in order as ("", None, {}, text, False)."""
     calls: list[list[Any]] = []
     by_id: dict[str, list[Any]] = {}
+
+    def said(text: Any) -> None:
+        if isinstance(text, str) and text:
+            calls.append(["", None, {}, text, False])
 
     def call(cid: str, name: str, args: Any) -> None:
         entry = [cid, name, args if isinstance(args, dict) else json.loads(args or "{}"), None, False]
@@ -266,8 +271,17 @@ def wire_calls(wire: str, body: dict[str, Any]) -> list[tuple[str, str, dict[str
         if entry is not None:
             entry[3], entry[4] = text, error
 
+    def texts(content: Any, kind: str = "text") -> None:
+        if isinstance(content, str):
+            said(content)
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == kind:
+                said(block.get("text"))
+
     if wire == "openai":
         for item in body.get("input", []):
+            if item.get("role") == "user":
+                texts(item.get("content"), "input_text")
             if item.get("type") == "function_call":
                 call(item["call_id"], item["name"], item["arguments"])
             elif item.get("type") == "function_call_output":
@@ -275,6 +289,8 @@ def wire_calls(wire: str, body: dict[str, Any]) -> list[tuple[str, str, dict[str
                 result(item["call_id"], out if isinstance(out, str) else "".join(o.get("text", "") for o in out))
     elif wire == "anthropic":
         for m in body.get("messages", []):
+            if m.get("role") == "user":
+                texts(m["content"])
             for b in m["content"] if isinstance(m["content"], list) else []:
                 if b.get("type") == "tool_use":
                     call(b["id"], b["name"], b["input"])
@@ -285,6 +301,8 @@ def wire_calls(wire: str, body: dict[str, Any]) -> list[tuple[str, str, dict[str
     elif wire == "google":
         for content in body.get("contents", []):
             for part in content.get("parts", []):
+                if content.get("role") == "user" and "text" in part:
+                    said(part["text"])
                 if "functionCall" in part:
                     fc = part["functionCall"]
                     call(fc.get("id") or f"g{len(calls)}", fc["name"], fc.get("args") or {})
@@ -294,6 +312,8 @@ def wire_calls(wire: str, body: dict[str, Any]) -> list[tuple[str, str, dict[str
                     result(fr.get("id"), str(resp.get("output", resp.get("error", ""))), "error" in resp)
     elif wire == "openrouter":
         for m in body.get("messages", []):
+            if m.get("role") == "user":
+                texts(m.get("content"))
             for tc in m.get("tool_calls") or []:
                 call(tc["id"], tc["function"]["name"], tc["function"]["arguments"])
             if m.get("role") == "tool":
@@ -304,10 +324,11 @@ def wire_calls(wire: str, body: dict[str, Any]) -> list[tuple[str, str, dict[str
 def agent_reply(agent: Any, wire: str) -> Callable[[Seen], Reply]:
     """A scripted reply computed by a local agent (e.g. the Lift demo agent) from the tool
     calls and results in the request, so a whole series can run through a hosted-model
-    adapter: `fake.queue(*[agent_reply(agent, wire)] * 200)`. Trials are not on the wire;
-    the agent sees trial 0 and finds trial boundaries after each `finish`."""
+    adapter: `fake.queue(*[agent_reply(agent, wire)] * 200)`. Trial tags are not on the wire;
+    the agent sees trial 0 and finds trial boundaries in the harness's texts, as a model would."""
     from roboswe.protocol.participant import (
         DecisionRequest,
+        TextPart,
         ToolCallPart,
         ToolResultPart,
         Turn,
@@ -320,6 +341,9 @@ def agent_reply(agent: Any, wire: str) -> Callable[[Seen], Reply]:
     def reply(seen: Seen) -> Reply:
         turns: list[Turn] = []
         for i, (cid, name, args, text, error) in enumerate(wire_calls(wire, seen.json())):
+            if name is None:
+                turns.append(Turn(id=f"u{i}", role="user", parts=[TextPart(text=text)]))
+                continue
             op = parse_operation(name, args)
             turns.append(Turn(id=f"a{i}", role="assistant", parts=[ToolCallPart(call_id=cid, name=name, arguments=json.dumps(args), operation=op)]))
             if text is not None:

@@ -1,4 +1,4 @@
-"""A Lift trial through each hosted-model adapter: the real SDK against a loopback fake of the
+"""A 5-trial Lift series through each hosted-model adapter: the real SDK against a loopback fake of the
 provider's HTTP API whose replies the demo agent computes from the request (tests/providers/fakes.py).
 
 This checks the whole hosted path of a series: instructions, tool schemas, PNG observations
@@ -21,15 +21,15 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("wire", ["anthropic", "openai", "google", "openrouter"])
-def test_a_lift_trial_through_the_hosted_adapter_wire(wire, work_dir, admitted, monkeypatch):
+def test_a_five_trial_lift_series_through_the_hosted_adapter_wire(wire, work_dir, admitted, monkeypatch):
     from roboswe.agents.lift_demo import LiftDemoAgent
 
     monkeypatch.setenv("ROBOSWE_FAKE_KEY", "fake-key-not-secret")
     with FakeProvider(wire) as fake:
-        fake.queue(*[agent_reply(LiftDemoAgent(), wire)] * 40)
+        fake.queue(*[agent_reply(LiftDemoAgent(), wire)] * 200)
         provider = (f'model = "fake-{wire}-model"\napi_key_env = "ROBOSWE_FAKE_KEY"\nbase_url = "{fake.base_url}"\n'
                     "attempts = 1")
-        config = write_config(work_dir, f"wire-{wire}", agent=provider, series="trials = 1")
+        config = write_config(work_dir, f"wire-{wire}", agent=provider, series="trials = 5")
         config.write_text(config.read_text().replace('kind = "python"', f'kind = "{wire}"'))
         run_dir = work_dir / f"wire-{wire}"
         proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), timeout=600)
@@ -38,14 +38,18 @@ def test_a_lift_trial_through_the_hosted_adapter_wire(wire, work_dir, admitted, 
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
         assert series.model == f"{wire}:fake-{wire}-model"
-        (v,) = reader.trials(series.series_id)
-        assert v.end.outcome == "success", v.end.reason
-        assert v.verification.verdict == "verified"
-        messages = reader.messages(v.trial_id)
-        ops = reader.operations(v.trial_id)
-        assert len(messages) == len(ops) == len(generations)
-        assert [m.request for m in messages] == [g.body for g in generations]  # the exact bytes on the wire
-        observe = ops.index(next(o for o in ops if o.operation == "observe"))
-        after = json.dumps(generations[observe + 1].json())
-        assert "image/png" in after or "iVBORw0KGgo" in after  # the camera images reached the model
-        assert "robot.step" in json.dumps(generations[0].json())  # the generated robot API instructions
+        views = reader.trials(series.series_id)
+        assert [v.end.outcome for v in views] == ["success"] * 5, [v.end.reason for v in views]
+        assert [v.verification.verdict for v in views] == ["verified"] * 5
+        messages = [m for v in views for m in reader.messages(v.trial_id)]
+        ops = [o for v in views for o in reader.operations(v.trial_id)]
+        first_ops = reader.operations(views[0].trial_id)
+    assert len(messages) == len(ops) == len(generations)
+    assert [m.request for m in messages] == [g.body for g in generations]  # the exact bytes on the wire
+    observe = next(i for i, o in enumerate(first_ops) if o.operation == "observe")
+    after = json.dumps(generations[observe + 1].json())
+    assert "image/png" in after or "iVBORw0KGgo" in after  # the camera images reached the model
+    assert "robot.step" in json.dumps(generations[0].json())  # the generated robot API instructions
+    # Trial 2 keeps the conversation: its first request carries trial 1's turns.
+    second = generations[len(first_ops)].json()
+    assert "Trial 2 of 5 begins" in json.dumps(second) and "Trial 1 of 5 begins" in json.dumps(second)

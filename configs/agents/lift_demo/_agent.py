@@ -22,6 +22,7 @@ from roboswe.protocol.participant import (
     Observe,
     Operation,
     ReadFile,
+    TextPart,
     ToolCallPart,
     ToolResultPart,
     WriteFile,
@@ -30,6 +31,7 @@ from roboswe.protocol.participant import (
 SCRIPT = "lift_cube.py"
 PLAN = "plan.json"
 FRESH_PLAN = json.dumps({"phase": "locate"}) + "\n"
+_OPENING = re.compile(r"Trial \d+ of \d+ begins\.")  # roboswe.instructions.trial_opening
 _PHASE = re.compile(r'"phase"\s*:\s*"([a-z_]+)"')
 
 
@@ -50,13 +52,17 @@ class Step:
 def trial_steps(request: DecisionRequest) -> list[Step]:
     """The operations this participant made in the request's current trial, with their results.
 
-    Turns are tagged with their trial; where they are not (trial 0), the trial is taken to
-    start after the last `finish`.
+    Turns are tagged with their trial; where they are not (trial 0, e.g. a hosted model's
+    view), the trial starts at the harness's last trial opening or after the last `finish`.
     """
     turns = request.conversation
     if request.trial:
         earlier = [i for i, t in enumerate(turns) if t.trial and t.trial != request.trial]
         turns = turns[earlier[-1] + 1:] if earlier else turns
+    else:
+        openings = [i for i, t in enumerate(turns) if t.role == "user" and any(
+            isinstance(p, TextPart) and _OPENING.match(p.text) for p in t.parts)]
+        turns = turns[openings[-1]:] if openings else turns
     calls: list[ToolCallPart] = []
     results: dict[str, ToolResultPart] = {}
     for turn in turns:
