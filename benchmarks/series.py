@@ -86,7 +86,7 @@ def trial_rows(run_dir: Path) -> list[dict]:
         for s in reader.series():
             for v in reader.trials(s.series_id):
                 t = v.end.timing
-                participant = t["provider_latency"] + max(0.0, t["execution"] - t["script_sim"])
+                participant = t["provider_http"] + max(0.0, t["execution"] - t["script_sim"])
                 sim = t["physics"] + t["rendering"]
                 overhead = t["wall"] - participant - sim
                 rows.append({

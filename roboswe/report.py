@@ -141,7 +141,8 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
         console.print(table)
     timing = summary["timing"]
     table = Table(title="where time went (all trials)", title_justify="left",
-                  caption="components overlap: physics and rendering a script asks for are inside its execution",
+                  caption="components overlap: physics and rendering a script asks for are inside its execution; "
+                          "provider_http (the provider's API) is inside provider (the decision round trip)",
                   caption_justify="left")
     table.add_column("component")
     table.add_column("seconds", justify="right")

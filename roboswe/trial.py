@@ -127,7 +127,9 @@ class TrialRunner:
         self.recovery = 0.0
         self.started = 0.0
         self.timing: dict[str, float] = dict.fromkeys(
-            ("provider", "provider_latency", "execution", "script_sim", "transport", "physics", "rendering", "waits",
+            # provider: the whole decision round trip (a local participant's own compute included);
+            # provider_http: time inside the provider's HTTP API, summed over attempts.
+            ("provider", "provider_http", "execution", "script_sim", "transport", "physics", "rendering", "waits",
              "context", "recording", "load", "recovery"), 0.0)
         self.offered_search = False
         self.system = ""
@@ -399,7 +401,7 @@ class TrialRunner:
                 raise TrialIncomplete(f"{reason}: {detail}")
             case Decided(decision=decision):
                 self.recovery += sum(a.backoff_s for a in decision.attempts)
-                self.timing["provider_latency"] += sum(a.latency_s for a in decision.attempts)
+                self.timing["provider_http"] += sum(a.latency_s for a in decision.attempts)
                 await self._record_attempts(n, decision.attempts, decision)
                 await self._append(decision.turn)
                 with trio.fail_after(SIM_DEADLINE):
