@@ -366,4 +366,12 @@ def loads_json(raw: bytes) -> Any:
         raise Retryable("malformed", f"response is not valid JSON: {e}; first bytes {raw[:80]!r}") from None
 
 
+def token_count(raw: bytes, key: str, endpoint: str) -> int:
+    """The integer ``key`` of a count endpoint's JSON answer; a missing one is Retryable("malformed")."""
+    data = loads_json(raw)
+    if not isinstance(data, dict) or not isinstance(data.get(key), int):
+        raise Retryable("malformed", f"{endpoint} answer has no {key}: {raw[:120]!r}")
+    return data[key]
+
+
 __all__ = ["HostedParticipant", "Retryable", "Refused"]

@@ -28,7 +28,7 @@ from roboswe.protocol.participant import (
 
 from ._common import call_arguments, image_b64, merge_roles, native_items
 from ._config import ProviderConfig
-from ._hosted import HostedParticipant, Retryable, import_sdk, loads_json, new_turn_id, read_key
+from ._hosted import HostedParticipant, Retryable, import_sdk, new_turn_id, read_key, token_count
 
 CONTINUATION = "(Earlier conversation continues.)"
 
@@ -139,13 +139,7 @@ class AnthropicParticipant(HostedParticipant):
         async def send(b: dict[str, Any]) -> None:
             await self.client.messages.with_raw_response.count_tokens(**b)
 
-        def read(raw: bytes) -> int:
-            data = loads_json(raw)
-            if not isinstance(data, dict) or not isinstance(data.get("input_tokens"), int):
-                raise Retryable("malformed", f"count_tokens answer has no input_tokens: {raw[:120]!r}")
-            return data["input_tokens"]
-
-        tokens, attempts = await self.call(body, read, send=send)
+        tokens, attempts = await self.call(body, lambda raw: token_count(raw, "input_tokens", "count_tokens"), send=send)
         return TokenCount(tokens=tokens, method="anthropic.count_tokens", exact=True, attempts=attempts)
 
     def read_response(self, raw: bytes) -> tuple[Turn, Usage, str, str]:

@@ -31,7 +31,15 @@ from roboswe.protocol.participant import (
 
 from ._common import call_arguments
 from ._config import ProviderConfig
-from ._hosted import HostedParticipant, Retryable, import_sdk, loads_json, new_turn_id, read_key, recording_sync_client
+from ._hosted import (
+    HostedParticipant,
+    Retryable,
+    import_sdk,
+    new_turn_id,
+    read_key,
+    recording_sync_client,
+    token_count,
+)
 
 GENERATED = "gen-"  # prefix of call ids we made up because Gemini sent none
 
@@ -164,13 +172,7 @@ class GoogleParticipant(HostedParticipant):
         async def send(b: dict[str, Any]) -> None:
             await anyio.to_thread.run_sync(lambda: self.client.models.count_tokens(**b), abandon_on_cancel=True)
 
-        def read(raw: bytes) -> int:
-            data = loads_json(raw)
-            if not isinstance(data, dict) or not isinstance(data.get("totalTokens"), int):
-                raise Retryable("malformed", f"countTokens answer has no totalTokens: {raw[:120]!r}")
-            return data["totalTokens"]
-
-        tokens, attempts = await self.call(body, read, send=send)
+        tokens, attempts = await self.call(body, lambda raw: token_count(raw, "totalTokens", "countTokens"), send=send)
         return TokenCount(tokens=tokens, method="google.count_tokens", exact=True, attempts=attempts)
 
     def read_response(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
