@@ -56,6 +56,29 @@ class Exchange(msgspec.Struct, kw_only=True):
 _exchanges: contextvars.ContextVar[list[Exchange] | None] = contextvars.ContextVar("exchanges", default=None)
 
 
+def _open_exchange(request: Any, body: bytes) -> Exchange:
+    """Start recording one exchange into the current attempt's sink (if any)."""
+    # The query string may carry a key (?key=...); never record it.
+    exchange = Exchange(url=str(request.url.copy_with(query=None)), request=body)
+    sink = _exchanges.get()
+    if sink is not None:
+        sink.append(exchange)
+    return exchange
+
+
+def _close_exchange(httpx2: Any, exchange: Exchange, request: Any, response: Any, content: bytes) -> Any:
+    """Record the decoded response and hand the SDK an equivalent, already-read response."""
+    exchange.status = response.status_code
+    exchange.response = content
+    exchange.headers = {k: response.headers[k] for k in _KEPT_HEADERS if k in response.headers}
+    headers = [
+        (k, v) for k, v in response.headers.items() if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
+    return httpx2.Response(
+        response.status_code, headers=headers, content=content, request=request, extensions=response.extensions
+    )
+
+
 def recording_client(timeout_s: float, connect_timeout_s: float) -> Any:
     """An httpx2 AsyncClient whose transport records every exchange of the current attempt."""
     import httpx2
@@ -65,27 +88,14 @@ def recording_client(timeout_s: float, connect_timeout_s: float) -> Any:
             self._inner = httpx2.AsyncHTTPTransport()
 
         async def handle_async_request(self, request: Any) -> Any:
-            body = await request.aread()
-            # The query string may carry a key (?key=...); never record it.
-            exchange = Exchange(url=str(request.url.copy_with(query=None)), request=body)
-            sink = _exchanges.get()
-            if sink is not None:
-                sink.append(exchange)
+            exchange = _open_exchange(request, await request.aread())
             response = await self._inner.handle_async_request(request)
             try:
                 raw = httpx2.Response(response.status_code, headers=response.headers, stream=response.stream)
                 content = await raw.aread()  # decoded (gzip etc. undone)
             finally:
                 await response.aclose()
-            exchange.status = response.status_code
-            exchange.response = content
-            exchange.headers = {k: response.headers[k] for k in _KEPT_HEADERS if k in response.headers}
-            headers = [
-                (k, v) for k, v in response.headers.items() if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-            ]
-            return httpx2.Response(
-                response.status_code, headers=headers, content=content, request=request, extensions=response.extensions
-            )
+            return _close_exchange(httpx2, exchange, request, response, content)
 
         async def aclose(self) -> None:
             await self._inner.aclose()
@@ -104,26 +114,14 @@ def recording_sync_client(timeout_s: float, connect_timeout_s: float) -> Any:
             self._inner = httpx2.HTTPTransport()
 
         def handle_request(self, request: Any) -> Any:
-            body = request.read()
-            exchange = Exchange(url=str(request.url.copy_with(query=None)), request=body)
-            sink = _exchanges.get()
-            if sink is not None:
-                sink.append(exchange)
+            exchange = _open_exchange(request, request.read())
             response = self._inner.handle_request(request)
             try:
                 raw = httpx2.Response(response.status_code, headers=response.headers, stream=response.stream)
                 content = raw.read()
             finally:
                 response.close()
-            exchange.status = response.status_code
-            exchange.response = content
-            exchange.headers = {k: response.headers[k] for k in _KEPT_HEADERS if k in response.headers}
-            headers = [
-                (k, v) for k, v in response.headers.items() if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-            ]
-            return httpx2.Response(
-                response.status_code, headers=headers, content=content, request=request, extensions=response.extensions
-            )
+            return _close_exchange(httpx2, exchange, request, response, content)
 
         def close(self) -> None:
             self._inner.close()
