@@ -187,6 +187,14 @@ async def test_sleeping_past_the_time_limit_is_killed(trial):
     await _still_serving(trial)
 
 
+async def test_a_program_may_run_past_ten_idle_seconds(trial):
+    # bwrap --die-with-parent ties the sandbox to the thread that forked it; trio's spawning
+    # threads retire after 10 s idle, which used to SIGKILL any program running longer.
+    fb = await trial.run("import time\ntime.sleep(12)\nprint('woke', flush=True)\n", seconds=30)
+    assert (fb.exit_status, fb.limit, fb.stdout) == (0, None, "woke\n")
+    await _still_serving(trial)
+
+
 async def test_fork_bomb_is_contained(trial):
     with capture_logs() as events:
         fb = await trial.run(
