@@ -1,6 +1,6 @@
 """The context manager actor: holds each series' archive and decides what fits next.
 
-Domain logic is `roboswe.context.ContextWindow`; counts come from the provider client
+Domain logic is `roboswe.context.policy.ContextWindow`; counts come from the provider client
 (CountTokens), since only that actor holds the provider key.
 """
 
@@ -10,9 +10,7 @@ from typing import Any
 
 import msgspec
 import structlog
-
 from roboswe.actors import Actor, actor_main
-from roboswe.context import ContextOverflow, ContextWindow, SearchUnavailable, format_hits
 from roboswe.protocol import Decoded
 from roboswe.protocol.context import (
     CONTEXT_CODEC,
@@ -26,8 +24,25 @@ from roboswe.protocol.context import (
     SearchHistoryResult,
 )
 from roboswe.protocol.control import Error, Ok
-from roboswe.protocol.participant import DecisionRequest, ProviderFailure, TokenCount, split_images
-from roboswe.protocol.provider import PROVIDER_CODEC, CountTokens, Counted, ProviderFailed
+from roboswe.protocol.participant import (
+    DecisionRequest,
+    ProviderFailure,
+    TokenCount,
+    split_images,
+)
+from roboswe.protocol.provider import (
+    PROVIDER_CODEC,
+    Counted,
+    CountTokens,
+    ProviderFailed,
+)
+
+from roboswe.context.policy import (
+    ContextOverflow,
+    ContextWindow,
+    SearchUnavailable,
+    format_hits,
+)
 from roboswe.providers import ProviderConfig
 
 log = structlog.get_logger()

@@ -2,7 +2,7 @@
 
 It holds no simulator and runs no authored code: it asks the context manager for the next
 request, the provider client for a decision, carries the operation out through the
-simulator and the sandbox bridge, and sends every record to the recorder (roboswe.series).
+simulator and the sandbox bridge, and sends every record to the recorder (roboswe.evaluation.series).
 Its own endpoint answers GetProgress, which `roboswe run` polls for its display. A
 coordinator restarted by the supervisor reads the same job and continues from the run
 database, exactly as `roboswe run --resume` does.
@@ -18,7 +18,6 @@ from typing import Any
 import msgspec
 import structlog
 import trio
-
 from roboswe.actors import Actor, CurveClientKeys, PeerDead, actor_main
 from roboswe.protocol import Decoded
 from roboswe.protocol.control import Error
@@ -36,7 +35,7 @@ def sim_curve(keys_dir: str | None) -> CurveClientKeys | None:
     """Client keys for a remote simulator (a `roboswe keys generate` directory), or None."""
     if not keys_dir:
         return None
-    from roboswe.keys import client_keys
+    from roboswe.commands.keys import client_keys
 
     return client_keys(keys_dir)
 
@@ -44,17 +43,18 @@ def sim_curve(keys_dir: str | None) -> CurveClientKeys | None:
 async def run_job(actor: Actor, progress: Any) -> None:
     """Carry out the job file's run or verification, updating ``progress`` as it goes."""
     from roboswe.actors.simulator import robot_endpoint
-    from roboswe.admission import read_admitted
-    from roboswe.job import read_job
     from roboswe.protocol import bridge as bridgep
     from roboswe.protocol import recorder as rec
     from roboswe.protocol import sim as simp
     from roboswe.protocol.context import CONTEXT_CODEC
     from roboswe.protocol.provider import PROVIDER_CODEC
-    from roboswe.records import RunReader
-    from roboswe.series import Links, Recording, SeriesPlan, run_series
-    from roboswe.series_config import effective_budgets
-    from roboswe.verify import verify_series
+
+    from roboswe.evaluation.admission import read_admitted
+    from roboswe.evaluation.job import read_job
+    from roboswe.evaluation.series import Links, Recording, SeriesPlan, run_series
+    from roboswe.evaluation.series_config import effective_budgets
+    from roboswe.evaluation.verify import verify_series
+    from roboswe.records.store import RunReader
 
     job = read_job(actor.run_dir)
     progress.job = job.kind
@@ -92,7 +92,7 @@ async def run_job(actor: Actor, progress: Any) -> None:
         recording = Recording(recorder, job.run_id)
         videos = None
         if job.kind == "run":  # trial videos are rendered from the recorded states in a worker process
-            from roboswe.video import SeriesVideos
+            from roboswe.records.video import SeriesVideos
 
             videos = SeriesVideos(actor.run_dir, job.run_id)
             stack.callback(videos.close)
@@ -139,9 +139,10 @@ async def run_job(actor: Actor, progress: Any) -> None:
 
 async def store_results(actor: Actor, recorder: Any, run_id: str, tasks: list[str], kind: str, progress: Any) -> None:
     """Compute the run's figures from its database and have the recorder store RUN_DIR/results.json."""
-    from roboswe.artifacts import build_results
     from roboswe.protocol import recorder as rec
-    from roboswe.records import RunReader
+
+    from roboswe.records.artifacts import build_results
+    from roboswe.records.store import RunReader
 
     with trio.fail_after(60):
         await recorder.request(rec.Flush())  # everything sent so far is in the database
@@ -184,7 +185,7 @@ def _version() -> str:
 
 
 async def main(actor: Actor) -> None:
-    from roboswe.series import Progress
+    from roboswe.evaluation.series import Progress
 
     progress = Progress()
 

@@ -18,14 +18,13 @@ import msgspec
 import numpy as np
 import structlog
 import trio
-
 from roboswe.actors import Accounts, Actor, actor_main, run_off_loop
-from roboswe.artifacts import ArtifactError, VideoWriter, artifact_record, store_bytes
 from roboswe.protocol import Decoded
 from roboswe.protocol.control import Error, Statistics
 from roboswe.protocol.recorder import (
     CODEC,
     RECORD_TYPES,
+    ArtifactStored,
     BlobRecord,
     CaptureCheckpoint,
     CheckpointCaptured,
@@ -33,14 +32,20 @@ from roboswe.protocol.recorder import (
     Durable,
     Flush,
     Recorded,
+    StoreArtifact,
     VideoFinish,
     VideoFrames,
     VideoStored,
-    StoreArtifact,
-    ArtifactStored,
 )
-from roboswe.records import RunStore, StoreError
 from roboswe.sandbox.checkpoints import BlobStore, CheckpointError, capture
+
+from roboswe.records.artifacts import (
+    ArtifactError,
+    VideoWriter,
+    artifact_record,
+    store_bytes,
+)
+from roboswe.records.store import RunStore, StoreError
 
 log = structlog.get_logger()
 

@@ -21,11 +21,9 @@ import structlog
 import trio
 import zmq
 import zmq.utils.monitor
-
 from roboswe.actors import Actor, Client, RemoteError, actor_main
 from roboswe.bridge.allowlist import Refusal, screen
 from roboswe.bridge.door import Refused, RobotDoor, ScriptSession, refusal_error
-from roboswe.images import SandboxImage, load_image
 from roboswe.protocol import Decoded, Message
 from roboswe.protocol import sim as simp
 from roboswe.protocol.bridge import (
@@ -40,7 +38,14 @@ from roboswe.protocol.bridge import (
     robot_codec,
 )
 from roboswe.protocol.control import Error, Ok
-from roboswe.sandbox import ProcessOutcome, SandboxBackend, SandboxError, backend_class, choose_backend
+from roboswe.sandbox import (
+    ProcessOutcome,
+    SandboxBackend,
+    SandboxError,
+    backend_class,
+    choose_backend,
+)
+from roboswe.sandbox.images import SandboxImage, load_image
 
 from ._socket import AsyncSocket
 
@@ -300,13 +305,15 @@ def _sim_curve(keys_dir: str | None) -> Any:
     """CURVE client keys for a remote simulator's robot endpoint (OpenTrial.sim_keys), or None."""
     if not keys_dir:
         return None
-    from roboswe.keys import client_keys
+    from roboswe.commands.keys import client_keys
 
     return client_keys(keys_dir)
 
 
 def _sim_robot_endpoint(actor: Actor) -> str:
-    from roboswe.actors.simulator import robot_endpoint  # lazy: the simulator module imports sim/
+    from roboswe.actors.simulator import (
+        robot_endpoint,  # lazy: the simulator module imports sim/
+    )
 
     return robot_endpoint(actor.endpoints["simulator"])
 

@@ -58,8 +58,7 @@ async def bench(args, manifest, inproc, results: dict) -> None:
     from roboswe.protocol.control import Shutdown
     from roboswe.protocol.sim import Load, control_codec
     from roboswe.sandbox import backend_class
-
-    from roboswe.images import load_image
+    from roboswe.sandbox.images import load_image
 
     image = load_image()
     backends = [b for b in ("bwrap", "docker") if backend_class(b).available() is None and (b != "docker" or image.docker_tag)]

@@ -31,8 +31,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def admit(work: Path) -> Path:
-    from roboswe.admission import FORMAT, Admitted, admit_task, write_admitted
     from roboswe.sim.manifest import load_manifest
+
+    from roboswe.evaluation.admission import (
+        FORMAT,
+        Admitted,
+        admit_task,
+        write_admitted,
+    )
 
     task = admit_task(load_manifest(ROOT / "configs" / "tasks" / "lift-panda.toml"))
     if task.status != "admitted":
@@ -79,7 +85,7 @@ def main() -> int:
 
 
 def trial_rows(run_dir: Path) -> list[dict]:
-    from roboswe.records import RunReader
+    from roboswe.records.store import RunReader
 
     rows = []
     with RunReader(run_dir) as reader:

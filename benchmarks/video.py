@@ -7,7 +7,7 @@ robosuite Lift/Panda scene (the backend logs the per-step physics state on every
 video or not). Three ways, alternated per repeat to spread machine noise:
 
 - off:    no video at all.
-- worker: roboswe.video.VideoWorker renders the previous trial's videos (2 cameras, 10 fps)
+- worker: roboswe.records.video.VideoWorker renders the previous trial's videos (2 cameras, 10 fps)
           from its recorded states in another process *while* this loop runs (the design).
 - inline: the loop itself renders the 2 video cameras every 2nd step (what the design avoids).
 
@@ -67,7 +67,7 @@ def main() -> int:
     from roboswe.sim.manifest import load_manifest
     from roboswe.sim.render import snapshot
 
-    from roboswe.video import VideoWorker
+    from roboswe.records.video import VideoWorker
 
     manifest = load_manifest(ROOT / "configs" / "tasks" / "lift-panda.toml")
     video = manifest.video

@@ -10,21 +10,21 @@ import sys
 # Each module also offers `add_arguments_<name>(parser)` to declare its options.
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (module, one-line help)
-    "up": ("roboswe._up", "start all actors under a supervisor (foreground) and wait for Ready"),
-    "status": ("roboswe._status", "show each actor of a run: pid, state, heartbeat, restarts, timing"),
-    "logs": ("roboswe._logs", "show or follow a run's events.jsonl"),
-    "images": ("roboswe.images", "build or show the sandbox image (debootstrapped rootfs, docker import)"),
-    "report": ("roboswe.report", "summarize a run: trial tables per task, metrics with denominators, timing"),
-    "export": ("roboswe.viewer", "write a run's static viewer site (works from file://)"),
-    "view": ("roboswe.viewer", "serve a run's viewer site on localhost"),
-    "demo": ("roboswe._demo", "admit Lift, run a verified 5-trial demo series, export the viewer, print the report"),
-    "tasks": ("roboswe._sim_commands", "list a dataset's tasks: robot, action size, cameras, admission status"),
-    "admit": ("roboswe._sim_commands", "check every task of a dataset in fresh simulators and write admitted.json"),
-    "keys": ("roboswe._sim_commands", "generate CURVE key pairs for a remote simulator"),
-    "sim": ("roboswe._sim_commands", "simulator commands: `sim serve --bind tcp://HOST:PORT --keys DIR`"),
-    "exec": ("roboswe._exec", "run authored scripts in the sandbox against one fresh scene of a task"),
-    "run": ("roboswe._run", "run five-trial series of admitted tasks with a participant, then verify by replay"),
-    "verify": ("roboswe._run", "replay a run's trials from their checkpoints and record verified/mismatch/error"),
+    "up": ("roboswe.commands.up", "start all actors under a supervisor (foreground) and wait for Ready"),
+    "status": ("roboswe.commands.status", "show each actor of a run: pid, state, heartbeat, restarts, timing"),
+    "logs": ("roboswe.commands.logs", "show or follow a run's events.jsonl"),
+    "images": ("roboswe.commands.images", "build or show the sandbox image (debootstrapped rootfs, docker import)"),
+    "report": ("roboswe.commands.report", "summarize a run: trial tables per task, metrics with denominators, timing"),
+    "export": ("roboswe.commands.view", "write a run's static viewer site (works from file://)"),
+    "view": ("roboswe.commands.view", "serve a run's viewer site on localhost"),
+    "demo": ("roboswe.commands.demo", "admit Lift, run a verified 5-trial demo series, export the viewer, print the report"),
+    "tasks": ("roboswe.commands.sim", "list a dataset's tasks: robot, action size, cameras, admission status"),
+    "admit": ("roboswe.commands.sim", "check every task of a dataset in fresh simulators and write admitted.json"),
+    "keys": ("roboswe.commands.sim", "generate CURVE key pairs for a remote simulator"),
+    "sim": ("roboswe.commands.sim", "simulator commands: `sim serve --bind tcp://HOST:PORT --keys DIR`"),
+    "exec": ("roboswe.commands.exec", "run authored scripts in the sandbox against one fresh scene of a task"),
+    "run": ("roboswe.commands.run", "run five-trial series of admitted tasks with a participant, then verify by replay"),
+    "verify": ("roboswe.commands.run", "replay a run's trials from their checkpoints and record verified/mismatch/error"),
 }
 
 

@@ -12,8 +12,8 @@ from typing import Annotated
 
 import msgspec
 
+from roboswe.evaluation.series_config import SeriesConfig
 from roboswe.providers._config import ProviderConfig
-from roboswe.series_config import SeriesConfig
 
 ACTOR_NAMES = ("coordinator", "simulator", "sandbox_bridge", "provider_client", "context_manager", "recorder")
 

@@ -10,9 +10,8 @@ from typing import ClassVar
 
 import msgspec
 import structlog
-
-from roboswe.images import SandboxImage
 from roboswe.protocol.bridge import ScriptLimits
+from roboswe.sandbox.images import SandboxImage
 
 from ._output import Captured
 

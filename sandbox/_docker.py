@@ -8,11 +8,17 @@ import time
 
 import structlog
 import trio
-
-from roboswe.images import docker_client
 from roboswe.protocol.bridge import ScriptLimits
+from roboswe.sandbox.images import docker_client
 
-from ._backend import BRIDGE_DIR, WORKSPACE, ProcessOutcome, SandboxBackend, SandboxError, sandbox_backend
+from ._backend import (
+    BRIDGE_DIR,
+    WORKSPACE,
+    ProcessOutcome,
+    SandboxBackend,
+    SandboxError,
+    sandbox_backend,
+)
 from ._output import OutputBuffer
 
 log = structlog.get_logger()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from roboswe.instructions import system_prompt, trial_opening
 from roboswe.protocol.participant import OPERATIONS
-from roboswe.series_config import Budgets
+
+from roboswe.evaluation.instructions import system_prompt, trial_opening
+from roboswe.evaluation.series_config import Budgets
 
 from .sandbox.stand_in_sim import ToyRobot
 

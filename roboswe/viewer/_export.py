@@ -27,8 +27,8 @@ from typing import Any
 import msgspec
 import structlog
 
-from roboswe.artifacts import ArtifactError, check_stored, load_video_index
-from roboswe.records import RunReader
+from roboswe.records.artifacts import ArtifactError, check_stored, load_video_index
+from roboswe.records.store import RunReader
 
 from ._readable import readable_parts
 
@@ -124,7 +124,7 @@ def _copy_assets(site: Path) -> None:
 
 def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_id: str | None = None) -> Path:
     """Write the viewer site for a run; returns SITE_DIR/index.html. Raises ExportError, FileNotFoundError."""
-    from roboswe.report import run_summary
+    from roboswe.records.report import run_summary
     from roboswe.sandbox.checkpoints import BlobStore, load_manifest
 
     run_dir, site = Path(run_dir), Path(out)

@@ -17,9 +17,6 @@ from pathlib import Path
 
 import pytest
 import trio
-
-from ..conftest import require_in_ci
-
 from roboswe.actors import Client
 from roboswe.actors.simulator import robot_endpoint
 from roboswe.protocol.control import Shutdown
@@ -37,8 +34,11 @@ from roboswe.protocol.participant import (
 )
 from roboswe.protocol.sim import Load, SuccessQuery, control_codec
 from roboswe.protocol.sim import Observe as SimObserve
+
 from roboswe.providers._config import ProviderConfig
 from roboswe.providers.local import PythonParticipant
+
+from ..conftest import require_in_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -46,7 +46,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def image():
-    from roboswe.images import ImageError, load_image
+    from roboswe.sandbox.images import ImageError, load_image
 
     try:
         return load_image()

@@ -6,15 +6,6 @@ import math
 import random
 
 import pytest
-
-from roboswe.context import (
-    PROXY_CONSTANT,
-    SAFETY_ALLOWANCE,
-    ContextOverflow,
-    ContextWindow,
-    SearchUnavailable,
-    format_hits,
-)
 from roboswe.protocol.participant import (
     DecisionRequest,
     Exec,
@@ -24,6 +15,15 @@ from roboswe.protocol.participant import (
     ToolResultPart,
     Turn,
     Usage,
+)
+
+from roboswe.context.policy import (
+    PROXY_CONSTANT,
+    SAFETY_ALLOWANCE,
+    ContextOverflow,
+    ContextWindow,
+    SearchUnavailable,
+    format_hits,
 )
 from roboswe.providers._estimate import estimate_request
 

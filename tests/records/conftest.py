@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from roboswe.protocol.recorder import RunRecord, SeriesRecord, TrialEnded, TrialStarted
-from roboswe.records import RunStore
+
+from roboswe.records.store import RunStore
 
 
 def run_records(run_id: str = "r1", series_id: str = "r1/lift", mode: str = "retain") -> list:

@@ -8,8 +8,9 @@ import av
 import msgspec
 import numpy as np
 import pytest
+from roboswe.protocol.recorder import VerificationRecord
 
-from roboswe.artifacts import (
+from roboswe.records.artifacts import (
     RESULTS_SCHEMA_VERSION,
     ArtifactError,
     VideoWriter,
@@ -21,8 +22,7 @@ from roboswe.artifacts import (
     video_codec,
     write_results,
 )
-from roboswe.protocol.recorder import VerificationRecord
-from roboswe.records import RunReader
+from roboswe.records.store import RunReader
 
 from .conftest import run_records, trial_records
 

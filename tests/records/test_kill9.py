@@ -8,13 +8,13 @@ import subprocess
 import sys
 import textwrap
 
-from roboswe.records import RunReader, RunStore
+from roboswe.records.store import RunReader, RunStore
 
 WRITER = textwrap.dedent(
     """
     import sys, time
     from roboswe.protocol.recorder import EventRecord, RunRecord
-    from roboswe.records import RunStore
+    from roboswe.records.store import RunStore
 
     store = RunStore.open(sys.argv[1], flush_interval=0.05)
     store.put_durable(RunRecord(run_id="r", created_at=time.time()))

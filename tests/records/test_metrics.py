@@ -8,8 +8,9 @@ import time
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from roboswe.protocol.recorder import VerificationRecord
 
-from roboswe.metrics import (
+from roboswe.records.metrics import (
     SeriesOutcome,
     TrialSlot,
     accuracy,
@@ -19,8 +20,7 @@ from roboswe.metrics import (
     series_outcomes,
     streak_score,
 )
-from roboswe.protocol.recorder import VerificationRecord
-from roboswe.records import RunReader
+from roboswe.records.store import RunReader
 
 from .conftest import run_records, trial_records
 

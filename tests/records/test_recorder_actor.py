@@ -13,7 +13,6 @@ import av
 import numpy as np
 import pytest
 import trio
-
 from roboswe.actors import Client, RemoteError, socket_dir
 from roboswe.protocol.control import StatisticsRequest
 from roboswe.protocol.recorder import (
@@ -29,8 +28,9 @@ from roboswe.protocol.recorder import (
     VideoFrames,
     VideoStored,
 )
-from roboswe.records import RunReader
 from roboswe.sandbox.checkpoints import BlobStore, load_manifest, restore
+
+from roboswe.records.store import RunReader
 
 from .conftest import run_records, trial_records
 

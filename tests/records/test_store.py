@@ -8,7 +8,6 @@ import time
 
 import msgspec
 import pytest
-
 from roboswe.protocol.recorder import (
     ArtifactRecord,
     BlobRecord,
@@ -21,7 +20,8 @@ from roboswe.protocol.recorder import (
     TrialStarted,
     VerificationRecord,
 )
-from roboswe.records import (
+
+from roboswe.records.store import (
     DB_NAME,
     MAPPINGS,
     RecordConflict,
@@ -186,7 +186,7 @@ def test_a_bad_fire_and_forget_record_does_not_stop_the_writer(store, tmp_path):
 def test_control_traces_pack_and_unpack_per_step_states(store, tmp_path):
     import numpy as np
 
-    from roboswe.records import control_trace, trace_arrays
+    from roboswe.records.store import control_trace, trace_arrays
 
     qpos = np.arange(30, dtype=float).reshape(10, 3)
     qvel = np.linspace(0, 1, 20).reshape(10, 2)

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from roboswe.images import ImageError, load_image
 from roboswe.protocol.bridge import ExecFeedback, ScriptLimits
 from roboswe.sandbox import backend_class
+from roboswe.sandbox.images import ImageError, load_image
 
 from ..conftest import require_in_ci
 from .stand_in_sim import ToyRobot, serve_toy_robot

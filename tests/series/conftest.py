@@ -64,7 +64,7 @@ def write_config(directory: Path, name: str, *, agent: str = DEMO_AGENT, series:
 
 @pytest.fixture(scope="session")
 def sandbox_image():
-    from roboswe.images import ImageError, load_image
+    from roboswe.sandbox.images import ImageError, load_image
 
     try:
         return load_image()
@@ -84,8 +84,14 @@ def work_dir():
 @pytest.fixture(scope="session")
 def admitted(work_dir, sandbox_image) -> Path:
     """admitted.json holding lift-panda, admitted in two fresh simulator processes."""
-    from roboswe.admission import FORMAT, Admitted, admit_task, write_admitted
     from roboswe.sim.manifest import load_manifest
+
+    from roboswe.evaluation.admission import (
+        FORMAT,
+        Admitted,
+        admit_task,
+        write_admitted,
+    )
 
     task = admit_task(load_manifest(ROOT / "configs" / "tasks" / "lift-panda.toml"))
     assert task.status == "admitted", task.reason

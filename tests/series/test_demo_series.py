@@ -11,9 +11,9 @@ import json
 
 import msgspec
 import pytest
-
-from roboswe.records import RunReader
 from roboswe.sandbox.checkpoints import BlobStore, load_manifest, restore
+
+from roboswe.records.store import RunReader
 
 from .conftest import roboswe, write_config
 
@@ -139,7 +139,7 @@ def test_observations_pass_images_to_the_participant(reader):
 
 
 def test_per_step_states_are_recorded_for_video(reader):
-    from roboswe.records import trace_arrays
+    from roboswe.records.store import trace_arrays
 
     (series,) = reader.series()
     for v in reader.trials(series.series_id):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from roboswe.protocol.recorder import RunRecord, SeriesRecord, TrialEnded, TrialStarted
-from roboswe.records import RunReader, RunStore
-from roboswe.series import SeriesHistory
+
+from roboswe.evaluation.series import SeriesHistory
+from roboswe.records.store import RunReader, RunStore
 
 SERIES = "run/lift-panda"
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from roboswe.records import APPEND_ONLY, RunReader
+from roboswe.records.store import APPEND_ONLY, RunReader
 
 from .conftest import ROOT, cli_env, roboswe, write_config
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from roboswe.records import RunReader
+from roboswe.records.store import RunReader
 
 from .conftest import roboswe, write_config
 
@@ -89,7 +89,7 @@ def test_refuses_a_modified_admitted_file_and_a_config_that_loosens_budgets(work
 def test_a_fingerprint_that_differs_from_the_admitted_reference_is_incomplete_before_any_input(work_dir, admitted):
     import msgspec
 
-    from roboswe.admission import read_admitted, write_admitted
+    from roboswe.evaluation.admission import read_admitted, write_admitted
 
     good = read_admitted(admitted)
     task = good.tasks[0]

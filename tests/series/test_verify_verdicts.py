@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from roboswe.records import RunReader
 from roboswe.sandbox.checkpoints import load_manifest
+
+from roboswe.records.store import RunReader
 
 from .conftest import roboswe, write_config
 

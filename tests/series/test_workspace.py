@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from roboswe.workspace import Workspace, WorkspaceError
+from roboswe.evaluation.workspace import Workspace, WorkspaceError
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ import shutil
 
 import pytest
 
-from roboswe.admission import (
+from roboswe.cli import main as cli_main
+from roboswe.evaluation.admission import (
     AdmissionError,
     admit_dataset,
     read_admitted,
     write_admitted,
 )
-from roboswe.cli import main as cli_main
 
 from .conftest import ROOT
 

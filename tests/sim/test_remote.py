@@ -12,7 +12,7 @@ from roboswe.actors import Client, CurveClientKeys, PeerDead, RemoteError, new_k
 from roboswe.protocol.sim import GetSpec, control_codec, robot_codec
 
 from roboswe.cli import main as cli_main
-from roboswe.keys import client_keys
+from roboswe.commands.keys import client_keys
 
 from .conftest import sim_env
 

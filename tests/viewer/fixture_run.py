@@ -3,7 +3,7 @@
 Everything is real except the participant's decisions, which are scripted: a robosuite
 Lift scene is stepped for each trial's exec/wait operations, its per-step states are
 stored as ControlTraces, workspace checkpoints are captured into real blobs, and the
-videos are rendered from the recorded states by roboswe.video (real mp4 + sidecar index).
+videos are rendered from the recorded states by roboswe.records.video (real mp4 + sidecar index).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import msgspec
-
 from roboswe.protocol.participant import TextPart, ToolCallPart, Turn, image_part
 from roboswe.protocol.recorder import (
     BlobRecord,
@@ -29,8 +28,9 @@ from roboswe.protocol.recorder import (
     TrialStarted,
     VerificationRecord,
 )
-from roboswe.records import RunStore, control_trace
-from roboswe.series import encode_png
+
+from roboswe.evaluation.series import encode_png
+from roboswe.records.store import RunStore, control_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_ID = "fixture-run"
@@ -130,7 +130,8 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
     """Write RUN_DIR/run.sqlite (+ blobs, videos); returns {'run_dir', 'run_id', 'lift': [trial ids], ...}."""
     os.environ.setdefault("MUJOCO_GL", "egl")
     from roboswe.sim.backend import create_backend
-    from roboswe.video import VideoWorker
+
+    from roboswe.records.video import VideoWorker
 
     run_dir = Path(run_dir)
     manifest = lift_manifest()

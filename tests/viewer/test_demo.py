@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from roboswe.artifacts import check_stored
-from roboswe.records import RunReader
+from roboswe.records.artifacts import check_stored
+from roboswe.records.store import RunReader
 from tests.viewer.test_viewer import page_errors, wait_for
 
 pytestmark = pytest.mark.slow

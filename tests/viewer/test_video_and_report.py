@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from roboswe.artifacts import check_stored, load_video_index
-from roboswe.records import RunReader
+from roboswe.records.artifacts import check_stored, load_video_index
+from roboswe.records.store import RunReader
 from tests.viewer.fixture_run import EXEC_STEPS, RUN_ID, WAIT_STEPS, lift_manifest
 
 pytestmark = pytest.mark.slow
@@ -40,7 +40,7 @@ def test_video_frame_at_a_step_shows_that_steps_recorded_state(fixture_run):
     import av
     from roboswe.sim.video import VideoRenderer
 
-    from roboswe.video import states_from_traces
+    from roboswe.records.video import states_from_traces
 
     run_dir, trial = fixture_run["run_dir"], fixture_run["lift"][1]
     with RunReader(run_dir) as reader:

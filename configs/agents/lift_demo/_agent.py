@@ -31,7 +31,7 @@ from roboswe.protocol.participant import (
 SCRIPT = "lift_cube.py"
 PLAN = "plan.json"
 FRESH_PLAN = json.dumps({"phase": "locate"}) + "\n"
-_OPENING = re.compile(r"Trial \d+ of \d+ begins\.")  # roboswe.instructions.trial_opening
+_OPENING = re.compile(r"Trial \d+ of \d+ begins\.")  # roboswe.evaluation.instructions.trial_opening
 _PHASE = re.compile(r'"phase"\s*:\s*"([a-z_]+)"')
 
 

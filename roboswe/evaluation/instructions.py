@@ -8,9 +8,9 @@ state keys, limits), so it always says what the running scene accepts.
 from __future__ import annotations
 
 from roboswe.bridge.apidoc import render_robot_api
+from roboswe.evaluation.series_config import Budgets
 from roboswe.protocol.participant import OPERATIONS
 from roboswe.protocol.sim import TaskSpec
-from roboswe.series_config import Budgets
 
 
 def system_prompt(spec: TaskSpec, budgets: Budgets, trials: int, retain: str) -> str:

@@ -32,9 +32,9 @@ from typing import Any, Self
 import numpy as np
 import structlog
 
-from roboswe.artifacts import StoredVideo, VideoWriter, artifact_record
 from roboswe.protocol.recorder import ArtifactRecord, ControlTrace
-from roboswe.records import RunReader, trace_arrays
+from roboswe.records.artifacts import StoredVideo, VideoWriter, artifact_record
+from roboswe.records.store import RunReader, trace_arrays
 
 log = structlog.get_logger()
 

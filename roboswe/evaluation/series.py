@@ -1,7 +1,7 @@
 """Series (DESIGN.md section 1): T trials of one task with one participant, and resume.
 
 Trials 2..T keep the workspace and the conversation (``retain``), or start empty like
-trial 1 (``none``, the fresh-context control). ``roboswe.trial`` carries out each trial.
+trial 1 (``none``, the fresh-context control). ``roboswe.evaluation.trial`` carries out each trial.
 
 Resume: ``SeriesHistory.read`` looks at what the run database already holds. Ended
 trials stay as they are; a started trial without an end is closed as ``incomplete``
@@ -25,15 +25,9 @@ import structlog
 import trio
 
 from roboswe.actors import PeerDead
-from roboswe.admission import AdmittedTask
-from roboswe.protocol import recorder as rec
-from roboswe.protocol.bridge import CloseTrial, ScriptLimits
-from roboswe.protocol.context import AppendTurns, ResetContext
-from roboswe.protocol.participant import Turn
-from roboswe.records import RunReader, TrialView
-from roboswe.sandbox.checkpoints import BlobStore, load_manifest, restore
-from roboswe.series_config import Budgets
-from roboswe.trial import (
+from roboswe.evaluation.admission import AdmittedTask
+from roboswe.evaluation.series_config import Budgets
+from roboswe.evaluation.trial import (
     BRIDGE_DEADLINE,
     INFRA_ERRORS,
     RECORD_DEADLINE,
@@ -42,7 +36,13 @@ from roboswe.trial import (
     TrialRunner,
     turn_from_event,
 )
-from roboswe.trial import encode_png as encode_png  # noqa: F401  (kept importable from here; the viewer tests use it)
+from roboswe.evaluation.trial import encode_png as encode_png  # noqa: F401  (kept importable from here; the viewer tests use it)
+from roboswe.protocol import recorder as rec
+from roboswe.protocol.bridge import CloseTrial, ScriptLimits
+from roboswe.protocol.context import AppendTurns, ResetContext
+from roboswe.protocol.participant import Turn
+from roboswe.records.store import RunReader, TrialView
+from roboswe.sandbox.checkpoints import BlobStore, load_manifest, restore
 
 log = structlog.get_logger()
 

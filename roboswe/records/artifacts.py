@@ -19,9 +19,14 @@ import msgspec
 import numpy as np
 import structlog
 
-from roboswe.metrics import dataset_metrics, series_metrics, series_outcomes, timing_totals
 from roboswe.protocol.recorder import ArtifactRecord
-from roboswe.records import RunReader
+from roboswe.records.metrics import (
+    dataset_metrics,
+    series_metrics,
+    series_outcomes,
+    timing_totals,
+)
+from roboswe.records.store import RunReader
 
 log = structlog.get_logger()
 

@@ -17,8 +17,8 @@ def add_arguments_status(parser: argparse.ArgumentParser) -> None:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from roboswe._runs import latest_run_dir
     from roboswe.actors.supervisor import STATE_FILE
+    from roboswe.commands.run_dirs import latest_run_dir
 
     try:
         run_dir = (args.run_dir or latest_run_dir()).resolve()

@@ -15,8 +15,8 @@ def add_arguments_up(parser: argparse.ArgumentParser) -> None:
 def run_up(args: argparse.Namespace) -> int:
     import trio
 
-    from roboswe._runs import new_run_dir
     from roboswe.actors.supervisor import Supervisor
+    from roboswe.commands.run_dirs import new_run_dir
     from roboswe.config import ConfigError, load_config
     from roboswe.logs import bind_context, configure_logging
 

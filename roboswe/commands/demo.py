@@ -31,7 +31,7 @@ def _say(message: str) -> None:
 
 def admit_lift(run_dir: Path) -> Path:
     """Admit only the pilot's Lift task (a one-task dataset next to a copy of its manifest); returns admitted.json."""
-    from roboswe.admission import admit_dataset, write_admitted
+    from roboswe.evaluation.admission import admit_dataset, write_admitted
     from roboswe.sim.manifest import CONFIGS_DIR, load_dataset
 
     pilot, _ = load_dataset(DEMO_DATASET)
@@ -53,8 +53,8 @@ def admit_lift(run_dir: Path) -> Path:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from roboswe._run import run_run
-    from roboswe._runs import new_run_dir
+    from roboswe.commands.run import run_run
+    from roboswe.commands.run_dirs import new_run_dir
     from roboswe.sim.manifest import CONFIGS_DIR
 
     t0 = time.monotonic()
@@ -86,8 +86,8 @@ def run_demo(args: argparse.Namespace) -> int:
     _say("4/4 report")
     from rich.console import Console
 
-    from roboswe.records import RunReader
-    from roboswe.report import print_report, run_summary
+    from roboswe.records.report import print_report, run_summary
+    from roboswe.records.store import RunReader
 
     with RunReader(run_dir) as reader:
         summary = run_summary(reader)

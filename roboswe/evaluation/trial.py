@@ -23,11 +23,24 @@ import structlog
 import trio
 
 from roboswe.actors import PeerDead, ProtocolError, RemoteError
-from roboswe.instructions import system_prompt, trial_opening
+from roboswe.evaluation.instructions import system_prompt, trial_opening
+from roboswe.evaluation.workspace import Workspace, WorkspaceError, check_relative
 from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
-from roboswe.protocol.bridge import CloseTrial, ExecFeedback, ExecScript, OpenTrial, TrialOpened
-from roboswe.protocol.context import Prepared, PrepareRequest, RecordUsage, SearchHistoryRequest, SearchHistoryResult
+from roboswe.protocol.bridge import (
+    CloseTrial,
+    ExecFeedback,
+    ExecScript,
+    OpenTrial,
+    TrialOpened,
+)
+from roboswe.protocol.context import (
+    Prepared,
+    PrepareRequest,
+    RecordUsage,
+    SearchHistoryRequest,
+    SearchHistoryResult,
+)
 from roboswe.protocol.control import StatisticsRequest
 from roboswe.protocol.participant import (
     SEARCH_HISTORY,
@@ -48,11 +61,16 @@ from roboswe.protocol.participant import (
     result_turn,
 )
 from roboswe.protocol.provider import Decide, Decided, ProviderFailed
-from roboswe.records import control_trace
-from roboswe.workspace import Workspace, WorkspaceError, check_relative
+from roboswe.records.store import control_trace
 
 if TYPE_CHECKING:
-    from roboswe.series import Conversation, Links, Progress, Recording, SeriesPlan
+    from roboswe.evaluation.series import (
+        Conversation,
+        Links,
+        Progress,
+        Recording,
+        SeriesPlan,
+    )
 
 log = structlog.get_logger()
 

@@ -34,7 +34,12 @@ from typing import Any
 import msgspec
 import structlog
 
-from roboswe.protocol.context import CountRecord, OverflowEvidence, SearchHit, SlideRecord
+from roboswe.protocol.context import (
+    CountRecord,
+    OverflowEvidence,
+    SearchHit,
+    SlideRecord,
+)
 from roboswe.protocol.participant import (
     DecisionRequest,
     TextPart,

@@ -53,11 +53,11 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
     """Check the inputs and write RUN_DIR/job.json; returns (run dir, config, config copy). Raises UsageError."""
     import msgspec
 
-    from roboswe._runs import new_run_dir
-    from roboswe.admission import AdmissionError, read_admitted
+    from roboswe.commands.run_dirs import new_run_dir
     from roboswe.config import ConfigError, load_config
-    from roboswe.job import CONFIG_COPY, Job, read_job, write_job
-    from roboswe.series_config import BudgetLoosened, effective_budgets
+    from roboswe.evaluation.admission import AdmissionError, read_admitted
+    from roboswe.evaluation.job import CONFIG_COPY, Job, read_job, write_job
+    from roboswe.evaluation.series_config import BudgetLoosened, effective_budgets
 
     if args.resume is not None:
         run_dir = args.resume.resolve()
@@ -135,8 +135,8 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
 
 def _check_sandbox(backend: str | None, run_dir: Path | None = None) -> None:
     """Fail before starting anything when no sandbox can run the participant's scripts."""
-    from roboswe.images import ImageError, load_image
     from roboswe.sandbox import SandboxError, choose_backend
+    from roboswe.sandbox.images import ImageError, load_image
 
     try:
         image = load_image()
@@ -163,7 +163,7 @@ def run_run(args: argparse.Namespace) -> int:
         run_dir, config, config_path = prepare_run(args)
     except UsageError as e:
         return _fail("run", str(e))
-    from roboswe.job import read_job
+    from roboswe.evaluation.job import read_job
 
     job = read_job(run_dir)
     actors = tuple(a for a in RUN_ACTORS if not (job.sim_endpoint and a == "simulator"))
@@ -176,7 +176,7 @@ def run_verify(args: argparse.Namespace) -> int:
     import msgspec
 
     from roboswe.config import ConfigError, load_config
-    from roboswe.job import CONFIG_COPY, read_job, write_job
+    from roboswe.evaluation.job import CONFIG_COPY, read_job, write_job
 
     run_dir = args.run_dir.resolve()
     try:
@@ -346,8 +346,8 @@ class Display:
 
 def print_outcome(run_dir: Path) -> list[str]:
     """Print each series' trials (outcome, steps, active time, replay verdict); returns the verdicts shown."""
-    from roboswe.records import RunReader
-    from roboswe.verify import summary
+    from roboswe.evaluation.verify import summary
+    from roboswe.records.store import RunReader
 
     verdicts: list[str] = []
     try:

@@ -1,16 +1,13 @@
-"""`roboswe report RUN_DIR [--json]`: what a run found, from its database.
+"""What a run found, from its database (printed by `roboswe report RUN_DIR [--json]`).
 
 The summary (``run_summary``) is computed from RUN_DIR/run.sqlite with the same scoring as
-results.json (roboswe.metrics): per task a trial-by-trial table (outcome, replay verdict,
+results.json (roboswe.records.metrics): per task a trial-by-trial table (outcome, replay verdict,
 control steps, simulated and active time), the metrics with their denominators, and where
 the time went (timing components). The viewer exports the same summary.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -21,15 +18,9 @@ TOTALS = ("active_time", "sim_time", "wall")  # shown as totals, not as componen
 BADGES = {"verified": "verified", "mismatch": "MISMATCH", "error": "replay error", None: "unverified"}
 
 
-def add_arguments_report(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory written by `roboswe run`")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--run-id", default=None, help="which run, when the database holds several")
-
-
 def run_summary(reader: Any, run_id: str | None = None, *, resamples: int = 2000) -> dict[str, Any]:
     """The run's figures and every trial attempt as plain data; raises LookupError for an unknown run."""
-    from roboswe.artifacts import build_results
+    from roboswe.records.artifacts import build_results
 
     run = reader.run(run_id)
     results = build_results(reader, run.run_id, resamples=resamples)
@@ -158,21 +149,3 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
     console.print(table)
     if summary["verifications"]:
         console.print("replay verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["verifications"].items())))
-
-
-def run_report(args: argparse.Namespace) -> int:
-    from roboswe.records import RunReader, StoreError
-
-    try:
-        with RunReader(args.run_dir) as reader:
-            summary = run_summary(reader, args.run_id)
-    except (FileNotFoundError, LookupError, StoreError) as e:
-        print(f"roboswe report: {e}", file=sys.stderr)
-        return 2
-    if args.json:
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(summary), indent=1).decode() + "\n")
-        return 0
-    from rich.console import Console
-
-    print_report(summary, Console())
-    return 0

@@ -21,14 +21,38 @@ import structlog
 import trio
 
 from roboswe.actors import RemoteError
+from roboswe.evaluation.series import (
+    Links,
+    Progress,
+    Recording,
+    fresh_dir,
+    slug,
+    wait_alive,
+)
+from roboswe.evaluation.trial import (
+    BRIDGE_DEADLINE,
+    EXEC_MARGIN,
+    INFRA_ERRORS,
+    LOAD_DEADLINE,
+    SIM_DEADLINE,
+)
+from roboswe.evaluation.workspace import Workspace, WorkspaceError
 from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
-from roboswe.protocol.bridge import CloseTrial, ExecFeedback, ExecScript, OpenTrial, ScriptLimits
-from roboswe.records import RunReader, TrialView
-from roboswe.sandbox.checkpoints import BlobStore, CheckpointError, load_manifest, restore
-from roboswe.series import Links, Progress, Recording, fresh_dir, slug, wait_alive
-from roboswe.trial import BRIDGE_DEADLINE, EXEC_MARGIN, INFRA_ERRORS, LOAD_DEADLINE, SIM_DEADLINE
-from roboswe.workspace import Workspace, WorkspaceError
+from roboswe.protocol.bridge import (
+    CloseTrial,
+    ExecFeedback,
+    ExecScript,
+    OpenTrial,
+    ScriptLimits,
+)
+from roboswe.records.store import RunReader, TrialView
+from roboswe.sandbox.checkpoints import (
+    BlobStore,
+    CheckpointError,
+    load_manifest,
+    restore,
+)
 
 log = structlog.get_logger()
 
@@ -195,7 +219,7 @@ def compare_states(reader: RunReader, view: TrialView, detail: dict[str, Any]) -
     """Compare the replay's per-step qpos/qvel with the recorded control traces; returns a divergence or ''."""
     import numpy as np
 
-    from roboswe.records import trace_arrays
+    from roboswe.records.store import trace_arrays
 
     taken = detail.pop("_states", [])
     traces = reader.control_traces(view.trial_id)

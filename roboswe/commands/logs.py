@@ -21,7 +21,7 @@ def add_arguments_logs(parser: argparse.ArgumentParser) -> None:
 
 
 def run_logs(args: argparse.Namespace) -> int:
-    from roboswe._runs import latest_run_dir
+    from roboswe.commands.run_dirs import latest_run_dir
     from roboswe.logs import EVENTS_FILE, LEVELS
 
     try:

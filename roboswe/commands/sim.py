@@ -29,7 +29,7 @@ def add_arguments_tasks(parser: argparse.ArgumentParser) -> None:
 
 
 def run_tasks(args: argparse.Namespace) -> int:
-    from roboswe.admission import AdmissionError, read_admitted
+    from roboswe.evaluation.admission import AdmissionError, read_admitted
     from roboswe.sim.manifest import ManifestError, load_dataset
 
     try:
@@ -75,8 +75,8 @@ def add_arguments_admit(parser: argparse.ArgumentParser) -> None:
 
 
 def run_admit(args: argparse.Namespace) -> int:
-    from roboswe.admission import admit_dataset, write_admitted
     from roboswe.config import ConfigError, load_config
+    from roboswe.evaluation.admission import admit_dataset, write_admitted
     from roboswe.logs import configure_logging
     from roboswe.sim.manifest import ManifestError
 
@@ -116,7 +116,7 @@ def add_arguments_keys(parser: argparse.ArgumentParser) -> None:
 
 
 def run_keys(args: argparse.Namespace) -> int:
-    from roboswe.keys import KeyDirError, generate
+    from roboswe.commands.keys import KeyDirError, generate
 
     try:
         paths = generate(args.dir, force=args.force)
@@ -159,7 +159,7 @@ def run_sim(args: argparse.Namespace) -> int:
     import trio
 
     from roboswe.actors.simulator import serve_simulator
-    from roboswe.keys import KeyDirError, server_keys
+    from roboswe.commands.keys import KeyDirError, server_keys
     from roboswe.logs import configure_logging
 
     configure_logging(run_dir=None, actor="simulator", level=args.log_level, console=None)

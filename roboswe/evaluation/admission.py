@@ -174,7 +174,7 @@ def _probe(manifest: TaskManifest, hold_steps: int, full: bool) -> dict[str, Any
 
 
 def _probe_main() -> None:
-    """``python -m roboswe.admission REQUEST_JSON`` ({manifest, hold_steps, full}); prints one result line."""
+    """``python -m roboswe.evaluation.admission REQUEST_JSON`` ({manifest, hold_steps, full}); prints one result line."""
     request = json.loads(sys.argv[1])
     try:
         manifest = manifest_from_builtins(request["manifest"])
@@ -193,7 +193,7 @@ def _probe_env() -> dict[str, str]:
 
 def _start_probe(manifest: TaskManifest, hold_steps: int, full: bool) -> subprocess.Popen:
     request = json.dumps({"manifest": manifest.to_builtins(), "hold_steps": hold_steps, "full": full})
-    return subprocess.Popen([sys.executable, "-m", "roboswe.admission", request], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "roboswe.evaluation.admission", request], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_probe_env())
 
 

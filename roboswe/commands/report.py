@@ -1,0 +1,35 @@
+"""`roboswe report RUN_DIR [--json]`: print what a run found (see roboswe.records.report)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import msgspec
+
+from roboswe.records.report import print_report, run_summary
+
+
+def add_arguments_report(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory written by `roboswe run`")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--run-id", default=None, help="which run, when the database holds several")
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from roboswe.records.store import RunReader, StoreError
+
+    try:
+        with RunReader(args.run_dir) as reader:
+            summary = run_summary(reader, args.run_id)
+    except (FileNotFoundError, LookupError, StoreError) as e:
+        print(f"roboswe report: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(summary), indent=1).decode() + "\n")
+        return 0
+    from rich.console import Console
+
+    print_report(summary, Console())
+    return 0
