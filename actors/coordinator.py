@@ -54,7 +54,7 @@ async def run_job(actor: Actor, progress: Any) -> None:
     from roboswe.evaluation.series import Links, Recording, SeriesPlan, run_series
     from roboswe.evaluation.series_config import effective_budgets
     from roboswe.evaluation.verify import verify_series
-    from roboswe.records.store import RunReader
+    from roboswe.records.reader import RunReader
 
     job = read_job(actor.run_dir)
     progress.job = job.kind
@@ -142,7 +142,7 @@ async def store_results(actor: Actor, recorder: Any, run_id: str, tasks: list[st
     from roboswe.protocol import recorder as rec
 
     from roboswe.records.artifacts import build_results
-    from roboswe.records.store import RunReader
+    from roboswe.records.reader import RunReader
 
     with trio.fail_after(60):
         await recorder.request(rec.Flush())  # everything sent so far is in the database

@@ -85,7 +85,7 @@ def main() -> int:
 
 
 def trial_rows(run_dir: Path) -> list[dict]:
-    from roboswe.records.store import RunReader
+    from roboswe.records.reader import RunReader
 
     rows = []
     with RunReader(run_dir) as reader:

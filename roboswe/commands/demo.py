@@ -86,8 +86,8 @@ def run_demo(args: argparse.Namespace) -> int:
     _say("4/4 report")
     from rich.console import Console
 
+    from roboswe.records.reader import RunReader
     from roboswe.records.report import print_report, run_summary
-    from roboswe.records.store import RunReader
 
     with RunReader(run_dir) as reader:
         summary = run_summary(reader)

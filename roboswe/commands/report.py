@@ -18,7 +18,8 @@ def add_arguments_report(parser: argparse.ArgumentParser) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from roboswe.records.store import RunReader, StoreError
+    from roboswe.records.reader import RunReader
+    from roboswe.records.store import StoreError
 
     try:
         with RunReader(args.run_dir) as reader:

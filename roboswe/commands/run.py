@@ -347,7 +347,7 @@ class Display:
 def print_outcome(run_dir: Path) -> list[str]:
     """Print each series' trials (outcome, steps, active time, replay verdict); returns the verdicts shown."""
     from roboswe.evaluation.verify import summary
-    from roboswe.records.store import RunReader
+    from roboswe.records.reader import RunReader
 
     verdicts: list[str] = []
     try:

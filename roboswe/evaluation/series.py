@@ -41,7 +41,7 @@ from roboswe.protocol import recorder as rec
 from roboswe.protocol.bridge import CloseTrial, ScriptLimits
 from roboswe.protocol.context import AppendTurns, ResetContext
 from roboswe.protocol.participant import Turn
-from roboswe.records.store import RunReader, TrialView
+from roboswe.records.reader import RunReader, TrialView
 from roboswe.sandbox.checkpoints import BlobStore, load_manifest, restore
 
 log = structlog.get_logger()

@@ -46,7 +46,7 @@ from roboswe.protocol.bridge import (
     OpenTrial,
     ScriptLimits,
 )
-from roboswe.records.store import RunReader, TrialView
+from roboswe.records.reader import RunReader, TrialView
 from roboswe.sandbox.checkpoints import (
     BlobStore,
     CheckpointError,

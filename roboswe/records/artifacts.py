@@ -26,7 +26,7 @@ from roboswe.records.metrics import (
     series_outcomes,
     timing_totals,
 )
-from roboswe.records.store import RunReader
+from roboswe.records.reader import RunReader
 
 log = structlog.get_logger()
 

@@ -37,7 +37,7 @@ from typing import Literal
 import msgspec
 import numpy as np
 
-from roboswe.records.store import RunReader, TrialView
+from roboswe.records.reader import RunReader, TrialView
 
 SlotStatus = Literal["success", "failure", "incomplete", "pending"]
 

@@ -1,28 +1,25 @@
-"""The run database RUN_DIR/run.sqlite: one batching writer, many readers.
+"""The single writer of a run database RUN_DIR/run.sqlite.
 
 The database is append-only: every table refuses UPDATE and DELETE (triggers),
 so a resumed run links new rows to old ones instead of editing them. A trial's
 start and its end are separate rows (``trials``, ``trial_ends``); a started
-trial without an end is an interrupted one.
+trial without an end is an interrupted one. The tables are in ``schema``.
 
 ``RunStore`` owns the only write connection, on its own thread. ``put`` queues a
 record and returns at once (recording never stalls a control loop); records are
 committed in one transaction per batch, every ``flush_interval`` seconds or
 sooner when someone waits. ``put_durable`` returns only after its records are
 committed with ``synchronous=FULL``, so an acknowledged record survives kill -9
-(and power loss). ``RunReader`` is the read API for reports, verify and viewer.
+(and power loss). The read API for reports, verify and viewer is ``reader.RunReader``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import queue
 import sqlite3
 import threading
 import time
-import types
-import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,204 +28,37 @@ import numpy as np
 import structlog
 
 from roboswe.protocol.recorder import (
-    RECORD_TYPES,
-    ArtifactRecord,
-    BlobRecord,
     CheckpointRecord,
     ControlTrace,
-    EventRecord,
     MessageRecord,
-    OperationRecord,
     Record,
-    RunRecord,
-    SeriesRecord,
-    SlideRecord,
-    TrialEnded,
-    TrialStarted,
-    VerificationRecord,
 )
+from roboswe.records.schema import (
+    APPEND_ONLY,
+    DB_NAME,
+    MAPPINGS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    TABLES,
+)
+from roboswe.records.schema import sha256_hex as _sha256
 
 log = structlog.get_logger()
 
-DB_NAME = "run.sqlite"
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE schema_version (
-    version INTEGER PRIMARY KEY,
-    applied_at REAL NOT NULL
-);
-CREATE TABLE runs (
-    run_id TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,
-    config TEXT NOT NULL,
-    admitted_sha256 TEXT NOT NULL,
-    roboswe_version TEXT NOT NULL
-);
-CREATE TABLE series (
-    series_id TEXT PRIMARY KEY,
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    task TEXT NOT NULL,
-    model TEXT NOT NULL,
-    mode TEXT NOT NULL CHECK (mode IN ('retain', 'none')),
-    trials INTEGER NOT NULL CHECK (trials >= 1),
-    created_at REAL NOT NULL,
-    pins TEXT NOT NULL
-);
-CREATE TABLE trials (
-    trial_id TEXT PRIMARY KEY,
-    series_id TEXT NOT NULL REFERENCES series(series_id),
-    "index" INTEGER NOT NULL CHECK ("index" >= 1),
-    attempt INTEGER NOT NULL CHECK (attempt >= 0),
-    fingerprint TEXT NOT NULL,
-    started_at REAL NOT NULL,
-    recovers TEXT REFERENCES trials(trial_id),
-    UNIQUE (series_id, "index", attempt)
-);
-CREATE TABLE trial_ends (
-    trial_id TEXT PRIMARY KEY REFERENCES trials(trial_id),
-    outcome TEXT NOT NULL CHECK (outcome IN ('success', 'failure', 'incomplete', 'pending')),
-    reason TEXT NOT NULL,
-    control_steps INTEGER NOT NULL,
-    sim_time REAL NOT NULL,
-    active_time REAL NOT NULL,
-    timing TEXT NOT NULL,
-    success_interval TEXT,
-    ended_at REAL NOT NULL
-);
-CREATE TABLE messages (
-    message_id TEXT PRIMARY KEY,
-    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
-    attempt INTEGER NOT NULL,
-    provider TEXT NOT NULL,
-    model TEXT NOT NULL,
-    request BLOB NOT NULL,
-    response BLOB,
-    request_sha256 TEXT NOT NULL,
-    response_sha256 TEXT NOT NULL,
-    requested_at REAL NOT NULL,
-    responded_at REAL,
-    latency REAL,
-    usage TEXT NOT NULL,
-    error TEXT NOT NULL
-);
-CREATE INDEX messages_by_trial ON messages(trial_id, requested_at);
-CREATE TABLE operations (
-    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
-    seq INTEGER NOT NULL,
-    operation TEXT NOT NULL,
-    arguments TEXT NOT NULL,
-    feedback TEXT NOT NULL,
-    step_start INTEGER NOT NULL,
-    step_end INTEGER NOT NULL CHECK (step_end >= step_start),
-    started_at REAL NOT NULL,
-    ended_at REAL NOT NULL,
-    message_id TEXT REFERENCES messages(message_id),
-    PRIMARY KEY (trial_id, seq)
-);
-CREATE TABLE control_traces (
-    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
-    seq INTEGER NOT NULL,
-    step_start INTEGER NOT NULL,
-    step_end INTEGER NOT NULL CHECK (step_end >= step_start),
-    layout TEXT NOT NULL,
-    dtype TEXT NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (trial_id, seq)
-);
-CREATE TABLE slides (
-    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
-    seq INTEGER NOT NULL,
-    at REAL NOT NULL,
-    removed TEXT NOT NULL,
-    before_units INTEGER NOT NULL,
-    after_units INTEGER NOT NULL,
-    method TEXT NOT NULL,
-    PRIMARY KEY (trial_id, seq)
-);
-CREATE TABLE events (
-    event_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL,
-    event TEXT NOT NULL,
-    at REAL NOT NULL,
-    trial_id TEXT,
-    data TEXT NOT NULL
-);
-CREATE INDEX events_by_trial ON events(trial_id);
-CREATE TABLE blobs (
-    sha256 TEXT PRIMARY KEY,
-    size INTEGER NOT NULL,
-    stored_at REAL NOT NULL
-);
-CREATE TABLE checkpoints (
-    checkpoint_id TEXT PRIMARY KEY,
-    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
-    label TEXT NOT NULL,
-    op_seq INTEGER,
-    manifest_sha256 TEXT NOT NULL,
-    files INTEGER NOT NULL,
-    total_bytes INTEGER NOT NULL,
-    manifest BLOB NOT NULL,
-    created_at REAL NOT NULL
-);
-CREATE INDEX checkpoints_by_trial ON checkpoints(trial_id, created_at);
-CREATE TABLE verifications (
-    verification_id TEXT PRIMARY KEY,
-    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
-    verdict TEXT NOT NULL CHECK (verdict IN ('verified', 'mismatch', 'error')),
-    success_reproduced INTEGER,
-    first_divergence TEXT NOT NULL,
-    detail TEXT NOT NULL,
-    started_at REAL NOT NULL,
-    ended_at REAL NOT NULL
-);
-CREATE INDEX verifications_by_trial ON verifications(trial_id, ended_at);
-CREATE TABLE artifacts (
-    artifact_id TEXT PRIMARY KEY,
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    trial_id TEXT REFERENCES trials(trial_id),
-    artifact TEXT NOT NULL,
-    camera TEXT NOT NULL,
-    path TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    meta TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-"""
-
-TABLES: dict[type, str] = {
-    RunRecord: "runs",
-    SeriesRecord: "series",
-    TrialStarted: "trials",
-    TrialEnded: "trial_ends",
-    MessageRecord: "messages",
-    OperationRecord: "operations",
-    ControlTrace: "control_traces",
-    SlideRecord: "slides",
-    EventRecord: "events",
-    BlobRecord: "blobs",
-    CheckpointRecord: "checkpoints",
-    VerificationRecord: "verifications",
-    ArtifactRecord: "artifacts",
-}
-_PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
-    "runs": ("run_id",),
-    "series": ("series_id",),
-    "trials": ("trial_id",),
-    "trial_ends": ("trial_id",),
-    "messages": ("message_id",),
-    "operations": ("trial_id", "seq"),
-    "control_traces": ("trial_id", "seq"),
-    "slides": ("trial_id", "seq"),
-    "blobs": ("sha256",),
-    "checkpoints": ("checkpoint_id",),
-    "verifications": ("verification_id",),
-    "artifacts": ("artifact_id",),
-}
-APPEND_ONLY = ("schema_version", *TABLES.values())
-
-_json_encoder = msgspec.json.Encoder()
+__all__ = [
+    "APPEND_ONLY",
+    "DB_NAME",
+    "SCHEMA_VERSION",
+    "Receipt",
+    "RecordConflict",
+    "RunStore",
+    "SchemaMismatch",
+    "StoreClosed",
+    "StoreError",
+    "StoreStatistics",
+    "control_trace",
+    "trace_arrays",
+]
 
 
 class StoreError(Exception):
@@ -245,80 +75,6 @@ class StoreClosed(StoreError):
 
 class SchemaMismatch(StoreError):
     """The database was written by another schema version of roboswe."""
-
-
-# --- row <-> record mapping ---------------------------------------------------------------
-
-
-def _kind_of(tp: Any) -> str:
-    """How a field is stored: 'json' (dict/list/tuple), 'bytes', 'bool' or 'plain'."""
-    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
-        kinds = {_kind_of(a) for a in typing.get_args(tp) if a is not type(None)}
-        return kinds.pop() if len(kinds) == 1 else "plain"
-    if typing.get_origin(tp) is typing.Annotated:
-        return _kind_of(typing.get_args(tp)[0])
-    if typing.get_origin(tp) in (dict, list, tuple):
-        return "json"
-    if tp is bytes:
-        return "bytes"
-    if tp is bool:
-        return "bool"
-    return "plain"
-
-
-class _Mapping:
-    """Columns of one record type and how each value is stored."""
-
-    def __init__(self, cls: type):
-        self.cls = cls
-        self.table = TABLES[cls]
-        fields = msgspec.structs.fields(cls)
-        self.columns = tuple(f.name for f in fields)
-        self.kinds = tuple(_kind_of(f.type) for f in fields)
-        self.key = _PRIMARY_KEYS.get(self.table, ())
-        cols = ", ".join(f'"{c}"' for c in self.columns)
-        marks = ", ".join("?" for _ in self.columns)
-        verb = "INSERT OR IGNORE" if self.table == "blobs" else "INSERT"  # blobs are content-addressed
-        self.insert_sql = f"{verb} INTO {self.table} ({cols}) VALUES ({marks})"
-        self.select_sql = f"SELECT {cols} FROM {self.table}"
-        where = " AND ".join(f'"{k}" = ?' for k in self.key)
-        self.select_by_key_sql = f"{self.select_sql} WHERE {where}" if self.key else ""
-
-    def row(self, record: Any) -> tuple:
-        out = []
-        for name, kind in zip(self.columns, self.kinds):
-            value = getattr(record, name)
-            if value is None:
-                out.append(None)
-            elif kind == "json":
-                out.append(_json_encoder.encode(value).decode())
-            elif kind == "bool":
-                out.append(int(value))
-            else:
-                out.append(value)
-        return tuple(out)
-
-    def record(self, row: Sequence[Any]) -> Any:
-        values: dict[str, Any] = {}
-        for name, kind, value in zip(self.columns, self.kinds, row):
-            if value is not None and kind == "json":
-                value = msgspec.json.decode(value)
-            elif value is not None and kind == "bool":
-                value = bool(value)
-            elif value is not None and kind == "bytes":
-                value = bytes(value)
-            values[name] = value
-        return msgspec.convert(values, self.cls)
-
-    def key_of(self, record: Any) -> tuple:
-        return tuple(getattr(record, k) for k in self.key)
-
-
-MAPPINGS: dict[type, _Mapping] = {cls: _Mapping(cls) for cls in RECORD_TYPES}
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _seal(record: Any) -> Any:
@@ -401,7 +157,7 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
         raise StoreError(f"{path}: not a roboswe run database (tables {sorted(tables)}); choose an empty RUN_DIR")
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _SCHEMA.split(";"):
+        for statement in SCHEMA.split(";"):
             if statement.strip():
                 conn.execute(statement)
         for table in APPEND_ONLY:
@@ -648,173 +404,3 @@ class RunStore:
                 "records are append-only: write a new record (e.g. a new attempt) instead"
             ) from None
         return cursor.rowcount == 1
-
-
-# --- reader ----------------------------------------------------------------------------------
-
-
-class TrialView(msgspec.Struct, frozen=True, kw_only=True):
-    """A trial attempt as recorded: its start, its end (None if interrupted), its latest replay."""
-
-    start: TrialStarted
-    end: TrialEnded | None
-    verification: VerificationRecord | None
-    recovered_by: str | None  # trial_id of the attempt that re-ran this one
-
-    @property
-    def trial_id(self) -> str:
-        return self.start.trial_id
-
-    @property
-    def outcome(self) -> str | None:
-        return self.end.outcome if self.end is not None else None
-
-
-class RunReader:
-    """Read-only access to a run database (safe while the writer is running)."""
-
-    def __init__(self, path: str | Path):
-        path = Path(path)
-        if path.is_dir():
-            path = path / DB_NAME
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: no run database; pass a RUN_DIR written by `roboswe run`")
-        self.path = path
-        self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
-        tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "schema_version" not in tables:
-            raise StoreError(f"{path}: not a roboswe run database (no schema_version table)")
-        (version,) = self._conn.execute("SELECT max(version) FROM schema_version").fetchone()
-        if version != SCHEMA_VERSION:
-            raise SchemaMismatch(f"{path}: schema version {version}, this roboswe reads version {SCHEMA_VERSION}")
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def __enter__(self) -> RunReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _select(self, cls: type, where: str = "", params: Sequence[Any] = (), order: str = "") -> list[Any]:
-        mapping = MAPPINGS[cls]
-        sql = mapping.select_sql + (f" WHERE {where}" if where else "") + (f" ORDER BY {order}" if order else "")
-        return [mapping.record(row) for row in self._conn.execute(sql, params)]
-
-    def runs(self) -> list[RunRecord]:
-        return self._select(RunRecord, order="created_at")
-
-    def run(self, run_id: str | None = None) -> RunRecord:
-        """The run with this id (or the only run); raises LookupError."""
-        runs = [r for r in self.runs() if run_id is None or r.run_id == run_id]
-        if len(runs) != 1:
-            raise LookupError(f"{self.path}: expected one run{' ' + repr(run_id) if run_id else ''}, found {len(runs)}")
-        return runs[0]
-
-    def series(self, run_id: str | None = None) -> list[SeriesRecord]:
-        if run_id is None:
-            return self._select(SeriesRecord, order="created_at, series_id")
-        return self._select(SeriesRecord, "run_id = ?", (run_id,), "created_at, series_id")
-
-    def trials(self, series_id: str | None = None) -> list[TrialView]:
-        """Every trial attempt (of one series), ordered by series, index, attempt."""
-        where, params = ("series_id = ?", (series_id,)) if series_id is not None else ("", ())
-        starts = self._select(TrialStarted, where, params, '"series_id", "index", attempt')
-        ids = [s.trial_id for s in starts]
-        ends = {e.trial_id: e for e in self._select_in(TrialEnded, ids)}
-        latest: dict[str, VerificationRecord] = {}
-        for v in self._select_in(VerificationRecord, ids, order="ended_at, verification_id"):
-            latest[v.trial_id] = v
-        recovered_by = {s.recovers: s.trial_id for s in starts if s.recovers}
-        return [
-            TrialView(start=s, end=ends.get(s.trial_id), verification=latest.get(s.trial_id),
-                      recovered_by=recovered_by.get(s.trial_id))
-            for s in starts
-        ]
-
-    def _select_in(self, cls: type, trial_ids: list[str], order: str = "") -> list[Any]:
-        out: list[Any] = []
-        for i in range(0, len(trial_ids), 500):
-            chunk = trial_ids[i : i + 500]
-            out += self._select(cls, f"trial_id IN ({','.join('?' * len(chunk))})", chunk, order)
-        return out
-
-    def trial(self, trial_id: str) -> TrialView:
-        """One trial attempt; raises LookupError."""
-        (start,) = self._select(TrialStarted, "trial_id = ?", (trial_id,)) or [None]
-        if start is None:
-            raise LookupError(f"{self.path}: no trial {trial_id!r}")
-        return next(t for t in self.trials(start.series_id) if t.trial_id == trial_id)
-
-    def interrupted_trials(self, run_id: str) -> list[TrialView]:
-        """Started trials with no recorded end (the run stopped while they ran)."""
-        out = []
-        for s in self.series(run_id):
-            out += [t for t in self.trials(s.series_id) if t.end is None]
-        return out
-
-    def operations(self, trial_id: str, *, after_seq: int = -1, limit: int = -1) -> list[OperationRecord]:
-        return self._select(OperationRecord, "trial_id = ? AND seq > ?", (trial_id, after_seq), f"seq LIMIT {limit}")
-
-    def messages(self, trial_id: str) -> list[MessageRecord]:
-        return self._select(MessageRecord, "trial_id = ?", (trial_id,), "requested_at, message_id")
-
-    def message(self, message_id: str) -> MessageRecord:
-        found = self._select(MessageRecord, "message_id = ?", (message_id,))
-        if not found:
-            raise LookupError(f"{self.path}: no message {message_id!r}")
-        return found[0]
-
-    def control_traces(self, trial_id: str) -> list[ControlTrace]:
-        return self._select(ControlTrace, "trial_id = ?", (trial_id,), "seq")
-
-    def slides(self, trial_id: str) -> list[SlideRecord]:
-        return self._select(SlideRecord, "trial_id = ?", (trial_id,), "seq")
-
-    def events(self, *, trial_id: str | None = None, after_id: int = 0) -> list[tuple[int, EventRecord]]:
-        """(event_id, event) pairs in write order, after ``after_id`` (for following)."""
-        mapping = MAPPINGS[EventRecord]
-        sql = f"SELECT event_id, {mapping.select_sql[len('SELECT '):]} WHERE event_id > ?"
-        params: list[Any] = [after_id]
-        if trial_id is not None:
-            sql += " AND trial_id = ?"
-            params.append(trial_id)
-        return [(row[0], mapping.record(row[1:])) for row in self._conn.execute(sql + " ORDER BY event_id", params)]
-
-    def checkpoints(self, trial_id: str) -> list[CheckpointRecord]:
-        return self._select(CheckpointRecord, "trial_id = ?", (trial_id,), "created_at, checkpoint_id")
-
-    def checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
-        found = self._select(CheckpointRecord, "checkpoint_id = ?", (checkpoint_id,))
-        if not found:
-            raise LookupError(f"{self.path}: no checkpoint {checkpoint_id!r}")
-        return found[0]
-
-    def verifications(self, trial_id: str) -> list[VerificationRecord]:
-        return self._select(VerificationRecord, "trial_id = ?", (trial_id,), "ended_at, verification_id")
-
-    def artifacts(self, *, run_id: str | None = None, trial_id: str | None = None) -> list[ArtifactRecord]:
-        clauses, params = [], []
-        for column, value in (("run_id", run_id), ("trial_id", trial_id)):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        return self._select(ArtifactRecord, " AND ".join(clauses), params, "created_at, artifact_id")
-
-    def blob_stored(self, sha256: str) -> bool:
-        return self._conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (sha256,)).fetchone() is not None
-
-    def row_digests(self, table: str) -> dict[int, str]:
-        """rowid -> sha256 of the row's values, to show rows written earlier are unchanged."""
-        if table not in APPEND_ONLY:
-            raise ValueError(f"unknown table {table!r}; expected one of {APPEND_ONLY}")
-        out = {}
-        for rowid, *values in self._conn.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid"):
-            out[rowid] = _sha256(_json_encoder.encode([v.hex() if isinstance(v, bytes) else v for v in values]))
-        return out
-
-    def count(self, table: str) -> int:
-        if table not in APPEND_ONLY:
-            raise ValueError(f"unknown table {table!r}; expected one of {APPEND_ONLY}")
-        return self._conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]

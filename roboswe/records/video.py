@@ -34,7 +34,8 @@ import structlog
 
 from roboswe.protocol.recorder import ArtifactRecord, ControlTrace
 from roboswe.records.artifacts import StoredVideo, VideoWriter, artifact_record
-from roboswe.records.store import RunReader, trace_arrays
+from roboswe.records.reader import RunReader
+from roboswe.records.store import trace_arrays
 
 log = structlog.get_logger()
 

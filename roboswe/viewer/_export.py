@@ -28,7 +28,7 @@ import msgspec
 import structlog
 
 from roboswe.records.artifacts import ArtifactError, check_stored, load_video_index
-from roboswe.records.store import RunReader
+from roboswe.records.reader import RunReader
 
 from ._readable import readable_parts
 

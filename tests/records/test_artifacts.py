@@ -22,7 +22,7 @@ from roboswe.records.artifacts import (
     video_codec,
     write_results,
 )
-from roboswe.records.store import RunReader
+from roboswe.records.reader import RunReader
 
 from .conftest import run_records, trial_records
 

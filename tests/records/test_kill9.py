@@ -8,7 +8,8 @@ import subprocess
 import sys
 import textwrap
 
-from roboswe.records.store import RunReader, RunStore
+from roboswe.records.reader import RunReader
+from roboswe.records.store import RunStore
 
 WRITER = textwrap.dedent(
     """

@@ -20,7 +20,7 @@ from roboswe.records.metrics import (
     series_outcomes,
     streak_score,
 )
-from roboswe.records.store import RunReader
+from roboswe.records.reader import RunReader
 
 from .conftest import run_records, trial_records
 

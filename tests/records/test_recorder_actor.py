@@ -30,7 +30,7 @@ from roboswe.protocol.recorder import (
 )
 from roboswe.sandbox.checkpoints import BlobStore, load_manifest, restore
 
-from roboswe.records.store import RunReader
+from roboswe.records.reader import RunReader
 
 from .conftest import run_records, trial_records
 

@@ -21,11 +21,10 @@ from roboswe.protocol.recorder import (
     VerificationRecord,
 )
 
+from roboswe.records.reader import RunReader
+from roboswe.records.schema import DB_NAME, MAPPINGS
 from roboswe.records.store import (
-    DB_NAME,
-    MAPPINGS,
     RecordConflict,
-    RunReader,
     RunStore,
     SchemaMismatch,
     StoreClosed,

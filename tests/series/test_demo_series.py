@@ -13,7 +13,7 @@ import msgspec
 import pytest
 from roboswe.sandbox.checkpoints import BlobStore, load_manifest, restore
 
-from roboswe.records.store import RunReader
+from roboswe.records.reader import RunReader
 
 from .conftest import roboswe, write_config
 

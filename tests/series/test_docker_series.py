@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roboswe.records.store import RunReader
+from roboswe.records.reader import RunReader
 
 from ..conftest import require_in_ci
 from .conftest import roboswe, write_config

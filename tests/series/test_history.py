@@ -8,7 +8,8 @@ import pytest
 from roboswe.protocol.recorder import RunRecord, SeriesRecord, TrialEnded, TrialStarted
 
 from roboswe.evaluation.series import SeriesHistory
-from roboswe.records.store import RunReader, RunStore
+from roboswe.records.reader import RunReader
+from roboswe.records.store import RunStore
 
 SERIES = "run/lift-panda"
 

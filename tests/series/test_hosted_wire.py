@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from roboswe.records.store import RunReader
+from roboswe.records.reader import RunReader
 
 from ..providers.fakes import FakeProvider, agent_reply
 from .conftest import roboswe, write_config

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from roboswe.records.store import APPEND_ONLY, RunReader
+from roboswe.records.reader import RunReader
+from roboswe.records.store import APPEND_ONLY
 
 from .conftest import ROOT, cli_env, roboswe, write_config
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from roboswe.records.store import RunReader
+from roboswe.records.reader import RunReader
 
 from .conftest import roboswe, write_config
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from roboswe.sandbox.checkpoints import load_manifest
 
-from roboswe.records.store import RunReader
+from roboswe.records.reader import RunReader
 
 from .conftest import roboswe, write_config
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from roboswe.records.artifacts import check_stored
-from roboswe.records.store import RunReader
+from roboswe.records.reader import RunReader
 from tests.viewer.test_viewer import page_errors, wait_for
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from roboswe.records.artifacts import check_stored, load_video_index
-from roboswe.records.store import RunReader
+from roboswe.records.reader import RunReader
 from tests.viewer.fixture_run import EXEC_STEPS, RUN_ID, WAIT_STEPS, lift_manifest
 
 pytestmark = pytest.mark.slow
