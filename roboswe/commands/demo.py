@@ -52,6 +52,24 @@ def admit_lift(run_dir: Path) -> Path:
     return path
 
 
+def demo_preflight(engine: str | None, run_dir: Path) -> str | None:
+    """The refusal to print when the demo could not work here (before minutes of admission), else None."""
+    from roboswe.config import load_config
+    from roboswe.evaluation.preflight import preflight
+    from roboswe.sim.manifest import CONFIGS_DIR, load_manifest
+
+    config_path = CONFIGS_DIR / "runs" / "demo.toml"
+    config = load_config(config_path)
+    outcome = preflight(provider=config.provider, source=str(config_path),
+                        manifests=[load_manifest(CONFIGS_DIR / "tasks" / f"{DEMO_TASK}.toml")],
+                        backend=engine or config.series.backend, run_dir=run_dir)
+    if not outcome.problems:
+        return None
+    from roboswe.evaluation.preflight import PreflightRefused
+
+    return PreflightRefused(outcome.problems).report("demo")
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from roboswe.commands.run import run_run
     from roboswe.commands.run_dirs import new_run_dir
@@ -61,6 +79,10 @@ def run_demo(args: argparse.Namespace) -> int:
     run_dir = (args.out or new_run_dir()).resolve()
     if (run_dir / "run.sqlite").exists():
         print(f"roboswe demo: {run_dir} already holds a run; choose another --out", file=sys.stderr)
+        return 2
+    refusal = demo_preflight(args.engine, run_dir)
+    if refusal:
+        print(refusal, file=sys.stderr)
         return 2
     run_dir.mkdir(parents=True, exist_ok=True)
     _say(f"run dir {run_dir}")
@@ -73,7 +95,8 @@ def run_demo(args: argparse.Namespace) -> int:
     _say(f"   admitted ({time.monotonic() - t0:.0f} s)")
     _say("2/4 running a 5-trial series with the demo participant, then replaying each trial and rendering videos")
     run_args = argparse.Namespace(admitted=admitted, config=CONFIGS_DIR / "runs" / "demo.toml", engine=args.engine,
-                                  sim=None, keys=None, out=run_dir, resume=None, tasks=DEMO_TASK, no_verify=False)
+                                  sim=None, keys=None, out=run_dir, resume=None, tasks=DEMO_TASK, no_verify=False,
+                                  preflight="offline", no_preflight=False)
     code = run_run(run_args)
     if not (run_dir / "run.sqlite").exists():
         print("roboswe demo: the run recorded nothing; see the messages above and "

@@ -1,7 +1,8 @@
 """`roboswe run` and `roboswe verify`: the supervisor starts the actors, the coordinator does the job.
 
-The command checks its inputs (admitted file digest, run config, budgets), writes
-RUN_DIR/job.json and a copy of the run config, starts the actors under the same
+The command checks its inputs (admitted file digest, run config, budgets), runs preflight
+(roboswe/evaluation/preflight.py: keys, model id, sandbox, assets; exit 2 with one message
+per problem, nothing written), writes RUN_DIR/job.json and a copy of the run config, starts the actors under the same
 ``Supervisor`` as `roboswe up`, and polls the coordinator for progress: a live display on
 a terminal, plain log lines otherwise. When the coordinator reports the job done (or
 failed) it stops the actors and prints the outcome table.
@@ -33,6 +34,11 @@ def add_arguments_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help="continue a stopped or killed run")
     parser.add_argument("--tasks", default=None, metavar="ID,...", help="only these admitted tasks (default: all admitted)")
     parser.add_argument("--no-verify", action="store_true", help="do not replay each series after it ends")
+    parser.add_argument("--preflight", choices=["offline", "online"], default=None,
+                        help="checks before any actor starts; online (the default for hosted providers) also asks "
+                             "the provider once, for free, whether it knows the key and the model")
+    parser.add_argument("--no-preflight", action="store_true",
+                        help="skip the checks before start (keys, model id, sandbox image and backend, assets)")
 
 
 def add_arguments_verify(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +56,10 @@ def _fail(command: str, message: str) -> int:
 
 
 def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
-    """Check the inputs and write RUN_DIR/job.json; returns (run dir, config, config copy). Raises UsageError."""
+    """Check the inputs, run preflight and write RUN_DIR/job.json; returns (run dir, config, config copy).
+
+    Raises UsageError (bad arguments) or PreflightRefused (the run could not work); both before anything is written.
+    """
     import msgspec
 
     from roboswe.commands.run_dirs import new_run_dir
@@ -81,7 +90,8 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
             config = load_config(config_path)
         except ConfigError as e:
             raise UsageError(str(e)) from None
-        _check_sandbox(job.backend, run_dir)
+        _preflight(args, config, config_path, [admitted.task(t).task_manifest() for t in job.tasks], job.backend,
+                   run_dir, remote_sim=bool(job.sim_endpoint))
         job = msgspec.structs.replace(job, kind="run", admitted_path=str(admitted_path.resolve()),
                                       verify=job.verify and not args.no_verify, trials=[])
         write_job(run_dir, job)
@@ -113,13 +123,14 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
         except BudgetLoosened as e:
             raise UsageError(f"{args.config}: {e}") from None
     run_dir = (args.out or new_run_dir()).resolve()
-    _check_sandbox(args.engine or config.series.backend, run_dir)
     if args.sim and not args.sim.startswith("tcp://"):
         raise UsageError(f"--sim {args.sim!r}: expected tcp://HOST:PORT of `roboswe sim serve`")
     if args.keys and not args.sim:
         raise UsageError("--keys only applies with --sim")
     if (run_dir / "run.sqlite").exists():
         raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or choose another --out")
+    _preflight(args, config, args.config or "the default config", [admitted.task(t).task_manifest() for t in tasks],
+               args.engine or config.series.backend, run_dir, remote_sim=bool(args.sim))
     run_dir.mkdir(parents=True, exist_ok=True)
     run_dir.chmod(0o755)  # the bwrap sandbox user traverses it to reach the workspaces
     config_path = run_dir / CONFIG_COPY
@@ -133,23 +144,21 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
     return run_dir, config, config_path
 
 
-def _check_sandbox(backend: str | None, run_dir: Path | None = None) -> None:
-    """Fail before starting anything when no sandbox can run the participant's scripts."""
-    from roboswe.sandbox import SandboxError, choose_backend
-    from roboswe.sandbox.images import ImageError, load_image
+def _preflight(args: argparse.Namespace, config: Any, source: Any, manifests: list[Any], backend: str | None,
+               run_dir: Path, *, remote_sim: bool) -> None:
+    """Refuse (PreflightRefused) before anything starts when the run cannot work; print the notes."""
+    from roboswe.evaluation.preflight import HOSTED, preflight
 
-    try:
-        image = load_image()
-        chosen = choose_backend(backend, image)
-    except (ImageError, SandboxError) as e:
-        raise UsageError(f"no usable sandbox: {e}") from None
-    if chosen == "bwrap" and run_dir is not None and os.geteuid() == 0:
-        # bwrap binds the workspace as the sandbox user, who must be able to traverse every parent.
-        for p in [run_dir, *run_dir.parents]:
-            if p.exists() and not p.stat().st_mode & 0o001:
-                raise UsageError(f"{run_dir} is not reachable by the sandbox user (uid {image.uid}): {p} has mode "
-                                 f"{p.stat().st_mode & 0o777:o}; choose --out under directories others may traverse "
-                                 "(chmod o+x) or use -e docker")
+    if getattr(args, "no_preflight", False):
+        return
+    mode = getattr(args, "preflight", None)
+    online = config.provider is not None and config.provider.kind in HOSTED if mode is None else mode == "online"
+    where = "-e/--engine" if getattr(args, "engine", None) else f"{source} [series] backend"
+    outcome = preflight(provider=config.provider, source=str(source), manifests=manifests, backend=backend,
+                        backend_source=where, run_dir=run_dir, remote_sim=remote_sim, online=online)
+    for note in outcome.notes:
+        print(f"roboswe run: {note}", file=sys.stderr)
+    outcome.raise_for_problems()
 
 
 def _entry_environment() -> None:
@@ -159,10 +168,15 @@ def _entry_environment() -> None:
 
 
 def run_run(args: argparse.Namespace) -> int:
+    from roboswe.evaluation.preflight import PreflightRefused
+
     try:
         run_dir, config, config_path = prepare_run(args)
     except UsageError as e:
         return _fail("run", str(e))
+    except PreflightRefused as e:
+        print(e.report("run"), file=sys.stderr)
+        return 2
     from roboswe.evaluation.job import read_job
 
     job = read_job(run_dir)

@@ -81,11 +81,16 @@ def run_admit(args: argparse.Namespace) -> int:
     from roboswe.sim.manifest import ManifestError
 
     configure_logging(run_dir=None, actor="admission", level="warning", console=False)
+    config = None
     if args.config is not None:
         try:
-            load_config(args.config)
+            config = load_config(args.config)
         except ConfigError as e:
             return _fail(str(e))
+    refusal = _admit_preflight(args, config)
+    if refusal:
+        print(refusal, file=sys.stderr)
+        return 2
 
     def progress(task) -> None:
         if task.status == "admitted":
@@ -103,6 +108,31 @@ def run_admit(args: argparse.Namespace) -> int:
     n = len(sealed.admitted_tasks())
     print(f"wrote {args.out}: {n} of {len(sealed.tasks)} task(s) admitted, digest {sealed.digest[:16]}")
     return 0 if n else 1
+
+
+def _admit_preflight(args: argparse.Namespace, config) -> str | None:
+    """What would make admission fail after minutes of simulation: the refusal to print, else None.
+
+    The run config is sealed into admitted.json by digest, so its model ids must be real now;
+    keys are not needed to admit (the run checks them).
+    """
+    from roboswe.evaluation.preflight import PreflightRefused, Problem, preflight
+    from roboswe.sim.manifest import ManifestError, load_dataset
+
+    try:
+        _, manifests = load_dataset(args.dataset)
+    except ManifestError:
+        return None  # admit_dataset reports it with its own message
+    outcome = preflight(provider=config.provider if config else None, source=str(args.config), manifests=manifests,
+                        sandbox=False, keys=False)
+    parent = Path(args.out).resolve().parent
+    if not parent.is_dir():
+        outcome.problems.append(Problem(check="output", where=f"--out {args.out}", what=f"directory {parent} does not exist",
+                                        fix=f"create it (mkdir -p {parent}) or choose another --out"))
+    elif not os.access(parent, os.W_OK):
+        outcome.problems.append(Problem(check="output", where=f"--out {args.out}", what=f"directory {parent} is not writable",
+                                        fix="choose another --out"))
+    return PreflightRefused(outcome.problems).report("admit") if outcome.problems else None
 
 
 # ---- keys -------------------------------------------------------------------------------------

@@ -1,0 +1,335 @@
+"""Preflight: `roboswe run`, `admit` and `demo` refuse a setup that cannot work before any actor starts.
+
+Each refusal exits 2, prints one message per problem naming the input and the fix, writes
+nothing (no run dir, nothing on stdout) and never reaches the supervisor.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import textwrap
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from roboswe.cli import main
+from roboswe.evaluation import preflight
+
+from .conftest import ROOT
+from .model_lookup import FakeModelLookup
+
+KEY = "sk-test-not-secret"
+
+
+def config(tmp_path: Path, kind: str = "anthropic", model: str = "claude-test-1", key_env: str = "ROBOSWE_TEST_KEY",
+           extra: str = "") -> Path:
+    path = tmp_path / f"{kind}.toml"
+    path.write_text(textwrap.dedent(f"""
+        [provider]
+        kind = "{kind}"
+        model = "{model}"
+        api_key_env = "{key_env}"
+        attempts = 1
+    """) + extra)
+    return path
+
+
+def refuse(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_refused(code: int, out: str, err: str, run_dir: Path, no_actors: list, *needles: str) -> None:
+    assert code == 2, err
+    assert out == ""  # nothing but the refusal
+    assert "refused before starting anything" in err
+    for needle in needles:
+        assert needle in err, f"{needle!r} not in:\n{err}"
+    assert not run_dir.exists()
+    assert no_actors == []
+
+
+# ---- provider: key and model id ------------------------------------------------------------------
+
+
+def test_an_unset_key_variable_is_refused_with_the_export_to_run(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+    monkeypatch.delenv("ROBOSWE_TEST_KEY", raising=False)
+    run_dir = tmp_path / "run"
+    code, out, err = refuse(capsys, "run", str(admitted_file), "--config", str(config(tmp_path)), "--out", str(run_dir))
+    assert_refused(code, out, err, run_dir, no_actors, "environment variable ROBOSWE_TEST_KEY is unset",
+                   "fix: export ROBOSWE_TEST_KEY=", "api_key_env")
+
+
+def test_an_empty_key_variable_is_refused(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+    monkeypatch.setenv("ROBOSWE_TEST_KEY", "")
+    run_dir = tmp_path / "run"
+    code, out, err = refuse(capsys, "run", str(admitted_file), "--config", str(config(tmp_path)), "--out", str(run_dir))
+    assert_refused(code, out, err, run_dir, no_actors, "ROBOSWE_TEST_KEY is empty", "export ROBOSWE_TEST_KEY=")
+
+
+def test_the_shipped_config_without_a_key_lists_both_problems(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    run_dir = tmp_path / "run"
+    shipped = ROOT / "configs" / "runs" / "anthropic.toml"
+    code, out, err = refuse(capsys, "run", str(admitted_file), "--config", str(shipped), "--out", str(run_dir))
+    assert_refused(code, out, err, run_dir, no_actors, "(2 problems)", "'claude-EDIT-ME-model-id' is the shipped placeholder",
+                   "replace model with an exact model id", "ANTHROPIC_API_KEY is unset", str(shipped))
+    assert "  1. [model id]" in err and "  2. [provider key]" in err
+
+
+@pytest.mark.parametrize("model", ["claude 3 opus", "gpt-EDIT-ME", "", "<model>"])
+def test_a_placeholder_or_malformed_model_id_is_refused(model, tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+    monkeypatch.setenv("ROBOSWE_TEST_KEY", KEY)
+    run_dir = tmp_path / "run"
+    code, out, err = refuse(capsys, "run", str(admitted_file), "--config", str(config(tmp_path, model=model)),
+                            "--out", str(run_dir), "--preflight", "offline")
+    assert_refused(code, out, err, run_dir, no_actors, "[model id]", "fix:")
+
+
+def test_a_valid_looking_id_and_key_pass_offline():
+    from roboswe.providers import ProviderConfig
+
+    cfg = ProviderConfig(kind="openrouter", model="anthropic/claude-sonnet-4:beta", api_key_env="K")
+    assert preflight.provider_problems(cfg, "x.toml", {"K": KEY}) == []
+    assert preflight.provider_problems(cfg, "x.toml", {"K": KEY + "\n"})[0].what.endswith("(e.g. a newline)")
+
+
+# ---- sandbox: image, backend, run dir -------------------------------------------------------------
+
+DEMO = str(ROOT / "configs" / "runs" / "demo.toml")
+
+
+def test_a_missing_image_is_refused(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+    from roboswe.sandbox import images
+
+    monkeypatch.setattr(images, "default_cache_dir", lambda: tmp_path / "empty-cache")
+    run_dir = tmp_path / "run"
+    code, out, err = refuse(capsys, "run", str(admitted_file), "--config", DEMO, "--out", str(run_dir))
+    assert_refused(code, out, err, run_dir, no_actors, "no sandbox image has been built", "roboswe images build")
+
+
+def stale_cache(tmp_path: Path) -> Path:
+    """An image cache whose rootfs holds the checkout's robot files, except an older bridge/robot.py."""
+    from roboswe.sandbox.images import SITE_DIR, SandboxImage, _project_files
+
+    cache, rootfs = tmp_path / "cache", tmp_path / "cache" / "rootfs-0123456789abcdef"
+    (rootfs / "usr" / "bin").mkdir(parents=True)
+    (rootfs / "usr" / "bin" / "python3").touch()
+    for rel, src in _project_files().items():
+        (rootfs / SITE_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, rootfs / SITE_DIR / rel)
+    (rootfs / SITE_DIR / "robot.py").write_text("# the robot module as it was when the image was built\n")
+    image = SandboxImage(digest="0123456789abcdef" * 4, rootfs=str(rootfs), tarball="", docker_tag=None, uid=60123,
+                         gid=60123, built_at=0.0, build_seconds=0.0)
+    (cache / "current.json").write_bytes(msgspec.json.encode(image))
+    return cache
+
+
+def test_a_stale_image_is_refused_naming_the_changed_file(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+    from roboswe.sandbox import images
+
+    cache = stale_cache(tmp_path)
+    monkeypatch.setattr(images, "default_cache_dir", lambda: cache)
+    run_dir = tmp_path / "run"
+    code, out, err = refuse(capsys, "run", str(admitted_file), "--config", DEMO, "--out", str(run_dir), "-e", "bwrap")
+    assert_refused(code, out, err, run_dir, no_actors, "image 0123456789abcdef is stale", "bridge/robot.py",
+                   "roboswe images build")
+
+
+def test_a_requested_backend_that_is_not_installed_is_refused(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
+    run_dir = tmp_path / "run"
+    code, out, err = refuse(capsys, "run", str(admitted_file), "--config", DEMO, "--out", str(run_dir), "-e", "bwrap")
+    assert_refused(code, out, err, run_dir, no_actors, "bwrap is not usable here", "apt-get install bubblewrap", "-e/--engine")
+
+
+def test_no_usable_backend_at_all_is_refused(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    run_dir = tmp_path / "run"
+    code, out, err = refuse(capsys, "run", str(admitted_file), "--config", DEMO, "--out", str(run_dir))
+    assert_refused(code, out, err, run_dir, no_actors, "no sandbox backend is usable", "no Docker daemon answers",
+                   "bwrap is not installed")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="bwrap drops to the sandbox user only when run as root")
+def test_a_run_dir_the_sandbox_user_cannot_reach_is_refused(tmp_path, admitted_file, no_actors, capsys):
+    if not shutil.which("bwrap"):
+        pytest.skip("bwrap is not installed")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    run_dir = private / "run"
+    code, out, err = refuse(capsys, "run", str(admitted_file), "--config", DEMO, "--out", str(run_dir), "-e", "bwrap")
+    assert_refused(code, out, err, run_dir, no_actors, "not reachable by the sandbox user", "has mode 700", "chmod o+x")
+
+
+# ---- simulator assets, per family ------------------------------------------------------------------
+
+
+def test_missing_robosuite_assets_are_refused(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+    monkeypatch.setattr(preflight, "_package_dir", lambda name: tmp_path / "robosuite")
+    run_dir = tmp_path / "run"
+    code, out, err = refuse(capsys, "run", str(admitted_file), "--config", DEMO, "--out", str(run_dir))
+    assert_refused(code, out, err, run_dir, no_actors, "[simulator assets]", "missing asset folders",
+                   "pip install --force-reinstall robosuite")
+
+
+def test_a_task_whose_robot_has_no_assets_is_named(tmp_path, monkeypatch):
+    from roboswe.sim.manifest import load_manifest
+
+    for d in ("arenas", "objects", "robots/sawyer"):
+        (tmp_path / "robosuite" / "models" / "assets" / d).mkdir(parents=True)
+    monkeypatch.setattr(preflight, "_package_dir", lambda name: tmp_path / "robosuite")
+    lift = load_manifest(ROOT / "configs" / "tasks" / "lift-panda.toml")
+    (problem,) = preflight.asset_problems([lift])
+    assert problem.where == "task lift-panda" and "'Panda'" in problem.what
+    assert preflight.asset_problems([]) == []
+
+
+def test_each_simulator_family_has_its_own_asset_hook(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+    seen = []
+
+    def family_check(manifests):
+        seen.append([m.id for m in manifests])
+        return [preflight.Problem(check="simulator assets", where="ROBOCASA_ASSETS", what="kitchen assets missing",
+                                  fix="download them")]
+
+    monkeypatch.setitem(preflight._ASSET_CHECKS, "robosuite", family_check)
+    run_dir = tmp_path / "run"
+    code, out, err = refuse(capsys, "run", str(admitted_file), "--config", DEMO, "--out", str(run_dir))
+    assert_refused(code, out, err, run_dir, no_actors, "ROBOCASA_ASSETS: kitchen assets missing", "fix: download them")
+    assert seen == [["lift-panda"]]
+    # a remote simulator's assets are on its own host: not checked here
+    assert preflight.preflight(provider=None, source="x", manifests=[object()], sandbox=False, remote_sim=True).problems == []
+
+
+# ---- Ray (hook for a future --ray) -----------------------------------------------------------------
+
+
+def test_ray_absent_or_unreachable_is_a_problem_only_when_asked_for(monkeypatch):
+    assert preflight.ray_problems(None) == []
+    (absent,) = preflight.ray_problems("ray://127.0.0.1:10001")
+    assert absent.what == "ray is not installed" and "pip install" in absent.fix
+    monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda name: object())
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    (closed,) = preflight.ray_problems(f"ray://127.0.0.1:{port}", timeout_s=2)  # bound, not listening: refused
+    assert f"nothing answers at 127.0.0.1:{port}" in closed.what
+    listener.listen()
+    assert preflight.ray_problems(f"127.0.0.1:{port}", timeout_s=2) == []
+    listener.close()
+    assert "expected ray://HOST:PORT" in preflight.ray_problems("somewhere")[0].what
+
+
+# ---- online: one free lookup proves key and model -------------------------------------------------
+
+WIRE_MODELS = {"anthropic": "claude-test-1", "openai": "gpt-test-1", "google": "gemini-test-1",
+               "openrouter": "vendor/model-test-1"}
+
+
+def cfg_for(wire: str, base_url: str, model: str | None = None):
+    from roboswe.providers import ProviderConfig
+
+    return ProviderConfig(kind=wire, model=model or WIRE_MODELS[wire], api_key_env="ROBOSWE_TEST_KEY", base_url=base_url)
+
+
+@pytest.mark.parametrize("wire", sorted(WIRE_MODELS))
+def test_online_lookup_refuses_a_wrong_key_and_an_unknown_model_and_passes_a_good_pair(wire):
+    with FakeModelLookup(wire, key=KEY, models=(WIRE_MODELS[wire],)) as fake:
+        good, notes = preflight.online_problems(cfg_for(wire, fake.base_url), "c.toml", {"ROBOSWE_TEST_KEY": KEY})
+        assert good == [] and notes == []
+        assert len(fake.seen) == (2 if wire == "openrouter" else 1)
+        (bad_key,), _ = preflight.online_problems(cfg_for(wire, fake.base_url), "c.toml", {"ROBOSWE_TEST_KEY": "wrong"})
+        assert "refused the key in ROBOSWE_TEST_KEY" in bad_key.what and "export a valid" in bad_key.fix
+        assert ("API key not valid" if wire == "google" else "key") in bad_key.what  # the provider's own words
+        (unknown,), _ = preflight.online_problems(cfg_for(wire, fake.base_url, "vendor/nope" if wire == "openrouter" else "nope"),
+                                                  "c.toml", {"ROBOSWE_TEST_KEY": KEY})
+        assert "does not know model" in unknown.what and "HTTP 404" in unknown.what and unknown.where == "c.toml [provider] model"
+
+
+def test_online_lookup_failures_that_prove_nothing_are_notes_not_refusals():
+    with FakeModelLookup("openai", key=KEY, models=("gpt-test-1",), status_override=503) as fake:
+        problems, (note,) = preflight.online_problems(cfg_for("openai", fake.base_url), "c.toml", {"ROBOSWE_TEST_KEY": KEY})
+        assert problems == [] and "HTTP 503" in note and "the run goes on" in note
+    with FakeModelLookup("openai", key=KEY, models=("gpt-test-1",)) as fake:  # a base_url without the API's path
+        problems, (note,) = preflight.online_problems(cfg_for("openai", fake.base_url[:-3]), "c.toml", {"ROBOSWE_TEST_KEY": KEY})
+        assert problems == [] and "HTTP 404" in note
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    problems, (note,) = preflight.online_problems(cfg_for("openai", f"http://127.0.0.1:{port}/v1"), "c.toml",
+                                                  {"ROBOSWE_TEST_KEY": KEY}, timeout_s=2)
+    closed.close()
+    assert problems == [] and "could not reach openai" in note
+
+
+def test_run_refuses_a_key_the_provider_rejects_before_any_actor(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+    monkeypatch.setenv("ROBOSWE_TEST_KEY", "sk-revoked")
+    with FakeModelLookup("anthropic", key=KEY, models=("claude-test-1",)) as fake:
+        path = config(tmp_path, extra="")
+        path.write_text(path.read_text().replace("attempts = 1", f'attempts = 1\nbase_url = "{fake.base_url}"'))
+        run_dir = tmp_path / "run"
+        code, out, err = refuse(capsys, "run", str(admitted_file), "--config", str(path), "--out", str(run_dir))
+        assert len(fake.seen) == 1 and fake.seen[0][0] == "/v1/models/claude-test-1"
+    assert_refused(code, out, err, run_dir, no_actors, "[provider online]", "HTTP 401: invalid x-api-key",
+                   "export a valid anthropic key in ROBOSWE_TEST_KEY")
+
+
+def test_offline_and_no_preflight_skip_what_they_say(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+    monkeypatch.setenv("ROBOSWE_TEST_KEY", "sk-revoked")
+    with FakeModelLookup("anthropic", key=KEY, models=("claude-test-1",)) as fake:
+        path = config(tmp_path)
+        path.write_text(path.read_text().replace("attempts = 1", f'attempts = 1\nbase_url = "{fake.base_url}"'))
+        with pytest.raises(BaseExceptionGroup):  # the fixture's refusal, raised where the supervisor starts
+            main(["run", str(admitted_file), "--config", str(path), "--out", str(tmp_path / "offline"), "--preflight", "offline"])
+        assert fake.seen == []  # offline: no lookup; the supervisor was reached
+    monkeypatch.delenv("ROBOSWE_TEST_KEY")
+    with pytest.raises(BaseExceptionGroup):
+        main(["run", str(admitted_file), "--config", str(path), "--out", str(tmp_path / "none"), "--no-preflight"])
+    assert len(no_actors) == 2
+
+
+# ---- admit and demo ---------------------------------------------------------------------------------
+
+
+def test_admit_refuses_a_placeholder_config_and_a_missing_output_dir_before_simulating(tmp_path, capsys, monkeypatch):
+    from roboswe.evaluation import admission
+
+    monkeypatch.setattr(admission, "admit_dataset", lambda *a, **k: pytest.fail("admission started"))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    out_path = tmp_path / "missing" / "admitted.json"
+    code, out, err = refuse(capsys, "admit", "robosuite-pilot", "--config", str(ROOT / "configs" / "runs" / "anthropic.toml"),
+                            "--out", str(out_path))
+    assert code == 2 and out == ""
+    assert "roboswe admit: refused before starting anything (2 problems)" in err
+    assert "shipped placeholder" in err and "mkdir -p" in err
+    assert "ANTHROPIC_API_KEY" not in err  # admission needs no key
+    assert not out_path.parent.exists()
+
+
+def test_demo_refuses_a_missing_image_before_minutes_of_admission(tmp_path, capsys, monkeypatch):
+    from roboswe.commands import demo
+    from roboswe.sandbox import images
+
+    monkeypatch.setattr(images, "default_cache_dir", lambda: tmp_path / "empty-cache")
+    monkeypatch.setattr(demo, "admit_lift", lambda run_dir: pytest.fail("admission started"))
+    run_dir = tmp_path / "demo-run"
+    code, out, err = refuse(capsys, "demo", "--out", str(run_dir))
+    assert code == 2 and out == "" and not run_dir.exists()
+    assert "roboswe demo: refused before starting anything" in err and "roboswe images build" in err
+
+
+def test_incomplete_reasons_that_every_later_trial_would_repeat_are_configuration_causes():
+    cause = preflight.configuration_cause
+    assert cause('provider: anthropic: http_401 after 1 attempt(s): HTTP 401: {"type":"error"}')
+    assert cause("provider: openai: http_404 after 1 attempt(s): HTTP 404: model not found")
+    assert cause("internal: context_manager: provider anthropic unavailable: provider anthropic: environment variable "
+                 "ANTHROPIC_API_KEY is empty or unset; export it")
+    assert not cause("provider: HTTP 503 after 3 attempt(s)")
+    assert not cause("infrastructure: the sandbox could not be opened: SandboxError: boom")
+    assert not cause("interrupted")
