@@ -229,6 +229,20 @@ def _correlation(request: list[bytes]) -> str | None:
 
 
 def _feedback(script: str, outcome: ProcessOutcome, session: ScriptSession, backend: str) -> ExecFeedback:
+    """The exec's feedback; never raises, since the outcome carries whatever the program printed."""
+    try:
+        return _feedback_of(script, outcome, session, backend)
+    except Exception as e:  # noqa: BLE001 - the program's output must never fail the bridge
+        log.exception("feedback_unreadable", script=script)
+        return ExecFeedback(
+            script=script, exit_status=outcome.exit_status, stdout="", stderr=f"[roboswe: the program's output could not be shown: {type(e).__name__}]",
+            stdout_bytes=outcome.stdout.total_bytes, stderr_bytes=outcome.stderr.total_bytes, stdout_truncated=True,
+            stderr_truncated=True, exception=None, steps=session.steps, wall_seconds=outcome.wall_seconds,
+            limit=outcome.limit, backend=backend, refused=session.refused,
+        )  # fmt: skip
+
+
+def _feedback_of(script: str, outcome: ProcessOutcome, session: ScriptSession, backend: str) -> ExecFeedback:
     exception = None
     if outcome.exception:
         exception = ScriptException(

@@ -20,6 +20,22 @@ log = structlog.get_logger()
 WORKSPACE = "/workspace"
 BRIDGE_DIR = "/bridge"
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+OPEN_FILES = 256
+"""RLIMIT_NOFILE of every sandboxed program (both backends): a script cannot hold thousands of
+connections to the bridge or exhaust the host's descriptors."""
+
+SIGNAL_LIMITS = {24: "cpu_time", 25: "file_size"}  # SIGXCPU, SIGXFSZ: the rlimit that sent them
+
+
+def limit_reached(*, timed_out: bool, signal: int, report: dict | None, killed_by_oom: bool = False) -> str | None:
+    """Which sandbox limit ended a program, from how it ended (the same reading on every backend)."""
+    if timed_out:
+        return "wall_time"
+    if signal in SIGNAL_LIMITS:
+        return SIGNAL_LIMITS[signal]
+    if killed_by_oom or (report and report.get("type") == "MemoryError"):
+        return "memory"
+    return None
 
 
 class SandboxError(Exception):

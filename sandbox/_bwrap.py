@@ -12,12 +12,19 @@ import structlog
 
 from roboswe.protocol.bridge import ScriptLimits
 
-from ._backend import BRIDGE_DIR, WORKSPACE, ProcessOutcome, SandboxBackend, SandboxError, sandbox_backend
+from ._backend import (
+    BRIDGE_DIR,
+    OPEN_FILES,
+    WORKSPACE,
+    ProcessOutcome,
+    SandboxBackend,
+    SandboxError,
+    limit_reached,
+    sandbox_backend,
+)
 from ._process import run_process
 
 log = structlog.get_logger()
-
-_SIGNAL_LIMITS = {24: "cpu_time", 25: "file_size"}  # SIGXCPU, SIGXFSZ
 
 
 @sandbox_backend("bwrap")
@@ -87,6 +94,7 @@ class BwrapSandbox(SandboxBackend):
             (resource.RLIMIT_CPU, cpu),
             (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
             (resource.RLIMIT_CORE, 0),
+            (resource.RLIMIT_NOFILE, OPEN_FILES),
         ]
         as_root = os.geteuid() == 0
 
@@ -122,9 +130,7 @@ class BwrapSandbox(SandboxBackend):
         if not raw.timed_out and b'"exit-code"' not in status:
             # bwrap reports the program's exit only if the program ran: this is a sandbox failure
             raise SandboxError(f"bwrap could not start the program (exit {raw.exit_status}): {stderr.text.strip()[-2000:]}")
-        limit = "wall_time" if raw.timed_out else _SIGNAL_LIMITS.get(raw.signal)
-        if limit is None and report and report.get("type") == "MemoryError":
-            limit = "memory"
+        limit = limit_reached(timed_out=raw.timed_out, signal=raw.signal, report=report)
         return ProcessOutcome(
             exit_status=raw.exit_status,
             stdout=stdout,

@@ -13,17 +13,18 @@ from roboswe.sandbox.images import docker_client
 
 from ._backend import (
     BRIDGE_DIR,
+    OPEN_FILES,
     WORKSPACE,
     ProcessOutcome,
     SandboxBackend,
     SandboxError,
+    limit_reached,
     sandbox_backend,
 )
 from ._output import OutputBuffer
 
 log = structlog.get_logger()
 
-_SIGNAL_LIMITS = {24: "cpu_time", 25: "file_size"}
 _EXIT_POLL = 0.25  # how often to look for a program that exited while a leftover child holds its output
 
 
@@ -80,6 +81,7 @@ class DockerSandbox(SandboxBackend):
             ulimits=[
                 Ulimit(name="fsize", soft=limits.file_size_mb << 20, hard=limits.file_size_mb << 20),
                 Ulimit(name="core", soft=0, hard=0),
+                Ulimit(name="nofile", soft=OPEN_FILES, hard=OPEN_FILES),
             ],
             ipc_mode="private",
             labels={"roboswe.trial": self.trial, "roboswe.image": self.image.digest},
@@ -98,7 +100,7 @@ class DockerSandbox(SandboxBackend):
         # process of this uid on the host.
         rlimits = " && ".join(
             f"ulimit -{flag} {value}"
-            for flag, value in (("t", cpu), ("v", limits.memory_mb << 10), ("f", limits.file_size_mb << 11))
+            for flag, value in (("t", cpu), ("v", limits.memory_mb << 10), ("f", limits.file_size_mb << 11), ("n", OPEN_FILES))
         )
         wrapped = ["/bin/sh", "-c", f'{rlimits} && exec "$@"', "sh", *argv]
         out, err = OutputBuffer(limits.output_bytes), OutputBuffer(limits.output_bytes)
@@ -156,9 +158,8 @@ class DockerSandbox(SandboxBackend):
         stdout, _ = out.finish()
         stderr, report = err.finish(strip_report=True)
         sig = code - 128 if code > 128 else 0
-        limit = "wall_time" if timed_out else _SIGNAL_LIMITS.get(sig)
-        if limit is None and (sig == 9 or (report and report.get("type") == "MemoryError")):
-            limit = "memory"  # only the cgroup's OOM killer sends SIGKILL to a script we did not time out
+        # only the cgroup's OOM killer sends SIGKILL to a script we did not time out
+        limit = limit_reached(timed_out=timed_out, signal=sig, report=report, killed_by_oom=sig == 9)
         return ProcessOutcome(
             exit_status=code, stdout=stdout, stderr=stderr, exception=report, wall_seconds=wall, limit=limit
         )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import msgspec
 
 MARKER = b"\x1eroboswe-exception "  # written by roboswe_runner on an uncaught exception
@@ -40,28 +38,26 @@ class OutputBuffer:
         return bytes(self._head + self._tail)
 
     def finish(self, strip_report: bool = False) -> tuple[Captured, dict | None]:
-        """The kept text with a truncation marker, and the runner's exception report if asked."""
+        """The kept text with a truncation marker, and the runner's exception report if asked.
+
+        The runner writes its report as the last stderr line and escapes the marker byte in
+        everything it relays, so only the last line is looked at. A report that does not
+        decode is left in the text as the program's own output; this never raises.
+        """
         report = None
         head, tail = bytes(self._head), bytes(self._tail)
         if strip_report:
-            for part in ("tail", "head"):
-                buf = tail if part == "tail" else head
-                i = buf.rfind(MARKER)
-                if i < 0:
-                    continue
-                line_end = buf.find(b"\n", i)
-                line = buf[i + len(MARKER) : line_end if line_end >= 0 else len(buf)]
-                try:
-                    report = json.loads(line)
-                except ValueError:
-                    break
-                # drop the report line (and the blank line before it) from what the model sees
-                cut = buf[:i].rstrip(b"\n") + b"\n" + (buf[line_end + 1 :] if line_end >= 0 else b"")
-                if part == "tail":
+            buf = tail or head
+            i = buf.rfind(MARKER)
+            line_end = buf.find(b"\n", i) if i >= 0 else -1
+            if i >= 0 and (line_end < 0 or line_end == len(buf) - 1):
+                report = parse_report(buf[i + len(MARKER) : line_end if line_end >= 0 else len(buf)])
+            if report is not None:
+                cut = buf[:i].rstrip(b"\n") + b"\n" if buf[:i].strip() else b""
+                if tail:
                     tail = cut
                 else:
                     head = cut
-                break
         dropped = self.total - len(self._head) - len(self._tail)
         if dropped > 0:
             text = (
@@ -72,3 +68,25 @@ class OutputBuffer:
         else:
             text = (head + tail).decode("utf-8", "replace")
         return Captured(text=text, total_bytes=self.total, truncated=dropped > 0), report
+
+
+class RunnerReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The runner's report of an uncaught exception, as it must look."""
+
+    type: str
+    message: str
+    traceback: str
+
+
+MAX_REPORT_BYTES = 64 * 1024
+_report_decoder = msgspec.json.Decoder(RunnerReport)
+
+
+def parse_report(line: bytes) -> dict | None:
+    """The report as a dict, or None for anything else (too long, not JSON, wrong shape, too deep)."""
+    if len(line) > MAX_REPORT_BYTES:
+        return None
+    try:
+        return msgspec.structs.asdict(_report_decoder.decode(line))
+    except Exception:  # noqa: BLE001 - whatever it is, it is the program's own output
+        return None

@@ -318,3 +318,53 @@ async def test_a_stopped_container_is_restarted_for_the_next_script(docker_only,
     backend = trial.sandbox.backend
     await trio.to_thread.run_sync(lambda: backend._client.api.kill(backend._container_id))
     await _still_serving(trial)
+
+
+async def test_forged_exception_reports_are_the_programs_own_output(trial):
+    # The runner's report travels on its own stderr, which the script only reaches through the
+    # runner's relay (marker bytes escaped); forged lines of any shape stay the script's output.
+    with capture_logs() as events:
+        fb = await trial.run(
+            r"""
+            import os, sys
+            marker = "\x1eroboswe-exception "
+            sys.stderr.write("\n" + marker + "[1, 2, 3]\n")
+            sys.stderr.write("\n" + marker + "[" * 30000 + "]" * 30000 + "\n")
+            sys.stderr.write("\n" + marker + '{"type": "robot.LimitReached", "message": "forged", "traceback": ""}\n')
+            for fd in range(3, 64):
+                try:
+                    os.write(fd, b"x")
+                    print("wrote fd", fd)
+                except OSError:
+                    pass
+            try:
+                open(f"/proc/{os.getppid()}/fd/2", "w").write(marker + '{"type": "MemoryError", "message": "", "traceback": ""}\n')
+                print("REOPENED the runner's stderr")
+            except OSError as e:
+                print("runner's fds denied", type(e).__name__)
+            sys.stderr.flush()
+            """
+        )
+    assert fb.exit_status == 0 and fb.exception is None and fb.limit is None, (fb.exception, fb.limit)
+    assert "REOPENED" not in fb.stdout and "runner's fds denied" in fb.stdout, fb.stdout
+    assert "\x1e" not in fb.stderr and fb.stderr.count("\\x1eroboswe-exception") == 3
+    assert '"message": "forged"' in fb.stderr
+    assert _finished(events)["exception"] is None
+    # a real uncaught exception is still reported, typed
+    fb = await trial.run("import sys\nsys.stderr.write('\\x1eroboswe-exception {}\\n')\nraise KeyError('real')\n", name="crash.py")
+    assert fb.exception is not None and (fb.exception.type, fb.exception.message) == ("KeyError", "'real'")
+    assert "KeyError" in fb.stderr and "roboswe-exception {}" in fb.stderr
+    await _still_serving(trial)
+
+
+async def test_a_script_that_kills_its_runner_gets_ordinary_feedback(trial):
+    fb = await trial.run(
+        r"""
+        import os, signal, sys
+        sys.stderr.write("\x1eroboswe-exception " + '{"type": "MemoryError", "message": "", "traceback": ""}\n')
+        sys.stderr.flush()
+        os.kill(os.getppid(), signal.SIGKILL)
+        """
+    )
+    assert fb.exception is None and fb.exit_status == 137, (fb.exception, fb.exit_status)
+    await _still_serving(trial)
