@@ -1,0 +1,69 @@
+"""`roboswe doctor`: the machine's checks as a table or JSON; exit 1 only when a required check fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from roboswe.commands import doctor
+
+from ..conftest import require_in_ci
+from .conftest import ROOT
+from .test_preflight import stale_cache
+
+SECRET = "sk-ant-doctor-test-secret-value"
+
+
+def run_doctor(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "roboswe.cli", "doctor", *args], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env=env or dict(os.environ))
+
+
+def test_doctor_passes_on_this_machine_and_never_prints_a_key():
+    proc = run_doctor("--json", env={**os.environ, "ANTHROPIC_API_KEY": SECRET})
+    report = json.loads(proc.stdout)
+    checks = {c["check"]: c for c in report["checks"]}
+    assert list(checks) == ["python", "packages", "mujoco render", "bubblewrap", "docker", "sandbox image",
+                            "sandbox backend", "chromium", "provider keys", "RoboCasa assets", "GR1 assets", "ray"]
+    failed = [c for c in report["checks"] if c["required"] and c["status"] == "fail"]
+    if failed and {c["check"] for c in failed} <= {"sandbox image", "sandbox backend"}:
+        require_in_ci(f"sandbox infrastructure missing here: {failed}")
+    assert proc.returncode == 0 and report["ok"] is True, proc.stdout + proc.stderr
+    assert {c["status"] for c in report["checks"] if c["required"]} == {"ok"}
+    assert "EGL" in checks["mujoco render"]["detail"] and "16x16 frame" in checks["mujoco render"]["detail"]
+    assert "anthropic (ANTHROPIC_API_KEY)" in checks["provider keys"]["detail"]
+    assert SECRET not in proc.stdout + proc.stderr
+    assert checks["ray"]["status"] in ("absent", "ok") and not checks["ray"]["required"]
+
+
+def test_no_bwrap_and_no_docker_fails_the_required_backend_check(tmp_path):
+    env = {**os.environ, "PATH": str(tmp_path), "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock", "COLUMNS": "200"}
+    proc = run_doctor("--no-render", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 required check(s) failed: sandbox backend" in proc.stdout
+    assert "apt-get install bubblewrap" in proc.stdout and "no sandbox backend is usable" in proc.stdout
+    report = json.loads(run_doctor("--no-render", "--json", env=env).stdout)
+    checks = {c["check"]: c for c in report["checks"]}
+    assert report["ok"] is False
+    assert checks["bubblewrap"]["status"] == "warn" and checks["docker"]["status"] == "warn"  # optional on their own
+    assert checks["sandbox backend"] == {**checks["sandbox backend"], "status": "fail", "required": True}
+
+
+def test_a_stale_image_and_a_hanging_renderer_are_required_failures(tmp_path):
+    checks = {c.check: c for c in doctor.run_checks(render=False, image_cache=stale_cache(tmp_path), environ={})}
+    image = checks["sandbox image"]
+    assert image.status == "fail" and image.required and "bridge/robot.py" in image.detail
+    assert "roboswe images build" in image.fix
+    render = doctor.check_render(timeout_s=0.01)
+    assert render.status == "fail" and render.required and "no frame within" in render.detail
+
+
+def test_optional_checks_say_absent_or_warn_not_fail(tmp_path):
+    assert doctor.check_keys({}).status == "absent"
+    assert doctor.check_assets("RoboCasa assets", "ROBOCASA_ASSETS", {}).status == "absent"
+    missing = doctor.check_assets("RoboCasa assets", "ROBOCASA_ASSETS", {"ROBOCASA_ASSETS": str(tmp_path / "nope")})
+    assert missing.status == "warn" and not missing.required
+    assert doctor.check_assets("GR1 assets", "GR1_ASSETS", {"GR1_ASSETS": str(tmp_path)}).status == "ok"
+    assert doctor.check_bwrap({"PATH": str(tmp_path)}).status == "warn"
