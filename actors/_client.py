@@ -11,7 +11,6 @@ from typing import Any
 import structlog
 import trio
 import zmq
-
 from roboswe.protocol import PROTOCOL_VERSION, Codec, Decoded, DecodeError, Message
 from roboswe.protocol.control import Error, Heartbeat, Hello, Ready
 
@@ -24,7 +23,7 @@ log = structlog.get_logger()
 
 
 class _Pending:
-    __slots__ = ("done", "reply", "failure")
+    __slots__ = ("done", "failure", "reply")
 
     def __init__(self) -> None:
         self.done = trio.Event()
@@ -39,6 +38,8 @@ class Client:
     exchanges Hello/Ready. Deadlines are the caller's trio cancel scopes. A peer silent
     for ``liveness`` heartbeat intervals is declared dead: pending and new requests raise
     ``PeerDead`` until it answers again (e.g. after the supervisor restarts it).
+    Liveness runs on trio's clock (``trio.current_time()``), so tests can drive it with
+    the autojump clock. ``aclose()`` may be called any number of times, even unentered.
     """
 
     def __init__(
@@ -68,14 +69,16 @@ class Client:
         self._context = context or zmq.Context.instance()
         self._socket: AsyncSocket | None = None
         self._pending: dict[str, _Pending] = {}
-        self._last_seen = time.monotonic()
+        self._last_seen = 0.0  # trio.current_time(); set on entering
         self._dead = False
         self._dead_event = trio.Event()
+        self._alive_event = trio.Event()
+        self._alive_event.set()
         self._stack: contextlib.AsyncExitStack | None = None
 
     @property
     def last_seen(self) -> float:
-        """time.monotonic() of the last message received from the peer."""
+        """trio.current_time() of the last message received from the peer."""
         return self._last_seen
 
     @property
@@ -93,7 +96,7 @@ class Client:
             raw.connect(self.endpoint)
             self._socket = AsyncSocket(raw)
             stack.callback(self._socket.close, 0)
-            self._last_seen = time.monotonic()
+            self._last_seen = trio.current_time()
             nursery = await stack.enter_async_context(trio.open_nursery())
             nursery.start_soon(self._receive_loop)
             nursery.start_soon(self._heartbeat_loop)
@@ -110,14 +113,17 @@ class Client:
         self._stack = stack
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
-        assert self._stack is not None
-        self._fail_pending(lambda: ProtocolError(f"link to {self.peer} closed"))
-        await self._stack.aclose()  # the body's own exception propagates unwrapped
+    async def __aexit__(self, *exc_info: object) -> bool | None:
+        await self.aclose()  # the body's own exception propagates unwrapped
         return None
 
     async def aclose(self) -> None:
-        await self.__aexit__(None, None, None)
+        """Close the link; pending requests fail with ProtocolError. Closing again, or unentered, does nothing."""
+        stack, self._stack = self._stack, None
+        if stack is None:
+            return
+        self._fail_pending(lambda: ProtocolError(f"link to {self.peer} closed"))
+        await stack.aclose()
 
     async def connect(self) -> Ready:
         """Exchange Hello/Ready; raises RemoteError (code "version") if the peer refuses us."""
@@ -133,6 +139,19 @@ class Client:
         if self.peer == self.endpoint:
             self.peer = ready.actor
         return ready
+
+    async def wait_connected(self) -> Ready:
+        """Exchange Hello/Ready with a peer that may still be starting; the caller's cancel scope bounds the wait.
+
+        A Hello sent before the peer binds waits in the socket's queue; if the liveness window
+        passes first, this waits until the peer answers anything, then says Hello again.
+        Raises RemoteError (code "version") if the peer refuses us.
+        """
+        while True:
+            try:
+                return await self.connect()
+            except PeerDead:
+                await self.wait_peer_alive()
 
     async def request(self, message: Message, blobs: Sequence[bytes | memoryview] = ()) -> Decoded[Any]:
         """Send a request and wait for its reply.
@@ -153,10 +172,15 @@ class Client:
         """Return once the peer has been declared dead."""
         await self._dead_event.wait()
 
+    async def wait_peer_alive(self) -> None:
+        """Return once the peer is alive: at once unless it has been declared dead and not heard from since."""
+        while self._dead:
+            await self._alive_event.wait()
+
     async def _request(self, message: Message, blobs: Sequence[bytes | memoryview], *, probe: bool) -> Decoded[Any]:
         assert self._socket is not None, "use `async with Client(...)` first"
         if self._dead and not probe:
-            raise PeerDead(self.peer, self.endpoint, time.monotonic() - self._last_seen)
+            raise PeerDead(self.peer, self.endpoint, trio.current_time() - self._last_seen)
         env, frames = self.codec.encode(message, sender=self.name, blobs=blobs)
         pending = self._pending[env.message_id] = _Pending()
         started = time.monotonic()
@@ -177,10 +201,11 @@ class Client:
         assert self._socket is not None
         while True:
             frames = await self._socket.receive()
-            self._last_seen = time.monotonic()
+            self._last_seen = trio.current_time()
             if self._dead:
                 self._dead = False
                 self._dead_event = trio.Event()
+                self._alive_event.set()
                 log.info("peer_alive", peer=self.peer, endpoint=self.endpoint)
             try:
                 decoded = self.codec.decode(frames)
@@ -201,9 +226,9 @@ class Client:
     async def _heartbeat_loop(self) -> None:
         assert self._socket is not None
         window = self.heartbeat_interval * self.liveness
-        next_beat = time.monotonic()
+        next_beat = trio.current_time()
         while True:
-            now = time.monotonic()
+            now = trio.current_time()
             if now >= next_beat:
                 _, frames = self.codec.encode(Heartbeat(), sender=self.name)
                 self._socket.send_nowait(frames)  # skipped while the peer's queue is full
@@ -212,10 +237,11 @@ class Client:
             if not self._dead and silent > window:
                 self._declare_dead(silent)
             wake = next_beat if self._dead else min(next_beat, self._last_seen + window + 0.001)
-            await trio.sleep(max(0.0, wake - time.monotonic()))
+            await trio.sleep_until(wake)
 
     def _declare_dead(self, silent: float) -> None:
         self._dead = True
+        self._alive_event = trio.Event()
         log.warning("peer_dead", peer=self.peer, endpoint=self.endpoint, silent_for=round(silent, 3), failed_requests=len(self._pending))
         self._fail_pending(lambda: PeerDead(self.peer, self.endpoint, silent))
         self._dead_event.set()

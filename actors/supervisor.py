@@ -258,7 +258,7 @@ class Supervisor:
 
             async def note_heartbeats() -> None:
                 while True:
-                    slot.last_heartbeat = time.time() - (time.monotonic() - link.last_seen)
+                    slot.last_heartbeat = time.time() - (trio.current_time() - link.last_seen)
                     await trio.sleep(self.config.supervisor.heartbeat_interval)
 
             race.start_soon(exit_seen)

@@ -5,7 +5,7 @@ before the participant sees anything, opens a sandbox around the workspace, then
 one decision at a time and carries it out: files in the workspace, scripts in the sandbox
 through the bridge, observations and waits in the simulator. Every message, operation,
 checkpoint and the outcome go to the recorder as they happen. Peers are reached through
-request/send objects (the runtime's ``Client``); this module never touches a socket.
+their facades (``roboswe.evaluation.peers``); this module never touches a socket.
 """
 
 from __future__ import annotations
@@ -15,33 +15,34 @@ import io
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import numpy as np
 import structlog
 import trio
 
-from roboswe.actors import PeerDead, ProtocolError, RemoteError
+from roboswe.actors import RemoteError
+from roboswe.evaluation.conversation import Conversation, turn_event_data
+from roboswe.evaluation.feedback import (
+    ExecOutcome,
+    Feedback,
+    FileFeedback,
+    Finished,
+    Listed,
+    Observed,
+    Refused,
+    Searched,
+    Waited,
+    feedback_record,
+)
 from roboswe.evaluation.instructions import system_prompt, trial_opening
+from roboswe.evaluation.peers import INFRA_ERRORS, Links
+from roboswe.evaluation.plan import SeriesPlan, TrialIncomplete, trial_id
+from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.workspace import Workspace, WorkspaceError, check_relative
 from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
-from roboswe.protocol.bridge import (
-    CloseTrial,
-    ExecFeedback,
-    ExecScript,
-    OpenTrial,
-    TrialOpened,
-)
-from roboswe.protocol.context import (
-    Prepared,
-    PrepareRequest,
-    RecordUsage,
-    SearchHistoryRequest,
-    SearchHistoryResult,
-)
-from roboswe.protocol.control import StatisticsRequest
 from roboswe.protocol.participant import (
     SEARCH_HISTORY,
     Decision,
@@ -60,50 +61,10 @@ from roboswe.protocol.participant import (
     operation_name,
     result_turn,
 )
-from roboswe.protocol.provider import Decide, Decided, ProviderFailed
-from roboswe.records.store import control_trace
-
-if TYPE_CHECKING:
-    from roboswe.evaluation.series import (
-        Conversation,
-        Links,
-        Progress,
-        Recording,
-        SeriesPlan,
-    )
+from roboswe.protocol.provider import Decided, ProviderFailed
+from roboswe.sim.physics_state import control_trace_from_states
 
 log = structlog.get_logger()
-
-LOAD_DEADLINE = 300.0  # building a scene (first robosuite import in a fresh process is slow)
-SIM_DEADLINE = 120.0
-BRIDGE_DEADLINE = 120.0
-RECORD_DEADLINE = 60.0
-EXEC_MARGIN = 60.0  # on top of the script's own wall limit (sandbox start, teardown)
-INFRA_ERRORS = (PeerDead, RemoteError, ProtocolError, trio.TooSlowError, OSError)
-_json = msgspec.json.Encoder()
-
-
-class TrialIncomplete(Exception):
-    """The trial cannot go on for a reason outside the participant's control."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-
-def trial_id(series_id: str, index: int, attempt: int) -> str:
-    return f"{series_id}/t{index}a{attempt}"
-
-
-
-def turn_event_data(turn: Turn) -> dict[str, Any]:
-    return {"turn": msgspec.to_builtins(turn)}
-
-
-def turn_from_event(data: dict[str, Any]) -> Turn:
-    return msgspec.convert(data["turn"], Turn)
-
 
 
 # --- one trial --------------------------------------------------------------------------------
@@ -114,7 +75,7 @@ class OpResult:
     text: str
     error: bool = False
     images: list[tuple[ImagePart, bytes]] = field(default_factory=list)
-    feedback: dict[str, Any] = field(default_factory=dict)
+    feedback: Feedback = field(default_factory=Listed)
     step_end: int | None = None
     success: bool = False  # the success interval has been reached
 
@@ -122,11 +83,11 @@ class OpResult:
 class TrialRunner:
     """Runs one trial attempt to its end and records it; ``run`` never raises for trial failures."""
 
-    def __init__(self, links: Links, plan: SeriesPlan, recording: Recording, progress: Progress, *,
+    def __init__(self, links: Links, plan: SeriesPlan, progress: Progress, *,
                  index: int, attempt: int, workspace: Path, recovers: str | None, conversation: Conversation):
         self.links = links
         self.plan = plan
-        self.rec = recording
+        self.rec = links.recorder
         self.progress = progress
         self.index = index
         self.attempt = attempt
@@ -152,8 +113,8 @@ class TrialRunner:
         self.offered_search = False
         self.system = ""
         self.opened = False
-        self._sim_stats: dict[str, float] = {}
-        self._recording_before = recording.seconds
+        self._sim_compute = (0.0, 0.0)  # the simulator's (physics, rendering) seconds at the last reading
+        self._recording_before = self.rec.seconds
         self.wall_started = 0.0
         self._message_id: str | None = None  # the provider attempt that decided the current operation
 
@@ -166,10 +127,8 @@ class TrialRunner:
         return time.monotonic() - self.started - self.recovery
 
     def _update_progress(self, operation: str = "") -> None:
-        p = self.progress
-        p.trial, p.steps_used, p.active_s = self.index, self.control_step, self.active_time()
-        if operation:
-            p.operation = operation
+        self.progress.update(trial=self.index, steps_used=self.control_step, active_s=self.active_time(),
+                             **({"operation": operation} if operation else {}))
 
     # -- entry point
 
@@ -183,9 +142,8 @@ class TrialRunner:
 
     async def _run(self, previous: dict[str, Any] | None) -> rec.TrialEnded:
         self.wall_started = time.monotonic()
-        p = self.progress
-        p.trial, p.operation, p.steps_used, p.steps_budget = self.index, "load", 0, self.plan.budgets.trial_steps
-        p.active_budget_s = self.plan.budgets.trial_seconds
+        self.progress.update(trial=self.index, operation="load", steps_used=0, steps_budget=self.plan.budgets.trial_steps,
+                             active_budget_s=self.plan.budgets.trial_seconds)
         loaded, failure, opening = None, None, None
         try:
             async with trio.open_nursery() as nursery:
@@ -231,7 +189,7 @@ class TrialRunner:
         except INFRA_ERRORS as e:
             log.warning("trial_infrastructure_failure", trial=self.trial_id, error=f"{type(e).__name__}: {e}")
             outcome, reason = "incomplete", f"infrastructure: {type(e).__name__}: {e}"
-        except Exception as e:  # noqa: BLE001 - a harness bug ends this trial as an explicit slot, not the whole run
+        except Exception as e:
             log.exception("trial_internal_error", trial=self.trial_id)
             outcome, reason = "incomplete", f"internal: {type(e).__name__}: {e}"
         except BaseException:
@@ -250,38 +208,25 @@ class TrialRunner:
     async def _load(self) -> simp.Loaded:
         t0 = time.monotonic()
         try:
-            with trio.fail_after(LOAD_DEADLINE):
-                reply = await self.links.sim.request(simp.Load(
-                    manifest=self.plan.manifest, seed=self.plan.seed, trial_steps=self.plan.budgets.trial_steps))
+            loaded = await self.links.sim.load(self.plan.manifest, self.plan.seed, self.plan.budgets.trial_steps)
         except INFRA_ERRORS as e:
             raise TrialIncomplete(f"infrastructure: the simulator could not load the scene: {type(e).__name__}: {e}") from None
         self.timing["load"] += time.monotonic() - t0
-        self._sim_stats = await self._sim_accounts()
-        return reply.message
-
-    async def _sim_accounts(self) -> dict[str, float]:
-        with trio.fail_after(SIM_DEADLINE):
-            stats = (await self.links.sim.request(StatisticsRequest())).message
-        return {"physics": stats.extra.get("physics_seconds", 0.0), "rendering": stats.extra.get("render_seconds", 0.0)}
+        self._sim_compute = await self.links.sim.compute_seconds()
+        return loaded
 
     async def _sim_compute_since(self) -> float:
         """Physics + rendering seconds the simulator spent since the last call (added to timing)."""
-        now = await self._sim_accounts()
-        spent = 0.0
-        for k in ("physics", "rendering"):
-            delta = max(0.0, now[k] - self._sim_stats.get(k, 0.0))
-            self.timing[k] += delta
-            spent += delta
-        self._sim_stats = now
-        return spent
+        now = await self.links.sim.compute_seconds()
+        physics, rendering = (max(0.0, a - b) for a, b in zip(now, self._sim_compute))
+        self.timing["physics"] += physics
+        self.timing["rendering"] += rendering
+        self._sim_compute = now
+        return physics + rendering
 
     async def _open_sandbox(self) -> None:
         t0 = time.monotonic()
-        with trio.fail_after(BRIDGE_DEADLINE):
-            reply = await self.links.bridge.request(OpenTrial(
-                trial=self.trial_id, workspace=str(self.workspace_dir), backend=self.plan.backend,
-                limits=self.plan.limits(), sim_endpoint=self.links.sim_robot_endpoint, sim_keys=self.links.sim_keys))
-        opened: TrialOpened = reply.message
+        opened = await self.links.bridge.open(self.trial_id, self.workspace_dir, self.plan.backend, self.plan.limits())
         self.opened = True
         self.timing["sandbox_open"] = time.monotonic() - t0  # overlaps the scene load
         await self.rec.event("trial_opened", self.trial_id, backend=opened.backend, image_digest=opened.image_digest,
@@ -292,32 +237,23 @@ class TrialRunner:
             return
         self.opened = False
         try:
-            with trio.fail_after(BRIDGE_DEADLINE):
-                await self.links.bridge.request(CloseTrial(trial=self.trial_id))
+            await self.links.bridge.close(self.trial_id)
         except INFRA_ERRORS as e:
             log.warning("close_trial_failed", trial=self.trial_id, error=str(e))
 
     async def _checkpoint(self, label: str, op_seq: int | None) -> None:
         cid = f"{self.trial_id}/c{'start' if op_seq is None else op_seq}"
-        reply = await self.rec.checkpoint(self.trial_id, cid, label, self.workspace_dir, op_seq)
-        if getattr(reply, "refused", None):
-            await self.rec.event("checkpoint_refused_entries", self.trial_id, checkpoint=cid, refused=reply.refused)
+        captured = await self.rec.checkpoint(self.trial_id, cid, label, self.workspace_dir, op_seq)
+        if captured.refused:
+            await self.rec.event("checkpoint_refused_entries", self.trial_id, checkpoint=cid, refused=captured.refused)
 
     async def _take_states(self) -> None:
-        with trio.fail_after(SIM_DEADLINE):
-            reply = await self.links.sim.request(simp.TakeStates())
-        states: simp.RecordedStates = reply.message
-        if states.count == 0:
+        states = await self.links.sim.take_states()
+        if states is None:
             return
-        from roboswe.sim.session import states_from_blobs
-
-        arrays = states_from_blobs(states, reply.blobs)
-        fields = {name: getattr(arrays, name) for name in ("time", "qpos", "qvel", "act", "mocap_pos", "mocap_quat")
-                  if getattr(arrays, name).size or name == "time"}
-        fields = {k: v for k, v in fields.items() if len(v) == states.count}
-        trace = control_trace(self.trial_id, self.trace_seq, int(arrays.step[0]), fields)
+        trace = control_trace_from_states(self.trial_id, self.trace_seq, states)
         self.trace_seq += 1
-        await self.rec.put(trace)
+        await self.rec.record(trace)
 
     # -- conversation
 
@@ -353,21 +289,22 @@ class TrialRunner:
             started_wall, step_start = time.time(), self.control_step
             if op is None:
                 result = OpResult(text=f"Your reply could not be used as an operation: {decision.invalid} "
-                                       "Reply with exactly one tool call.", error=True, feedback={"error": decision.invalid})
+                                       "Reply with exactly one tool call.", error=True,
+                                  feedback=Refused(error=decision.invalid or ""))
             else:
                 result = await self._execute(op, seq)
             arguments = (msgspec.to_builtins(op) if op is not None else
                          {"tool_calls": [msgspec.to_builtins(c) for c in decision.turn.tool_calls()]})
             if isinstance(arguments, dict):
                 arguments.pop("op", None)
-            await self.rec.put(rec.OperationRecord(
+            await self.rec.record(rec.OperationRecord(
                 trial_id=self.trial_id, seq=seq, operation=name, arguments=arguments,
-                feedback={**result.feedback, "is_error": result.error, "text": result.text[:4000]},
+                feedback=feedback_record(result.feedback, is_error=result.error, text=result.text),
                 step_start=step_start, step_end=max(step_start, result.step_end if result.step_end is not None else step_start),
                 started_at=started_wall, ended_at=time.time(), message_id=self._message_id))
             if isinstance(op, WriteFile) and not result.error:
                 await self._checkpoint("after_write", seq)
-            elif isinstance(op, Exec) and "exit_status" in result.feedback:
+            elif isinstance(op, Exec) and isinstance(result.feedback, ExecOutcome):
                 await self._checkpoint("after_exec", seq)  # the script ran: it may have changed files, even if it failed
             turn = result_turn(decision, id=f"{self.trial_id}/u{self._next_turn()}", text=result.text,
                                images=[part for part, _ in result.images], is_error=result.error, trial=self.index)
@@ -386,33 +323,30 @@ class TrialRunner:
 
     async def _decide(self, time_left: float) -> Decision | None:
         """One decision, or None when the active-time budget ran out while waiting for it."""
-        links = self.links
+        context, provider = self.links.context, self.links.provider
+        assert context is not None and provider is not None, "a run links the context manager and the provider client"
         t0 = time.monotonic()
         try:
-            with trio.fail_after(SIM_DEADLINE):
-                ready = await links.context.request(PrepareRequest(system=self.system, trial=self.index))
+            prepared, images = await context.prepare(self.system, self.index)
         except RemoteError as e:
             raise TrialIncomplete(f"{e.error.code}: {e.error.detail}") from None
-        prepared: Prepared = ready.message
         self.timing["context"] += time.monotonic() - t0
         self.offered_search = any(t.name == SEARCH_HISTORY for t in prepared.request.tools)
         if prepared.slide is not None:
             s = prepared.slide
-            await self.rec.put(rec.SlideRecord(trial_id=self.trial_id, seq=s.number, at=s.at, removed=s.removed_turn_ids,
+            await self.rec.record(rec.SlideRecord(trial_id=self.trial_id, seq=s.number, at=s.at, removed=s.removed_turn_ids,
                                                before_units=s.before_units, after_units=s.after_units, method=s.method))
             await self.rec.event("context_slide", self.trial_id, **msgspec.to_builtins(s))
         await self.rec.event("request_count", self.trial_id, **msgspec.to_builtins(prepared.count))
         request = msgspec.structs.replace(prepared.request, series=self.plan.series_id)
         n, self.decisions = self.decisions, self.decisions + 1
         t0 = time.monotonic()
-        with trio.move_on_after(max(time_left, 0.0)) as scope:
-            reply = await links.provider.request(Decide(request=request, image_digests=prepared.image_digests),
-                                                 ready.blobs)
+        reply = await provider.decide(request, prepared.image_digests, images, within=time_left)
         self.timing["provider"] += time.monotonic() - t0
-        if scope.cancelled_caught:
-            await self.rec.event("decision_cut_by_time_budget", self.trial_id, decision=n)
-            return None
-        match reply.message:
+        match reply:
+            case None:
+                await self.rec.event("decision_cut_by_time_budget", self.trial_id, decision=n)
+                return None
             case ProviderFailed(detail=detail, reason=reason, attempts=attempts):
                 await self._record_attempts(n, attempts, None)
                 self.recovery += sum(a.backoff_s for a in attempts)
@@ -422,17 +356,16 @@ class TrialRunner:
                 self.timing["provider_http"] += sum(a.latency_s for a in decision.attempts)
                 await self._record_attempts(n, decision.attempts, decision)
                 await self._append(decision.turn)
-                with trio.fail_after(SIM_DEADLINE):
-                    await links.context.request(RecordUsage(usage=decision.usage))
+                await context.record_usage(decision.usage)
                 return decision
-        raise TrialIncomplete(f"infrastructure: provider_client answered {type(reply.message).__name__}")
+        raise AssertionError(f"unreachable: {reply!r}")
 
     async def _record_attempts(self, n: int, attempts: list, decision: Decision | None) -> None:
         self._message_id = None
         for a in attempts:
             mid = f"{self.trial_id}/d{n}.{a.number}"
             ok = a.outcome == "ok"
-            await self.rec.put(rec.MessageRecord(
+            await self.rec.record(rec.MessageRecord(
                 message_id=mid, trial_id=self.trial_id, attempt=a.number,
                 provider=self._provider_kind(decision), model=(decision.model if decision else "") or "",
                 request=a.request, response=a.response if (a.response or ok) else None,
@@ -454,12 +387,12 @@ class TrialRunner:
             match op:
                 case WriteFile(path=path, content=content):
                     size = await trio.to_thread.run_sync(self.workspace.write, path, content)
-                    return OpResult(text=f"Wrote {size} bytes to {path}.", feedback={"bytes": size})
+                    return OpResult(text=f"Wrote {size} bytes to {path}.", feedback=FileFeedback(bytes=size))
                 case ReadFile(path=path):
                     text, size = await trio.to_thread.run_sync(self.workspace.read, path)
                     if size > len(text.encode("utf-8", errors="replace")):
                         text += f"\n[... cut: the file has {size} bytes]"
-                    return OpResult(text=text, feedback={"bytes": size})
+                    return OpResult(text=text, feedback=FileFeedback(bytes=size))
                 case ListFiles():
                     return OpResult(text=await trio.to_thread.run_sync(self.workspace.listing_text))
                 case Exec(path=path):
@@ -471,14 +404,13 @@ class TrialRunner:
                 case SearchHistory(query=query):
                     return await self._search(query)
                 case Finish(reason=reason):
-                    return OpResult(text="Trial finished.", feedback={"reason": reason})
+                    return OpResult(text="Trial finished.", feedback=Finished(reason=reason))
         except WorkspaceError as e:
-            return OpResult(text=str(e), error=True, feedback={"error": str(e)})
-        return OpResult(text=f"unknown operation {type(op).__name__}", error=True, feedback={"error": "unknown"})
+            return OpResult(text=str(e), error=True, feedback=Refused(error=str(e)))
+        return OpResult(text=f"unknown operation {type(op).__name__}", error=True, feedback=Refused(error="unknown"))
 
     async def _after_motion(self) -> simp.SuccessStatus:
-        with trio.fail_after(SIM_DEADLINE):
-            status: simp.SuccessStatus = (await self.links.sim.request(simp.SuccessQuery())).message
+        status = await self.links.sim.success()
         self.success = status
         self.control_step, self.sim_time = status.control_step, status.sim_time
         await self._take_states()
@@ -490,16 +422,13 @@ class TrialRunner:
         await self._sim_compute_since()
         t0 = time.monotonic()
         # The path was checked above, so a refusal from the bridge (e.g. it lost the trial) is infrastructure.
-        with trio.fail_after(self.plan.budgets.script_seconds + EXEC_MARGIN):
-            reply = await self.links.bridge.request(ExecScript(script=path, trial=self.trial_id))
+        fb = await self.links.bridge.exec(self.trial_id, path, self.plan.budgets.script_seconds)
         rtt = time.monotonic() - t0
-        fb: ExecFeedback = reply.message
         self.timing["script_sim"] += await self._sim_compute_since()  # physics + rendering the script asked for
         self.timing["execution"] += fb.wall_seconds
         self.timing["transport"] += max(0.0, rtt - fb.wall_seconds)
         status = await self._after_motion()
-        feedback = exec_feedback(fb)
-        feedback["success_after"] = status.achieved
+        feedback = ExecOutcome.of(fb, success_after=status.achieved)
         lines = [f"exit status {fb.exit_status}; {fb.steps} control steps (trial total {status.control_step} of "
                  f"{self.plan.budgets.trial_steps}); {fb.wall_seconds:.2f} s"]
         if fb.limit:
@@ -516,65 +445,61 @@ class TrialRunner:
     async def _observe(self, cameras: list[str] | None, depth: bool) -> OpResult:
         t0 = time.monotonic()
         try:
-            with trio.fail_after(SIM_DEADLINE):
-                reply = await self.links.sim.request(simp.Observe(cameras=cameras or [], depth=depth))
+            obs, blobs = await self.links.sim.observe(cameras or [], depth)
         except RemoteError as e:
-            return OpResult(text=f"observe refused: {e.error.detail}", error=True, feedback={"error": e.error.detail})
+            return OpResult(text=f"observe refused: {e.error.detail}", error=True, feedback=Refused(error=e.error.detail))
         rtt = time.monotonic() - t0
-        obs: simp.Observation = reply.message
         self.timing["transport"] += max(0.0, rtt - await self._sim_compute_since())
         images, lines = [], [f"control step {obs.control_step}, simulated time {obs.sim_time:.2f} s"]
         for im in obs.images:
-            rgb = np.frombuffer(reply.blobs[im.rgb_blob], np.uint8).reshape(im.height, im.width, 3)
+            rgb = np.frombuffer(blobs[im.rgb_blob], np.uint8).reshape(im.height, im.width, 3)
             png = encode_png(rgb)
             images.append((image_part(png, im.camera), png))
             line = f"camera {im.camera}: {im.width}x{im.height} RGB image attached"
             if im.depth_blob is not None:
-                d = np.frombuffer(reply.blobs[im.depth_blob], "<f4")
+                d = np.frombuffer(blobs[im.depth_blob], "<f4")
                 line += f"; depth min {d.min():.3f} m, median {float(np.median(d)):.3f} m, max {d.max():.3f} m (full depth via robot.observe)"
             lines.append(line)
         lines.append("robot state:")
         for key, values in obs.state.values.items():
             lines.append(f"  {key}: [{', '.join(f'{v:.4f}' for v in values)}]")
         return OpResult(text="\n".join(lines), images=images,
-                        feedback={"cameras": [im.camera for im in obs.images], "images": [p.digest for p, _ in images],
-                                  "render_seconds": obs.render_seconds, "control_step": obs.control_step})
+                        feedback=Observed(cameras=[im.camera for im in obs.images], images=[p.digest for p, _ in images],
+                                          render_seconds=obs.render_seconds, control_step=obs.control_step))
 
     async def _wait(self, steps: int) -> OpResult:
         await self._sim_compute_since()
         t0 = time.monotonic()
-        with trio.fail_after(SIM_DEADLINE + steps * 0.5):
-            result: simp.StepResult = (await self.links.sim.request(simp.Wait(steps=steps))).message
+        result = await self.links.sim.wait(steps)
         self.timing["waits"] += time.monotonic() - t0
         await self._sim_compute_since()
         status = await self._after_motion()
         text = f"waited {result.applied} control steps (trial total {status.control_step} of {self.plan.budgets.trial_steps})"
         if result.stopped == "trial_budget":
             text += "; the trial's step budget is used up"
-        return OpResult(text=text, feedback={"applied": result.applied, "stopped": result.stopped,
-                                             "success_after": status.achieved},
+        return OpResult(text=text, feedback=Waited(applied=result.applied, stopped=result.stopped,
+                                                   success_after=status.achieved),
                         step_end=status.control_step, success=status.achieved)
 
     async def _search(self, query: str) -> OpResult:
         if not self.offered_search:
             msg = "search_history is offered only after the first context slide; nothing has been archived yet"
-            return OpResult(text=msg, error=True, feedback={"error": msg})
+            return OpResult(text=msg, error=True, feedback=Refused(error=msg))
+        assert self.links.context is not None
         try:
-            with trio.fail_after(SIM_DEADLINE):
-                reply = await self.links.context.request(SearchHistoryRequest(query=query))
+            found = await self.links.context.search(query)
         except RemoteError as e:
-            return OpResult(text=e.error.detail, error=True, feedback={"error": e.error.detail})
-        found: SearchHistoryResult = reply.message
-        return OpResult(text=found.text, feedback={"hits": len(found.hits)})
+            return OpResult(text=e.error.detail, error=True, feedback=Refused(error=e.error.detail))
+        return OpResult(text=found.text, feedback=Searched(hits=len(found.hits)))
 
     # -- the end
 
     async def _end(self, outcome: str, reason: str) -> rec.TrialEnded:
         status = self.success
         try:
-            with trio.CancelScope(shield=True), trio.fail_after(SIM_DEADLINE):
+            with trio.CancelScope(shield=True):
                 if self.control_step or self.seq:
-                    status = (await self.links.sim.request(simp.SuccessQuery())).message
+                    status = await self.links.sim.success()
                     self.control_step, self.sim_time = status.control_step, status.sim_time
                     await self._take_states()
                     await self._sim_compute_since()
@@ -598,24 +523,8 @@ class TrialRunner:
         log.info("trial_ended", outcome=outcome, reason=reason, control_steps=self.control_step, operations=self.seq,
                  active_s=round(active, 3), wall_s=round(self.timing["wall"], 3), success_interval=interval)
         self.progress.active_clock = None
-        self.progress.active_s = active
-        self.progress.last_outcome = f"trial {self.index}: {outcome} ({reason})"
+        self.progress.update(active_s=active, last_outcome=f"trial {self.index}: {outcome} ({reason})")
         return ended
-
-
-def exec_feedback(fb: ExecFeedback) -> dict[str, Any]:
-    """What the records keep of one exec (digests included, for replay comparison)."""
-    import hashlib
-
-    return {
-        "script": fb.script, "exit_status": fb.exit_status, "steps": fb.steps, "limit": fb.limit,
-        "stdout": fb.stdout, "stderr": fb.stderr,
-        "stdout_sha256": hashlib.sha256(fb.stdout.encode()).hexdigest(),
-        "stderr_sha256": hashlib.sha256(fb.stderr.encode()).hexdigest(),
-        "stdout_bytes": fb.stdout_bytes, "stderr_bytes": fb.stderr_bytes,
-        "exception": msgspec.to_builtins(fb.exception) if fb.exception else None,
-        "wall_seconds": fb.wall_seconds, "backend": fb.backend, "refused": fb.refused,
-    }
 
 
 def encode_png(rgb: np.ndarray) -> bytes:

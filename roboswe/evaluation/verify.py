@@ -11,7 +11,6 @@ whether success was reached over the same control-step interval. The verdict is
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import time
 from pathlib import Path
@@ -21,31 +20,20 @@ import structlog
 import trio
 
 from roboswe.actors import RemoteError
-from roboswe.evaluation.series import (
-    Links,
-    Progress,
-    Recording,
-    fresh_dir,
-    slug,
-    wait_alive,
+from roboswe.evaluation.feedback import (
+    ExecOutcome,
+    FileFeedback,
+    Refused,
+    Waited,
+    read_feedback,
+    sha256_text,
 )
-from roboswe.evaluation.trial import (
-    BRIDGE_DEADLINE,
-    EXEC_MARGIN,
-    INFRA_ERRORS,
-    LOAD_DEADLINE,
-    SIM_DEADLINE,
-)
+from roboswe.evaluation.peers import INFRA_ERRORS, Links
+from roboswe.evaluation.plan import fresh_dir, slug
+from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.workspace import Workspace, WorkspaceError
 from roboswe.protocol import recorder as rec
-from roboswe.protocol import sim as simp
-from roboswe.protocol.bridge import (
-    CloseTrial,
-    ExecFeedback,
-    ExecScript,
-    OpenTrial,
-    ScriptLimits,
-)
+from roboswe.protocol.bridge import ScriptLimits
 from roboswe.records.reader import RunReader, TrialView
 from roboswe.sandbox.checkpoints import (
     BlobStore,
@@ -64,10 +52,6 @@ class ReplayError(Exception):
     """The replay could not be carried out (not a disagreement): the verdict is ``error``."""
 
 
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def trial_budgets(reader: RunReader, view: TrialView) -> dict[str, Any]:
     """The budgets and backend the trial ran under, from its trial_opened event (or the series pins)."""
     for _, event in reader.events(trial_id=view.trial_id):
@@ -81,7 +65,7 @@ def replayable(view: TrialView) -> bool:
     return view.end is not None and view.end.outcome in ("success", "failure")
 
 
-async def verify_trial(links: Links, reader: RunReader, recording: Recording, run_dir: Path, view: TrialView,
+async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: TrialView,
                        manifest: dict[str, Any], reference_fingerprint: str) -> rec.VerificationRecord:
     """Replay one trial and record its verdict (durably); never raises for a failed replay."""
     started_wall, t0 = time.time(), time.monotonic()
@@ -101,27 +85,20 @@ async def verify_trial(links: Links, reader: RunReader, recording: Recording, ru
             raise ReplayError(f"starting checkpoint {start.checkpoint_id} refused: {e}") from None
         detail["checkpoint"] = start.checkpoint_id
         budgets = pinned["budgets"]
-        with trio.fail_after(LOAD_DEADLINE):
-            loaded: simp.Loaded = (await links.sim.request(simp.Load(
-                manifest=manifest, seed=int(pinned.get("seed", manifest["seed"])),
-                trial_steps=budgets["trial_steps"]))).message
+        loaded = await links.sim.load(manifest, int(pinned.get("seed", manifest["seed"])), budgets["trial_steps"])
         fp = loaded.fingerprint.digest
         detail["fingerprint"] = fp
         if fp != view.start.fingerprint or fp != reference_fingerprint:
             raise ReplayError(f"fresh scene fingerprint {fp[:16]} differs from the trial's {view.start.fingerprint[:16]} "
                               f"/ the admitted {reference_fingerprint[:16]}")
-        with trio.fail_after(BRIDGE_DEADLINE):
-            opened_msg = (await links.bridge.request(OpenTrial(
-                trial=replay_id, workspace=str(workspace), backend=pinned["backend"],
-                limits=ScriptLimits(steps=budgets["script_steps"], seconds=budgets["script_seconds"]),
-                sim_endpoint=links.sim_robot_endpoint, sim_keys=links.sim_keys))).message
+        opened_msg = await links.bridge.open(replay_id, workspace, pinned["backend"], ScriptLimits(
+            steps=budgets["script_steps"], seconds=budgets["script_seconds"]))
         opened = True
         detail["backend"], detail["image_digest"] = opened_msg.backend, opened_msg.image_digest
         if opened_msg.image_digest != pinned["image_digest"]:
             raise ReplayError(f"sandbox image {opened_msg.image_digest[:16]} is not the trial's {pinned['image_digest'][:16]}")
         divergence = await _replay_operations(links, reader, view, replay_id, workspace, budgets, detail)
-        with trio.fail_after(SIM_DEADLINE):
-            status: simp.SuccessStatus = (await links.sim.request(simp.SuccessQuery())).message
+        status = await links.sim.success()
         interval = [status.achieved_step - status.interval + 1, status.achieved_step] if status.achieved else None
         original = list(view.end.success_interval) if view.end.success_interval else None
         reproduced = (interval == original) and (status.achieved == (view.end.outcome == "success"))
@@ -145,8 +122,7 @@ async def verify_trial(links: Links, reader: RunReader, recording: Recording, ru
         if opened:
             with trio.CancelScope(shield=True):
                 try:
-                    with trio.fail_after(BRIDGE_DEADLINE):
-                        await links.bridge.request(CloseTrial(trial=replay_id))
+                    await links.bridge.close(replay_id)
                 except INFRA_ERRORS:
                     pass
         shutil.rmtree(workspace, ignore_errors=True)
@@ -155,7 +131,7 @@ async def verify_trial(links: Links, reader: RunReader, recording: Recording, ru
     record = rec.VerificationRecord(
         verification_id=replay_id, trial_id=view.trial_id, verdict=verdict, success_reproduced=reproduced,
         first_divergence=divergence, detail=detail, started_at=started_wall, ended_at=time.time())
-    await recording.durable(record)
+    await links.recorder.durable(record)
     log.info("trial_verified", trial=view.trial_id, verdict=verdict, divergence=divergence, cause=detail.get("cause"))
     return record
 
@@ -166,26 +142,29 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
     ws = Workspace(workspace)
     first = ""
     for op in reader.operations(view.trial_id):
-        if op.operation not in REPLAYED or op.feedback.get("error"):
+        if op.operation not in REPLAYED:
             continue
-        match op.operation:
-            case "write_file":
+        try:
+            recorded = read_feedback(op.operation, op.feedback)
+        except ValueError as e:
+            raise ReplayError(f"operation {op.seq}: {e}") from None
+        match recorded:
+            case Refused():
+                continue  # refused before it ran: nothing to replay
+            case FileFeedback():  # write_file
                 await trio.to_thread.run_sync(ws.write, op.arguments["path"], op.arguments["content"])
                 detail["writes"] += 1
-            case "exec":
-                with trio.fail_after(budgets["script_seconds"] + EXEC_MARGIN):
-                    try:
-                        fb: ExecFeedback = (await links.bridge.request(
-                            ExecScript(script=op.arguments["path"], trial=replay_id))).message
-                    except RemoteError as e:
-                        raise ReplayError(f"exec {op.arguments['path']} (operation {op.seq}) refused: {e.error.detail}") from None
-                orig = op.feedback
+            case ExecOutcome() as orig:
+                try:
+                    fb = await links.bridge.exec(replay_id, op.arguments["path"], budgets["script_seconds"])
+                except RemoteError as e:
+                    raise ReplayError(f"exec {op.arguments['path']} (operation {op.seq}) refused: {e.error.detail}") from None
                 agree = {
-                    "steps": [orig.get("steps"), fb.steps],
-                    "exit_status": [orig.get("exit_status"), fb.exit_status],
-                    "stdout_sha256": [orig.get("stdout_sha256"), _sha(fb.stdout)],
-                    "stderr_sha256": [orig.get("stderr_sha256"), _sha(fb.stderr)],
-                    "limit": [orig.get("limit"), fb.limit],
+                    "steps": [orig.steps, fb.steps],
+                    "exit_status": [orig.exit_status, fb.exit_status],
+                    "stdout_sha256": [orig.stdout_sha256, sha256_text(fb.stdout)],
+                    "stderr_sha256": [orig.stderr_sha256, sha256_text(fb.stderr)],
+                    "limit": [orig.limit, fb.limit],
                 }
                 differs = [k for k, (a, b) in agree.items() if a != b]
                 detail["execs"].append({"seq": op.seq, "script": op.arguments["path"], "agree": not differs,
@@ -193,25 +172,19 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
                 if differs and not first:
                     first = (f"operation {op.seq} exec {op.arguments['path']}: " +
                              ", ".join(f"{k} {agree[k][0]!r} vs {agree[k][1]!r}" for k in differs))
-            case "wait":
-                steps = int(op.arguments["steps"])
-                with trio.fail_after(SIM_DEADLINE + steps * 0.5):
-                    result: simp.StepResult = (await links.sim.request(simp.Wait(steps=steps))).message
-                ok = result.applied == op.feedback.get("applied")
-                detail["waits"].append({"seq": op.seq, "applied": [op.feedback.get("applied"), result.applied]})
-                if not ok and not first:
-                    first = f"operation {op.seq} wait: applied {op.feedback.get('applied')} vs {result.applied}"
+            case Waited(applied=applied):
+                result = await links.sim.wait(int(op.arguments["steps"]))
+                detail["waits"].append({"seq": op.seq, "applied": [applied, result.applied]})
+                if result.applied != applied and not first:
+                    first = f"operation {op.seq} wait: applied {applied} vs {result.applied}"
         await _collect_states(links, detail)
     return first
 
 
 async def _collect_states(links: Links, detail: dict[str, Any]) -> None:
     """Take the replay's per-step physics states since the last call (compared with the record at the end)."""
-    from roboswe.sim.session import states_from_blobs
-
-    reply = await links.sim.request(simp.TakeStates())
-    if reply.message.count:
-        states = states_from_blobs(reply.message, reply.blobs)
+    states = await links.sim.take_states()
+    if states is not None:
         detail.setdefault("_states", []).append((states.step, states.qpos, states.qvel))
 
 
@@ -219,7 +192,7 @@ def compare_states(reader: RunReader, view: TrialView, detail: dict[str, Any]) -
     """Compare the replay's per-step qpos/qvel with the recorded control traces; returns a divergence or ''."""
     import numpy as np
 
-    from roboswe.records.store import trace_arrays
+    from roboswe.sim.physics_state import trace_arrays
 
     taken = detail.pop("_states", [])
     traces = reader.control_traces(view.trial_id)
@@ -237,7 +210,7 @@ def compare_states(reader: RunReader, view: TrialView, detail: dict[str, Any]) -
         detail["states"] = {"compared": 0, "original_steps": len(o_steps), "replay_steps": len(r_steps)}
         return f"per-step states: original covers {len(o_steps)} steps, replay {len(r_steps)}"
     dq, dv = np.abs(o_qpos - r_qpos), np.abs(o_qvel - r_qvel)
-    detail["states"] = {"compared": int(len(o_steps)), "max_abs_qpos_diff": float(dq.max(initial=0.0)),
+    detail["states"] = {"compared": len(o_steps), "max_abs_qpos_diff": float(dq.max(initial=0.0)),
                         "max_abs_qvel_diff": float(dv.max(initial=0.0))}
     bad = np.flatnonzero((dq > STATE_TOLERANCE).any(axis=1) | (dv > STATE_TOLERANCE).any(axis=1))
     if bad.size:
@@ -246,7 +219,7 @@ def compare_states(reader: RunReader, view: TrialView, detail: dict[str, Any]) -
     return ""
 
 
-async def verify_series(links: Links, reader: RunReader, recording: Recording, progress: Progress, run_dir: Path,
+async def verify_series(links: Links, reader: RunReader, progress: Progress, run_dir: Path,
                         series_id: str, manifest: dict[str, Any], reference_fingerprint: str,
                         *, only_unverified: bool = True, trial_ids: list[str] | None = None) -> list[rec.VerificationRecord]:
     """Replay the series' ended trials (latest attempt per index); skips those already replayed if asked."""
@@ -256,9 +229,9 @@ async def verify_series(links: Links, reader: RunReader, recording: Recording, p
             continue
         if not replayable(view) or (only_unverified and view.verification is not None):
             continue
-        progress.operation = f"verify trial {view.start.index}"
-        await wait_alive(links)
-        record = await verify_trial(links, reader, recording, run_dir, view, manifest, reference_fingerprint)
+        progress.update(operation=f"verify trial {view.start.index}")
+        await links.wait_alive()
+        record = await verify_trial(links, reader, run_dir, view, manifest, reference_fingerprint)
         cause = record.first_divergence or record.detail.get("cause", "")
         progress.say(f"{series_id}: trial {view.start.index} replay {record.verdict}"
                      + (f" ({cause})" if cause else "")

@@ -1,0 +1,110 @@
+"""What the records keep of each operation's result (OperationRecord.feedback), as typed Structs.
+
+Trial writes these and verify reads them back, through ``feedback_record`` and
+``read_feedback``: one encoding, so a field renamed on one side cannot silently read as
+missing on the other. On disk each is a JSON object with the Struct's fields plus
+``is_error`` and ``text`` (the result the participant saw, cut to 4000 characters).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, TypeAlias
+
+import msgspec
+
+from roboswe.protocol.bridge import ExecFeedback, ScriptException
+
+TEXT_KEPT = 4000  # characters of the participant's result text kept with the operation
+
+
+class Refused(msgspec.Struct, frozen=True, kw_only=True):
+    """The operation was refused before it ran (bad path, invalid decision, unavailable search)."""
+
+    error: str
+
+
+class FileFeedback(msgspec.Struct, frozen=True, kw_only=True):
+    """write_file / read_file: the file's size in bytes."""
+
+    bytes: int
+
+
+class Listed(msgspec.Struct, frozen=True, kw_only=True):
+    """list_files (the listing itself is the text)."""
+
+
+class ExecOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """One exec as recorded: the bridge's feedback, digests for replay comparison, success after it."""
+
+    script: str
+    exit_status: int
+    steps: int
+    limit: str | None
+    stdout: str
+    stderr: str
+    stdout_sha256: str
+    stderr_sha256: str
+    stdout_bytes: int
+    stderr_bytes: int
+    exception: ScriptException | None
+    wall_seconds: float
+    backend: str
+    refused: int = 0
+    success_after: bool = False
+
+    @classmethod
+    def of(cls, fb: ExecFeedback, *, success_after: bool) -> ExecOutcome:
+        return cls(script=fb.script, exit_status=fb.exit_status, steps=fb.steps, limit=fb.limit, stdout=fb.stdout,
+                   stderr=fb.stderr, stdout_sha256=sha256_text(fb.stdout), stderr_sha256=sha256_text(fb.stderr),
+                   stdout_bytes=fb.stdout_bytes, stderr_bytes=fb.stderr_bytes, exception=fb.exception,
+                   wall_seconds=fb.wall_seconds, backend=fb.backend, refused=fb.refused, success_after=success_after)
+
+
+class Observed(msgspec.Struct, frozen=True, kw_only=True):
+    cameras: list[str]
+    images: list[str]  # image digests, as the turn's image parts name them
+    render_seconds: float
+    control_step: int
+
+
+class Waited(msgspec.Struct, frozen=True, kw_only=True):
+    applied: int
+    stopped: str
+    success_after: bool = False
+
+
+class Searched(msgspec.Struct, frozen=True, kw_only=True):
+    hits: int
+
+
+class Finished(msgspec.Struct, frozen=True, kw_only=True):
+    reason: str
+
+
+Feedback: TypeAlias = Refused | FileFeedback | Listed | ExecOutcome | Observed | Waited | Searched | Finished
+
+_BY_OPERATION: dict[str, type] = {
+    "write_file": FileFeedback, "read_file": FileFeedback, "list_files": Listed, "exec": ExecOutcome,
+    "observe": Observed, "wait": Waited, "search_history": Searched, "finish": Finished,
+}
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def feedback_record(feedback: Feedback, *, is_error: bool, text: str) -> dict[str, Any]:
+    """The OperationRecord.feedback object for one operation's result."""
+    return {**msgspec.to_builtins(feedback), "is_error": is_error, "text": text[:TEXT_KEPT]}
+
+
+def read_feedback(operation: str, data: dict[str, Any]) -> Feedback:
+    """The typed feedback of a recorded operation; raises ValueError naming the operation if it does not fit."""
+    kind = Refused if "error" in data else _BY_OPERATION.get(operation)
+    if kind is None:
+        return Refused(error=str(data.get("text", f"unknown operation {operation!r}")))
+    try:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as e:
+        raise ValueError(f"recorded {operation} feedback is not a {kind.__name__}: {e}") from None
