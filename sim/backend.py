@@ -16,6 +16,8 @@ import msgspec
 import numpy as np
 from roboswe.protocol.sim import ActionSpec, Fingerprint, TaskSpec
 
+from .physics_state import PhysicsStates as PhysicsStates  # backends return it from take_states
+
 if TYPE_CHECKING:
     from .manifest import TaskManifest
     from .render import CameraFrame
@@ -101,51 +103,6 @@ class SuccessTracker:
             first_held_step=self.first_held_step,
             current_run=self.current_run,
             longest_run=self.longest_run,
-        )
-
-
-class PhysicsStates(msgspec.Struct, frozen=True, kw_only=True):
-    """Recorded per-control-step states: row i is the state after control step ``step[i]``."""
-
-    step: np.ndarray  # int64 (n,)
-    time: np.ndarray  # float64 (n,)
-    qpos: np.ndarray
-    qvel: np.ndarray
-    act: np.ndarray
-    mocap_pos: np.ndarray
-    mocap_quat: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.step)
-
-    def row(self, i: int) -> dict[str, np.ndarray]:
-        return {f: getattr(self, f)[i] for f in ("qpos", "qvel", "act", "mocap_pos", "mocap_quat")}
-
-
-class StateLog:
-    """Append-only per-step state record on the control path (a few hundred floats per step)."""
-
-    def __init__(self) -> None:
-        self._rows: list[tuple[int, float, dict[str, np.ndarray]]] = []
-
-    def append(self, step: int, time: float, state: dict[str, np.ndarray]) -> None:
-        self._rows.append((step, time, state))
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def take(self) -> PhysicsStates:
-        """Return everything recorded so far as arrays and start a new record."""
-        rows, self._rows = self._rows, []
-        def stack(name: str) -> np.ndarray:
-            if not rows:
-                return np.zeros((0, 0))
-            return np.stack([r[2][name].reshape(-1) for r in rows]).astype(np.float64)
-        return PhysicsStates(
-            step=np.array([r[0] for r in rows], dtype=np.int64),
-            time=np.array([r[1] for r in rows], dtype=np.float64),
-            qpos=stack("qpos"), qvel=stack("qvel"), act=stack("act"),
-            mocap_pos=stack("mocap_pos"), mocap_quat=stack("mocap_quat"),
         )
 
 

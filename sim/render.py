@@ -12,10 +12,9 @@ import msgspec
 import numpy as np
 import structlog
 
-log = structlog.get_logger()
+from .physics_state import STATE_FIELDS
 
-STATE_FIELDS = ("qpos", "qvel", "act", "mocap_pos", "mocap_quat")
-"""What is recorded per control step and suffices to redraw a scene identically."""
+log = structlog.get_logger()
 
 # MuJoCo cameras look along -z with +y up; OpenCV cameras look along +z with +y down.
 _MJ_TO_CV = np.diag([1.0, -1.0, -1.0])
@@ -52,11 +51,6 @@ def camera_pose(data, cam_id: int) -> np.ndarray:
     T[:3, :3] = data.cam_xmat[cam_id].reshape(3, 3) @ _MJ_TO_CV
     T[:3, 3] = data.cam_xpos[cam_id]
     return T
-
-
-def snapshot(data) -> dict[str, np.ndarray]:
-    """Copy of the state fields needed to redraw the scene."""
-    return {name: np.array(getattr(data, name), dtype=np.float64, copy=True) for name in STATE_FIELDS}
 
 
 # Byte offset of mjrContext.fogRGBA in mujoco/include/mujoco/mjrender.h (after five floats:

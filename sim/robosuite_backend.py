@@ -29,18 +29,17 @@ from .backend import (
     InvalidAction,
     NotLoaded,
     PhysicsFailure,
-    PhysicsStates,
     ResetError,
     SimBackend,
     SimError,
-    StateLog,
     StepOutcome,
     SuccessRecord,
     SuccessTracker,
     sim_backend,
 )
 from .manifest import TaskManifest
-from .render import CameraFrame, SceneRenderer, snapshot
+from .physics_state import PhysicsStates, StateLog, fingerprint_bytes, snapshot
+from .render import CameraFrame, SceneRenderer
 
 log = structlog.get_logger()
 
@@ -270,8 +269,7 @@ class RobosuiteBackend(SimBackend):
             self._loaded = False
             raise ResetError(f"task {self.manifest.id!r} seed {seed}: the reset state already satisfies success; "
                              "this seed cannot be admitted (pick another seed in the manifest)")
-        state_bytes = b"".join(initial[k].tobytes() for k in ("qpos", "qvel", "act", "mocap_pos", "mocap_quat"))
-        state_sha = _sha256(state_bytes)
+        state_sha = _sha256(fingerprint_bytes(initial))
         compiled = np.zeros(self._mujoco.mj_sizeModel(self.model), dtype=np.uint8)
         self._mujoco.mj_saveModel(self.model, None, compiled)
         compiled_sha = _sha256(compiled.tobytes())

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import structlog
 from roboswe.protocol.sim import (
     ActionError,
@@ -24,6 +23,7 @@ from roboswe.protocol.sim import (
 
 from .backend import InvalidAction, NotLoaded, SimBackend, SimError, create_backend
 from .manifest import ManifestError, TaskManifest, manifest_from_builtins
+from .physics_state import states_to_blobs
 
 log = structlog.get_logger()
 
@@ -123,11 +123,7 @@ class SimSession:
     def take_states(self) -> tuple[RecordedStates, list[bytes]]:
         sim = self.backend
         states = sim.take_states()
-        blobs, fields = [], {}
-        for name in ("step", "time", "qpos", "qvel", "act", "mocap_pos", "mocap_quat"):
-            arr = np.ascontiguousarray(getattr(states, name), dtype="<f8")
-            fields[name] = [len(blobs), int(arr.shape[1]) if arr.ndim == 2 else 1]
-            blobs.append(arr.tobytes())
+        fields, blobs = states_to_blobs(states)
         fp = sim.fingerprint
         return RecordedStates(fingerprint_digest=fp.digest if fp else "", seed=fp.seed if fp else -1,
                               count=len(states), fields=fields), blobs
@@ -149,14 +145,3 @@ class SimSession:
             self._accounted = dict.fromkeys(self._accounted, 0.0)
             backend.close()
 
-
-def states_from_blobs(message: RecordedStates, blobs: Sequence[bytes | memoryview]):
-    """Rebuild PhysicsStates from a RecordedStates reply (for video workers and replay)."""
-    from .backend import PhysicsStates
-
-    arrays = {}
-    for name, (index, cols) in message.fields.items():
-        arr = np.frombuffer(blobs[index], dtype="<f8")
-        arrays[name] = arr.reshape(message.count, cols) if name not in ("step", "time") else arr.copy()
-    arrays["step"] = arrays["step"].astype(np.int64)
-    return PhysicsStates(**arrays)

@@ -1,6 +1,6 @@
 """Video frames re-rendered from recorded per-step physics states, off the control path.
 
-The simulator only records states while it runs (sim.backend.StateLog); a video worker, or
+The simulator only records states while it runs (sim.physics_state.StateLog); a video worker, or
 replay, builds the same scene here, checks its model is the one the states came from, and
 draws the manifest's video cameras at the manifest's frame rate.
 """
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .backend import PhysicsStates, SimError, create_backend
+from .backend import SimError, create_backend
 from .manifest import TaskManifest
+from .physics_state import PhysicsStates
 
 
 def frame_rows(states: PhysicsStates, control_hz: int, fps: int) -> list[int]:

@@ -24,12 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import numpy as np
 import structlog
 
 from roboswe.protocol.recorder import (
     CheckpointRecord,
-    ControlTrace,
     MessageRecord,
     Record,
 )
@@ -56,8 +54,6 @@ __all__ = [
     "StoreClosed",
     "StoreError",
     "StoreStatistics",
-    "control_trace",
-    "trace_arrays",
 ]
 
 
@@ -100,35 +96,6 @@ def _seal(record: Any) -> Any:
                 f"does not match the manifest bytes ({actual})"
             )
     return record
-
-
-def control_trace(trial_id: str, seq: int, step_start: int, fields: dict[str, np.ndarray]) -> ControlTrace:
-    """Pack per-step state arrays (one row per control step) into a ControlTrace; raises ValueError."""
-    if not fields:
-        raise ValueError("control trace needs at least one field (e.g. qpos, qvel)")
-    rows = {len(a) for a in fields.values()}
-    if len(rows) != 1:
-        raise ValueError(f"control trace fields have different step counts {sorted(rows)}; one row per step expected")
-    columns = [np.asarray(a, dtype="<f8").reshape(len(a), -1) for a in fields.values()]
-    table = np.concatenate(columns, axis=1)
-    return ControlTrace(trial_id=trial_id, seq=seq, step_start=step_start, step_end=step_start + rows.pop(),
-                        layout={name: c.shape[1] for name, c in zip(fields, columns)}, dtype="<f8",
-                        data=np.ascontiguousarray(table).tobytes())
-
-
-def trace_arrays(trace: ControlTrace) -> dict[str, np.ndarray]:
-    """Unpack a ControlTrace into field -> (steps, width) arrays; raises ValueError if inconsistent."""
-    steps, width = trace.step_end - trace.step_start, sum(trace.layout.values())
-    table = np.frombuffer(trace.data, dtype=trace.dtype)
-    if table.size != steps * width:
-        raise ValueError(f"control trace {trace.trial_id}#{trace.seq}: {table.size} values, "
-                         f"expected {steps} steps x {width} columns")
-    table = table.reshape(steps, width)
-    out, col = {}, 0
-    for name, w in trace.layout.items():
-        out[name] = table[:, col : col + w]
-        col += w
-    return out
 
 
 # --- connection ------------------------------------------------------------------------------

@@ -25,22 +25,19 @@ import multiprocessing
 import os
 import re
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
-import numpy as np
 import structlog
 
-from roboswe.protocol.recorder import ArtifactRecord, ControlTrace
+from roboswe.protocol.recorder import ArtifactRecord
 from roboswe.records.artifacts import StoredVideo, VideoWriter, artifact_record
 from roboswe.records.reader import RunReader
-from roboswe.records.store import trace_arrays
+from roboswe.sim.physics_state import states_from_traces
 
 log = structlog.get_logger()
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_STATE_FIELDS = ("qpos", "qvel", "act", "mocap_pos", "mocap_quat")
 RENDER_BATCH = 64  # rows rendered per VideoRenderer call: bounds memory on long trials
 
 
@@ -53,32 +50,6 @@ def video_path(run_dir: str | Path, trial_id: str, camera: str) -> Path:
     return Path(run_dir) / "videos" / _UNSAFE.sub("_", trial_id) / f"{_UNSAFE.sub('_', camera)}.mp4"
 
 
-def states_from_traces(traces: Sequence[ControlTrace]):
-    """Join a trial's control traces into one PhysicsStates (rows ordered by step); raises VideoError."""
-    from roboswe.sim.backend import PhysicsStates
-
-    if not traces:
-        raise VideoError("no control traces recorded for this trial; nothing to render")
-    cols: dict[str, list[np.ndarray]] = {f: [] for f in ("step", "time", *_STATE_FIELDS)}
-    for trace in sorted(traces, key=lambda t: (t.step_start, t.seq)):
-        arrays = trace_arrays(trace)
-        missing = [f for f in ("qpos", "qvel") if f not in arrays]
-        if missing:
-            raise VideoError(f"control trace {trace.trial_id}#{trace.seq} lacks {missing}; "
-                             f"it has {list(arrays)} (record sim.backend.PhysicsStates fields)")
-        n = trace.step_end - trace.step_start
-        steps = arrays["step"][:, 0] if "step" in arrays else np.arange(trace.step_start, trace.step_end)
-        cols["step"].append(np.asarray(steps, dtype=np.int64))
-        cols["time"].append(arrays["time"][:, 0] if "time" in arrays else np.full(n, np.nan))
-        for f in _STATE_FIELDS:
-            cols[f].append(arrays.get(f, np.zeros((n, 0))))
-    joined = {k: np.concatenate(v) for k, v in cols.items()}
-    order = np.argsort(joined["step"], kind="stable")
-    _, first = np.unique(joined["step"][order], return_index=True)  # a step recorded twice keeps its first row
-    keep = order[first]
-    return PhysicsStates(**{k: v[keep] for k, v in joined.items()})
-
-
 def render_trial_video(run_dir: str | Path, trial_id: str, manifest: Any, states: Any = None, *, run_id: str,
                        backend: str = "robosuite", seed: int | None = None,
                        model_xml_sha256: str | None = None, renderer: Any = None) -> list[ArtifactRecord]:
@@ -87,7 +58,8 @@ def render_trial_video(run_dir: str | Path, trial_id: str, manifest: Any, states
     ``manifest`` is a TaskManifest or its ``to_builtins()`` dict; ``states`` a PhysicsStates,
     or None to read the trial's control traces from RUN_DIR/run.sqlite; ``renderer`` a
     sim.video.VideoRenderer for this manifest to reuse (else one is built and closed). Raises VideoError,
-    roboswe.sim.backend.SimError (model differs from the recording) or ArtifactError (readback).
+    roboswe.sim.physics_state.TraceError (no usable traces), roboswe.sim.backend.SimError (model
+    differs from the recording) or ArtifactError (readback).
     """
     from roboswe.sim.manifest import TaskManifest, manifest_from_builtins
     from roboswe.sim.video import VideoRenderer, frame_rows

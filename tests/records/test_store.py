@@ -185,7 +185,7 @@ def test_a_bad_fire_and_forget_record_does_not_stop_the_writer(store, tmp_path):
 def test_control_traces_pack_and_unpack_per_step_states(store, tmp_path):
     import numpy as np
 
-    from roboswe.records.store import control_trace, trace_arrays
+    from roboswe.sim.physics_state import control_trace, trace_arrays
 
     qpos = np.arange(30, dtype=float).reshape(10, 3)
     qvel = np.linspace(0, 1, 20).reshape(10, 2)

@@ -139,7 +139,7 @@ def test_observations_pass_images_to_the_participant(reader):
 
 
 def test_per_step_states_are_recorded_for_video(reader):
-    from roboswe.records.store import trace_arrays
+    from roboswe.sim.physics_state import trace_arrays
 
     (series,) = reader.series()
     for v in reader.trials(series.series_id):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from roboswe.sim.backend import InvalidAction, create_backend
 from roboswe.sim.manifest import load_manifest
-from roboswe.sim.render import snapshot
+from roboswe.sim.physics_state import snapshot
 from roboswe.sim.video import VideoRenderer
 
 from .conftest import ROOT, sim_env

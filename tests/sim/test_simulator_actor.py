@@ -24,7 +24,7 @@ from roboswe.protocol.sim import (
     control_codec,
     robot_codec,
 )
-from roboswe.sim.session import states_from_blobs
+from roboswe.sim.physics_state import states_from_blobs
 
 from .conftest import sim_env
 
@@ -134,7 +134,7 @@ async def test_heartbeats_keep_flowing_while_scenes_are_built(simulator, lift_ma
 
         async def measure() -> None:
             while True:
-                silences.append((len(loads), time.monotonic() - probe.last_seen))
+                silences.append((len(loads), trio.current_time() - probe.last_seen))
                 await trio.sleep(0.01)
 
         async with trio.open_nursery() as nursery:

@@ -30,7 +30,8 @@ from roboswe.protocol.recorder import (
 )
 
 from roboswe.evaluation.series import encode_png
-from roboswe.records.store import RunStore, control_trace
+from roboswe.records.store import RunStore
+from roboswe.sim.physics_state import control_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_ID = "fixture-run"
