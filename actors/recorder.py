@@ -22,8 +22,8 @@ from roboswe.actors import Accounts, Actor, actor_main, run_off_loop
 from roboswe.protocol import Decoded
 from roboswe.protocol.control import Error, Statistics
 from roboswe.protocol.recorder import (
-    CODEC,
     RECORD_TYPES,
+    RECORDER_CODEC,
     ArtifactStored,
     BlobRecord,
     CaptureCheckpoint,
@@ -114,7 +114,7 @@ class Recorder:
 
     async def _checkpoint(self, m: CaptureCheckpoint) -> CheckpointCaptured | Error:
         try:
-            cap = await run_off_loop(capture, Path(m.workspace), self.blobs)
+            cap = await run_off_loop(capture, Path(m.workspace), self.blobs, m.trial_id)  # per-trial blob byte cap
         except CheckpointError as e:
             return Error(code="checkpoint", detail=str(e))
         now = time.time()
@@ -197,7 +197,7 @@ async def main(actor: Actor) -> None:
     actor.accounts = RecorderAccounts(actor.name, store)
     recorder = Recorder(actor.run_dir, store, BlobStore(actor.run_dir / "blobs"))
     try:
-        await actor.serve(CODEC, recorder.handle, concurrent=False)
+        await actor.serve(RECORDER_CODEC, recorder.handle, concurrent=False)
     finally:
         with trio.CancelScope(shield=True):  # commit what is queued even when stopped by a signal
             await run_off_loop(store.close)

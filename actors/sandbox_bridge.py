@@ -27,6 +27,8 @@ from roboswe.bridge.door import Refused, RobotDoor, ScriptSession, refusal_error
 from roboswe.protocol import Decoded, Message
 from roboswe.protocol import sim as simp
 from roboswe.protocol.bridge import (
+    BRIDGE_CODEC,
+    BRIDGE_ROBOT_CODEC,
     CloseTrial,
     ExecFeedback,
     ExecScript,
@@ -34,8 +36,6 @@ from roboswe.protocol.bridge import (
     ScriptException,
     ScriptLimits,
     TrialOpened,
-    codec,
-    robot_codec,
 )
 from roboswe.protocol.control import Error, Ok
 from roboswe.sandbox import (
@@ -107,6 +107,8 @@ class TrialSandbox:
             log.info("script_started", trial=self.trial, script=script, backend=self.backend.name)
             try:
                 outcome = await self.backend.run([*RUNNER, script], sandbox_env(session.token), limits)
+                # setuid/setgid bits the script set must not survive on the host
+                await trio.to_thread.run_sync(self.backend.own_workspace)
                 # A call the program made just before it ended may still be at the simulator: let it
                 # land so the feedback counts every step that moved the robot.
                 with trio.move_on_after(SIM_DEADLINE):
@@ -149,7 +151,7 @@ class TrialSandbox:
                     frames = await sock.receive()
                     identity, request = frames[0], frames[1:]
                     reply, blobs = await self._answer(request)
-                    _env, out = robot_codec.encode(reply, sender="sandbox_bridge", correlation_id=_correlation(request), blobs=blobs)
+                    _env, out = BRIDGE_ROBOT_CODEC.encode(reply, sender="sandbox_bridge", correlation_id=_correlation(request), blobs=blobs)
                     await sock.send([identity, *out])
         finally:
             raw.disable_monitor()
@@ -294,7 +296,7 @@ async def open_trial(
     sandbox = backend_class(chosen)(image, workspace, bridge_dir, trial=trial)
     log.info("sandbox_backend_chosen", trial=trial, backend=chosen, requested=backend, image=image.digest)
     try:
-        link = Client(name, sim_endpoint, simp.robot_codec, peer="simulator", heartbeat_interval=heartbeat_interval,
+        link = Client(name, sim_endpoint, simp.SIM_ROBOT_CODEC, peer="simulator", heartbeat_interval=heartbeat_interval,
                       liveness=liveness, curve=curve)
         async with link as sim:
             door = RobotDoor(sim.request)
@@ -396,7 +398,7 @@ async def main(actor: Actor) -> None:
                     return Ok()
             return Error(code="unsupported", detail=f"sandbox_bridge does not handle {type(decoded.message).__name__}")
 
-        await actor.serve(codec, handle)
+        await actor.serve(BRIDGE_CODEC, handle)
         nursery.cancel_scope.cancel()
 
 

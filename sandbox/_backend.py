@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -14,6 +15,7 @@ from roboswe.protocol.bridge import ScriptLimits
 from roboswe.sandbox.images import SandboxImage
 
 from ._output import Captured
+from .walk import Found, Refused, walk
 
 log = structlog.get_logger()
 
@@ -81,18 +83,51 @@ class SandboxBackend(abc.ABC):
     async def cleanup(self, interrupted: bool = False) -> None:
         """Remove the sandbox; always safe to call, also after a failed start."""
 
-    def own_workspace(self) -> None:
-        """Hand workspace files to the sandbox user (never following symlinks) so scripts can edit them."""
-        if os.geteuid() != 0:
-            return
+    def own_workspace(self) -> list[Refused]:
+        """Hand workspace entries to the sandbox user (so scripts can edit what the harness wrote) and
+        strip setuid/setgid bits (so none a script set survives on the host); returns what the bounded
+        walk would not touch. Never follows links; never raises for what the workspace holds."""
         uid, gid = self.image.uid, self.image.gid
-        os.lchown(self.workspace, uid, gid)
-        for dirpath, dirnames, filenames in os.walk(self.workspace):
-            for name in dirnames + filenames:
-                p = os.path.join(dirpath, name)
-                st = os.lstat(p)
-                if st.st_uid != uid or st.st_gid != gid:
-                    os.lchown(p, uid, gid)
+        as_root = os.geteuid() == 0
+        refused: list[Refused] = []
+        try:
+            if as_root:
+                os.lchown(self.workspace, uid, gid)
+            os.close(os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW))
+        except OSError as e:
+            return [Refused(".", "directory", f"the workspace could not be walked: {e.strerror}")]
+        for item in walk(self.workspace):  # fds in each item are valid only within its iteration
+            if isinstance(item, Refused):
+                refused.append(item)
+                continue
+            st = item.st
+            try:
+                if as_root and (st.st_uid != uid or st.st_gid != gid):
+                    os.chown(item.name, uid, gid, dir_fd=item.dir_fd, follow_symlinks=False)
+                if st.st_mode & _SET_ID and (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                    _strip_set_id(item)
+            except OSError as e:  # changed since the walk looked
+                refused.append(Refused(item.path, "other", f"could not be handed over: {e.strerror}"))
+        if refused:
+            log.warning("workspace_entries_refused", trial=self.trial, count=len(refused),
+                        refused=[f"{r.path}: {r.reason}" for r in refused[:20]])
+        return refused
+
+
+_SET_ID = stat.S_ISUID | stat.S_ISGID
+
+
+def _strip_set_id(item: Found) -> None:
+    if item.fd >= 0:
+        os.fchmod(item.fd, stat.S_IMODE(item.st.st_mode) & ~_SET_ID)
+        return
+    fd = os.open(item.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=item.dir_fd)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~_SET_ID)
+    finally:
+        os.close(fd)
 
 
 _BACKENDS: dict[str, type[SandboxBackend]] = {}

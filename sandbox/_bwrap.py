@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import structlog
+import trio
 
 from roboswe.protocol.bridge import ScriptLimits
 
@@ -110,7 +111,7 @@ class BwrapSandbox(SandboxBackend):
         return preexec
 
     async def run(self, argv: list[str], env: dict[str, str], limits: ScriptLimits) -> ProcessOutcome:
-        self.own_workspace()
+        await trio.to_thread.run_sync(self.own_workspace)
         self._tmp_bytes = limits.tmp_mb << 20
         status_read, status_write = os.pipe()
         try:

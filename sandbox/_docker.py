@@ -47,7 +47,7 @@ class DockerSandbox(SandboxBackend):
         if self._client is None:
             raise SandboxError("no Docker daemon answers (start dockerd, or use -e bwrap)")
         self.workspace.mkdir(parents=True, exist_ok=True)
-        self.own_workspace()
+        await trio.to_thread.run_sync(self.own_workspace)
         self._limits = limits
         self._container_id = await trio.to_thread.run_sync(self._create, limits)
         log.info("sandbox_started", backend="docker", container=self._container_id[:12], trial=self.trial)
@@ -91,7 +91,7 @@ class DockerSandbox(SandboxBackend):
     async def run(self, argv: list[str], env: dict[str, str], limits: ScriptLimits) -> ProcessOutcome:
         if self._container_id is None:
             raise SandboxError("docker sandbox used before start()")
-        self.own_workspace()
+        await trio.to_thread.run_sync(self.own_workspace)
         api = self._client.api
         user = f"{self.image.uid}:{self.image.gid}"
         cpu = math.ceil(limits.seconds) + 1

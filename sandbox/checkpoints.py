@@ -1,14 +1,18 @@
 """Workspace checkpoints: content-addressed blobs plus a manifest, restored only after validation.
 
-Capture walks the workspace through directory file descriptors with O_NOFOLLOW,
-so authored code cannot redirect it with a symlink swapped in mid-walk; anything
-that is not a regular file or directory (symlink, fifo, device, socket) is
-listed in ``refused`` and never followed or read. Blobs live under
-RUN_DIR/blobs/<sha[:2]>/<sha>; a blob counts as stored only once its bytes
+Capture walks the workspace with ``sandbox.walk`` (iterative, through directory file
+descriptors with O_NOFOLLOW, capped in depth, entries and path length), so authored
+code cannot redirect it with a symlink swapped in mid-walk or break it with what it
+builds; anything that is not a regular file or directory (symlink, fifo, device,
+socket), or that the walk or the byte caps will not take (a name that is not UTF-8,
+too deep, a sparse file, beyond the checkpoint's or the trial's byte cap, no disk
+space), is listed in ``refused`` with the reason and never followed or read. Blobs
+live under RUN_DIR/blobs/<sha[:2]>/<sha>; a blob counts as stored only once its bytes
 read back with their sha256.
 
 Restore validates the whole manifest before touching the disk, writes into an
-empty directory only, checks every blob's sha256 and restores mode and mtime.
+empty directory only (through directory descriptors, so no path length limit
+applies), checks every blob's sha256 and restores mode and mtime.
 Directories are implied by file paths (empty directories are not kept).
 """
 
@@ -18,12 +22,13 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 import structlog
+
+from .walk import Found, entry_type, walk
 
 log = structlog.get_logger()
 
@@ -31,7 +36,19 @@ MANIFEST_VERSION = 1
 _CHUNK = 1 << 20
 _HEX = frozenset("0123456789abcdef")
 
-EntryType = Literal["file", "symlink", "fifo", "device", "socket", "other"]
+EntryType = Literal["file", "symlink", "fifo", "device", "socket", "other", "directory", "entries"]
+
+MAX_CHECKPOINT_BYTES = 256 << 20
+"""File bytes one checkpoint captures; files beyond it are refused entries."""
+MAX_TRIAL_NEW_BYTES = 1 << 30
+"""New blob bytes the checkpoints of one trial may add (counted per recorder process)."""
+MIN_FREE_BYTES = 1 << 30
+"""A blob is not written when the run directory's disk would keep less free space than this."""
+SPARSE_MIN_BYTES = 1 << 20
+"""A file this large whose allocated blocks cover under half its size is refused as sparse:
+reading it would turn a few KB of disk into its whole apparent size of blobs."""
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class CheckpointError(Exception):
@@ -51,6 +68,10 @@ class ManifestInvalid(CheckpointError):
 
 class BlobCorrupt(CheckpointError):
     """A stored blob is missing or its bytes no longer hash to its name."""
+
+
+class BlobTooLarge(Exception):
+    """A file grew beyond what a blob may take while it was copied."""
 
 
 class ManifestEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -122,6 +143,7 @@ class BlobStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self._tmp = self.root / "tmp"
         self._tmp.mkdir(exist_ok=True)
+        self.new_bytes: dict[str, int] = {}  # trial -> new blob bytes its checkpoints wrote here
 
     def path(self, sha256: str) -> Path:
         if len(sha256) != 64 or not set(sha256) <= _HEX:
@@ -153,33 +175,50 @@ class BlobStore:
     def put(self, data: bytes) -> tuple[str, bool]:
         """Store bytes; returns (sha256, newly_written). Raises BlobCorrupt on a failed readback."""
         tmp = self._tmp_path()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        fd = os.open(tmp, _TMP_FLAGS, 0o444)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return self._settle(tmp, hashlib.sha256(data).hexdigest())
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return self._settle(tmp, hashlib.sha256(data).hexdigest())
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # no partial blob is left behind (e.g. the disk filled up)
+            raise
 
-    def put_fd(self, fd: int) -> tuple[str, int, bool]:
-        """Copy an open file into the store while hashing it; returns (sha256, size, new)."""
+    def put_fd(self, fd: int, max_bytes: int | None = None) -> tuple[str, int, bool]:
+        """Copy an open file into the store while hashing it; returns (sha256, size, new).
+
+        Raises OSError (the temporary is removed), and BlobTooLarge past ``max_bytes``.
+        """
         tmp = self._tmp_path()
         digest, size = hashlib.sha256(), 0
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        out = os.open(tmp, _TMP_FLAGS, 0o444)
         try:
-            while chunk := os.read(fd, _CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view):]
-            os.fsync(out)
-        finally:
-            os.close(out)
-        sha, new = self._settle(tmp, digest.hexdigest())
+            try:
+                while chunk := os.read(fd, _CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+                    if max_bytes is not None and size > max_bytes:
+                        raise BlobTooLarge(f"grew past {max_bytes} bytes while it was read")
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(out, view):]
+                os.fsync(out)
+            finally:
+                os.close(out)
+            sha, new = self._settle(tmp, digest.hexdigest())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return sha, size, new
+
+    def free_bytes(self) -> int:
+        st = os.statvfs(self.root)
+        return st.f_bavail * st.f_frsize
 
     def _tmp_path(self) -> Path:
         return self._tmp / f"{os.getpid()}-{os.urandom(8).hex()}"
@@ -203,83 +242,116 @@ class BlobStore:
 # --- capture ----------------------------------------------------------------------------------
 
 
-def _type_of(mode: int) -> EntryType:
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    if stat.S_ISFIFO(mode):
-        return "fifo"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "device"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    return "other"
-
-
-def _walk(dir_fd: int, prefix: str) -> Iterator[tuple[str, int, int]]:
-    """Yield (relative path, parent dir fd, st_mode) for every entry below dir_fd, without following links."""
-    with os.scandir(dir_fd) as it:
-        names = sorted((e.name, e.stat(follow_symlinks=False).st_mode) for e in it)
-    for name, mode in names:
-        rel = f"{prefix}{name}"
-        if stat.S_ISDIR(mode):
-            try:
-                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
-            except OSError as e:  # swapped for a symlink or removed since scandir
-                yield rel, -1, stat.S_IFLNK if e.errno == errno.ELOOP else 0
-                continue
-            try:
-                yield from _walk(sub, rel + "/")
-            finally:
-                os.close(sub)
-        else:
-            yield rel, dir_fd, mode
-
-
-def capture(workspace: str | Path, blobs: BlobStore) -> Capture:
-    """Snapshot the regular files of a workspace into blobs; raises CheckpointError if unreadable."""
+def capture(workspace: str | Path, blobs: BlobStore, trial: str | None = None) -> Capture:
+    """Snapshot the regular files of a workspace into blobs; raises CheckpointError if the workspace
+    cannot be opened or the blob store fails (never for what the workspace holds)."""
     workspace = Path(workspace)
-    try:
-        root = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError as e:
-        raise CheckpointError(f"workspace {workspace}: cannot open as a directory ({e.strerror}); "
-                              "pass the host path of the trial's workspace") from None
     entries: list[ManifestEntry] = []
     refused: list[RefusedEntry] = []
     new_blobs: list[tuple[str, int]] = []
+    captured = 0
+    by_inode: dict[tuple[int, int], ManifestEntry] = {}  # hard links: one read per inode
+
+    def refuse(path: str, kind: str, reason: str) -> None:
+        refused.append(RefusedEntry(path=path, type=kind, reason=reason))
+
     try:
-        for rel, dir_fd, mode in _walk(root, ""):
-            if dir_fd < 0 or not stat.S_ISREG(mode):
-                kind = _type_of(mode)
-                refused.append(RefusedEntry(path=rel, type=kind, reason=f"{kind} is not a regular file; not followed"))
+        os.close(os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW))
+    except OSError as e:
+        raise CheckpointError(f"workspace {workspace}: cannot open as a directory ({e.strerror}); "
+                              "pass the host path of the trial's workspace") from None
+    for found in walk(workspace):
+        if not isinstance(found, Found):
+            refuse(found.path, found.type, found.reason)
+            continue
+        kind = entry_type(found.st.st_mode)
+        if kind == "directory":
+            continue
+        if kind != "file":
+            refuse(found.path, kind, f"{kind} is not a regular file; not followed")
+            continue
+        st = found.st
+        if (st.st_dev, st.st_ino) in by_inode:
+            # Another name of a file already captured: read once, but counted per name, since a
+            # restore writes every name as its own file.
+            same = by_inode[(st.st_dev, st.st_ino)]
+            if captured + same.size > MAX_CHECKPOINT_BYTES:
+                refuse(found.path, kind, f"a hard link that would take this checkpoint past {MAX_CHECKPOINT_BYTES} bytes")
                 continue
-            name = rel.rsplit("/", 1)[-1]
-            try:  # O_NONBLOCK: a fifo swapped in after scandir must not hang the recorder
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-            except OSError as e:
-                refused.append(RefusedEntry(path=rel, type="symlink" if e.errno == errno.ELOOP else "other",
-                                            reason=f"could not open without following links: {e.strerror}"))
-                continue
-            try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode):
-                    kind = _type_of(st.st_mode)
-                    refused.append(RefusedEntry(path=rel, type=kind, reason=f"became a {kind} during capture"))
-                    continue
-                sha, size, new = blobs.put_fd(fd)
-            finally:
-                os.close(fd)
-            if new:
-                new_blobs.append((sha, size))
-            entries.append(ManifestEntry(path=rel, sha256=sha, size=size, mode=stat.S_IMODE(st.st_mode) & 0o777,
-                                         mtime_ns=st.st_mtime_ns))
-    finally:
-        os.close(root)
+            captured += same.size
+            entries.append(msgspec.structs.replace(same, path=found.path))
+            continue
+        why = _refusal(st, captured, blobs, trial)
+        if why:
+            refuse(found.path, kind, why)
+            continue
+        stored = _store(found, blobs, MAX_CHECKPOINT_BYTES - captured, refuse)
+        if stored is None:
+            continue
+        entry, new = stored
+        captured += entry.size
+        if new:
+            new_blobs.append((entry.sha256, entry.size))
+            if trial is not None:
+                blobs.new_bytes[trial] = blobs.new_bytes.get(trial, 0) + entry.size
+        if st.st_nlink > 1:
+            by_inode[(st.st_dev, st.st_ino)] = entry
+        entries.append(entry)
     manifest = Manifest(entries=entries, refused=refused)
     data = manifest.encode()
     if refused:
-        log.warning("checkpoint_refused_entries", workspace=str(workspace), refused=[r.path for r in refused])
+        log.warning("checkpoint_refused_entries", workspace=str(workspace), refused=[r.path for r in refused][:50],
+                    count=len(refused))
     return Capture(manifest=manifest, manifest_bytes=data, manifest_sha256=hashlib.sha256(data).hexdigest(),
                    new_blobs=new_blobs)
+
+
+def _refusal(st: os.stat_result, captured: int, blobs: BlobStore, trial: str | None) -> str | None:
+    """Why a regular file is not captured, or None."""
+    if captured + st.st_size > MAX_CHECKPOINT_BYTES:
+        return (f"{st.st_size} bytes would take this checkpoint past its cap of {MAX_CHECKPOINT_BYTES} bytes; "
+                "keep large outputs out of the workspace")
+    if st.st_size >= SPARSE_MIN_BYTES and st.st_blocks * 512 < st.st_size // 2:
+        return f"sparse file ({st.st_size} bytes, {st.st_blocks * 512} on disk); not captured"
+    if trial is not None and blobs.new_bytes.get(trial, 0) + st.st_size > MAX_TRIAL_NEW_BYTES:
+        return f"this trial's checkpoints already stored their cap of {MAX_TRIAL_NEW_BYTES} new bytes"
+    try:
+        free = blobs.free_bytes()
+    except OSError:
+        free = MIN_FREE_BYTES + st.st_size
+    if free - st.st_size < MIN_FREE_BYTES:
+        return f"not stored: the run directory's disk has {free} bytes free and keeps at least {MIN_FREE_BYTES}"
+    return None
+
+
+def _store(found: Found, blobs: BlobStore, max_bytes: int, refuse) -> tuple[ManifestEntry, bool] | None:
+    """Copy one regular file into blobs: (entry, newly stored); a problem the file causes is a refusal (None)."""
+    try:  # O_NONBLOCK: a fifo swapped in after the walk looked must not hang the recorder
+        fd = os.open(found.name, _OPEN_FLAGS, dir_fd=found.dir_fd)
+    except OSError as e:
+        refuse(found.path, "symlink" if e.errno == errno.ELOOP else "other",
+               f"could not open without following links: {e.strerror}")
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_ino != found.st.st_ino:
+            refuse(found.path, entry_type(st.st_mode), "changed during capture; not captured")
+            return None
+        try:
+            sha, size, new = blobs.put_fd(fd, max_bytes)
+        except BlobTooLarge as e:
+            refuse(found.path, "file", f"{e}; not captured")
+            return None
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise CheckpointError(f"blob store {blobs.root}: {e.strerror}") from None
+            refuse(found.path, "file", f"not stored: {e.strerror}")
+            return None
+    finally:
+        os.close(fd)
+    entry = ManifestEntry(path=found.path, sha256=sha, size=size, mode=stat.S_IMODE(st.st_mode) & 0o777,
+                          mtime_ns=st.st_mtime_ns)
+    return entry, new
 
 
 # --- validate and restore ---------------------------------------------------------------------
@@ -334,16 +406,44 @@ def restore(manifest: Manifest, blobs: BlobStore, dest: str | Path) -> None:
         size = len(blobs.get(e.sha256))
         if size != e.size:
             raise BlobCorrupt(f"blob {e.sha256} for {e.path!r} has {size} bytes, manifest says {e.size}")
-    for e in manifest.entries:
-        data = blobs.get(e.sha256)
-        target = dest / e.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fchmod(fd, e.mode)
-            os.utime(fd, ns=(e.mtime_ns, e.mtime_ns))
-        finally:
+    root = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for e in manifest.entries:
+            data = blobs.get(e.sha256)
+            *dirs, name = e.path.split("/")
+            parent = _open_dirs(root, dirs)
+            try:
+                fd = os.open(name, _TMP_FLAGS, 0o600, dir_fd=parent)
+            finally:
+                if parent != root:
+                    os.close(parent)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fchmod(fd, e.mode)
+                os.utime(fd, ns=(e.mtime_ns, e.mtime_ns))
+            finally:
+                os.close(fd)
+    finally:
+        os.close(root)
+
+
+def _open_dirs(root: int, parts: list[str]) -> int:
+    """The fd of root/parts..., creating directories; never follows a link (no path length limit)."""
+    fd = root
+    try:
+        for part in parts:
+            try:
+                os.mkdir(part, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            if fd != root:
+                os.close(fd)
+            fd = nxt
+        return fd
+    except BaseException:
+        if fd != root:
             os.close(fd)
+        raise

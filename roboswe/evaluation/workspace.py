@@ -4,6 +4,9 @@ The sandbox user owns the workspace and may plant symlinks in it, so every acces
 walks the path one component at a time through directory file descriptors with
 O_NOFOLLOW: a path can never lead the harness (which runs with the recorder's rights)
 outside the workspace. Bad paths raise WorkspaceError with a message the participant reads.
+Nothing here blocks on what the sandbox user planted: every open is O_NONBLOCK, a write's
+temporary is created O_EXCL under a random name and removed on error, and listings use
+the bounded walk of ``sandbox.walk``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import errno
 import os
 import stat
 from pathlib import Path, PurePosixPath
+
+from roboswe.sandbox.walk import MAX_DEPTH, MAX_PATH_BYTES, Refused, walk
 
 MAX_READ_BYTES = 256 * 1024
 MAX_WRITE_BYTES = 4 * 1024 * 1024
@@ -31,6 +36,8 @@ def check_relative(path: str) -> PurePosixPath:
         raise WorkspaceError(f"path {path!r} is absolute; give a path relative to the workspace, e.g. 'lift.py'")
     if any(part in ("..", ".") for part in p.parts) or not p.parts:
         raise WorkspaceError(f"path {path!r} leaves or names the workspace itself; use a plain relative path without '..'")
+    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES or len(p.parts) > MAX_DEPTH:
+        raise WorkspaceError(f"path {path[:80]!r}... is longer than {MAX_PATH_BYTES} bytes or {MAX_DEPTH} levels; use a shorter path")
     return p
 
 
@@ -42,16 +49,16 @@ class Workspace:
 
     def _open_parent(self, p: PurePosixPath, *, create: bool) -> int:
         """An fd of the directory that holds ``p`` (creating directories if asked), never following links."""
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK)
         try:
             for part in p.parts[:-1]:
                 try:
-                    nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
                     if not create:
                         raise WorkspaceError(f"no such directory in the workspace: {part!r} (in {str(p)!r})") from None
                     os.mkdir(part, 0o777, dir_fd=fd)
-                    nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except OSError as e:
                     if e.errno in (errno.ELOOP, errno.ENOTDIR):
                         raise WorkspaceError(f"{part!r} in {str(p)!r} is not a directory (symlinks are not followed)") from None
@@ -64,7 +71,14 @@ class Workspace:
             raise
 
     def write(self, path: str, content: str) -> int:
-        """Create or replace a UTF-8 text file; returns its size in bytes."""
+        """Create or replace a UTF-8 text file; returns its size in bytes. Raises WorkspaceError, also for
+        what the workspace's contents cause (a name too long, no space left)."""
+        try:
+            return self._write(path, content)
+        except OSError as e:
+            raise WorkspaceError(f"could not write {path!r}: {e.strerror}; check the path and the workspace's size") from None
+
+    def _write(self, path: str, content: str) -> int:
         p = check_relative(path)
         data = content.encode("utf-8")
         if len(data) > MAX_WRITE_BYTES:
@@ -79,20 +93,36 @@ class Workspace:
             if st is not None and not stat.S_ISREG(st.st_mode):
                 raise WorkspaceError(f"{path!r} exists and is not a regular file; write to another path")
             # 0o666: the sandbox user (the workspace's owner after chown) may rewrite it; replace atomically.
-            tmp = f".{name}.roboswe-tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666, dir_fd=parent)
+            # A random name created O_EXCL: nothing the sandbox user planted can be opened instead.
+            tmp = f".roboswe-tmp-{os.urandom(8).hex()}"
+            fd = os.open(tmp, _TMP_FLAGS, 0o666, dir_fd=parent)
             try:
-                os.write(fd, data) if data else None
-                os.fchmod(fd, 0o666)
-            finally:
-                os.close(fd)
-            os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fchmod(fd, 0o666)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            except BaseException:
+                try:
+                    os.unlink(tmp, dir_fd=parent)
+                except OSError:
+                    pass
+                raise
         finally:
             os.close(parent)
         return len(data)
 
     def read(self, path: str, max_bytes: int = MAX_READ_BYTES) -> tuple[str, int]:
         """(text, total size) of a workspace file, text cut at ``max_bytes``; raises WorkspaceError."""
+        try:
+            return self._read(path, max_bytes)
+        except OSError as e:
+            raise WorkspaceError(f"could not read {path!r}: {e.strerror}") from None
+
+    def _read(self, path: str, max_bytes: int) -> tuple[str, int]:
         p = check_relative(path)
         parent = self._open_parent(p, create=False)
         try:
@@ -115,40 +145,38 @@ class Workspace:
             os.close(parent)
         return data.decode("utf-8", errors="replace"), st.st_size
 
+    def scan(self) -> tuple[list[tuple[str, int]], list[Refused]]:
+        """(relative path, size) of every entry, in walk order (size -1: not a regular file), and the
+        entries the bounded walk would not represent; stops at MAX_LIST_ENTRIES."""
+        out: list[tuple[str, int]] = []
+        refused: list[Refused] = []
+        try:
+            os.close(os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK))
+        except OSError as e:
+            raise WorkspaceError(f"the workspace cannot be listed: {e.strerror}") from None
+        for item in walk(self.root, max_entries=MAX_LIST_ENTRIES):
+            if isinstance(item, Refused):
+                refused.append(item)
+            elif stat.S_ISREG(item.st.st_mode):
+                out.append((item.path, item.st.st_size))
+            elif not stat.S_ISDIR(item.st.st_mode):
+                out.append((item.path, -1))
+        return out, refused
+
     def list(self) -> list[tuple[str, int]]:
         """(relative path, size) of every regular file, sorted; symlinks and others are shown with size -1."""
-        out: list[tuple[str, int]] = []
-
-        def walk(fd: int, prefix: str) -> None:
-            for name in sorted(os.listdir(fd)):
-                if len(out) >= MAX_LIST_ENTRIES:
-                    return
-                st = os.lstat(name, dir_fd=fd)
-                rel = f"{prefix}{name}"
-                if stat.S_ISDIR(st.st_mode):
-                    sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-                    try:
-                        walk(sub, rel + "/")
-                    finally:
-                        os.close(sub)
-                elif stat.S_ISREG(st.st_mode):
-                    out.append((rel, st.st_size))
-                else:
-                    out.append((rel, -1))
-
-        root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            walk(root, "")
-        finally:
-            os.close(root)
-        return out
+        return sorted(self.scan()[0])
 
     def listing_text(self) -> str:
         """The list_files result as the participant reads it."""
-        files = self.list()
-        if not files:
+        files, refused = self.scan()
+        files.sort()
+        if not files and not refused:
             return "The workspace is empty."
         lines = [f"{path} ({size} bytes)" if size >= 0 else f"{path} (not a regular file)" for path, size in files]
-        if len(files) >= MAX_LIST_ENTRIES:
-            lines.append(f"... listing stopped at {MAX_LIST_ENTRIES} entries")
+        lines += [f"{r.path} (not listed: {r.reason})" for r in refused]
         return "\n".join(lines)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

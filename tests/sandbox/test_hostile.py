@@ -368,3 +368,76 @@ async def test_a_script_that_kills_its_runner_gets_ordinary_feedback(trial):
     )
     assert fb.exception is None and fb.exit_status == 137, (fb.exception, fb.exit_status)
     await _still_serving(trial)
+
+
+PLANT_WORKSPACE = r"""
+import os
+open(b"bad-\xff-name.py", "w").write("x")
+def chain(name, depth):
+    fd = os.open(".", os.O_RDONLY)
+    for _ in range(depth):
+        os.mkdir(name, dir_fd=fd)
+        nxt = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    os.close(fd)
+chain("d", 1200)        # deeper than Python's recursion limit
+chain("L" * 200, 30)    # a path of 6 KB: beyond PATH_MAX
+open("shared.bin", "wb").write(os.urandom(4096))
+for i in range(50):
+    os.link("shared.bin", f"link{i}.bin")
+with open("sparse.bin", "wb") as f:
+    f.truncate(200 << 20)  # 200 MiB apparent, nothing on disk
+os.mkfifo("target.py")
+os.mkfifo(".target.py.roboswe-tmp")  # the temporary name writes used to open
+open("suid.sh", "w").write("#!/bin/sh\n")
+os.chmod("suid.sh", 0o6755)
+os.mkdir("sgid-dir")
+os.chmod("sgid-dir", 0o2775)
+print("planted")
+"""
+
+
+async def test_hostile_workspace_contents_never_raise_in_the_harness(trial, scratch):
+    from roboswe.evaluation.workspace import Workspace, WorkspaceError
+    from roboswe.sandbox.checkpoints import BlobStore, capture, load_manifest, restore
+    from roboswe.sandbox.walk import remove_tree
+
+    try:
+        fb = await trial.run(PLANT_WORKSPACE, seconds=60)
+        assert fb.stdout == "planted\n", fb.stderr
+        # handing files to the sandbox user walked it all; setuid/setgid did not survive on the host
+        mode = (trial.workspace / "suid.sh").stat().st_mode
+        assert not mode & 0o6000 and not (trial.workspace / "sgid-dir").stat().st_mode & 0o2000, oct(mode)
+        await _still_serving(trial)
+        # checkpoints: every oddity is a refused entry, the manifest encodes, blobs stay small
+        blobs = BlobStore(scratch / "blobs")
+        cap = await trio.to_thread.run_sync(capture, trial.workspace, blobs, "t1")
+        refused = {r.path: r.reason for r in cap.manifest.refused}
+        assert "bad-\\xff-name.py" in refused and "UTF-8" in refused["bad-\\xff-name.py"]
+        assert any("levels deep" in why for why in refused.values()), refused
+        assert any("longer than 1024 bytes" in why for why in refused.values()), refused
+        assert "sparse" in refused["sparse.bin"] and "not a regular file" in refused["target.py"]
+        assert load_manifest(cap.manifest_bytes) == cap.manifest
+        links = [e for e in cap.manifest.entries if e.path.startswith("link")]
+        assert len(links) == 50 and len({e.sha256 for e in links}) == 1
+        stored = sum(p.stat().st_size for p in (scratch / "blobs").rglob("*") if p.is_file())
+        assert stored < 1 << 20, stored
+        assert not list((scratch / "blobs" / "tmp").iterdir())
+        restore(cap.manifest, blobs, scratch / "restored")
+        assert (scratch / "restored" / "link7.bin").read_bytes() == (trial.workspace / "shared.bin").read_bytes()
+        # the participant's own file operations
+        ws = Workspace(trial.workspace)
+        listing = await trio.to_thread.run_sync(ws.listing_text)
+        assert "bad-\\xff-name.py (not listed" in listing and "target.py (not a regular file)" in listing
+        with trio.fail_after(5), pytest.raises(WorkspaceError, match="not a regular file"):
+            await trio.to_thread.run_sync(ws.write, "target.py", "print(1)\n")
+        with trio.fail_after(5):
+            await trio.to_thread.run_sync(ws.write, "ok.py", "print('written')\n")
+        assert not [p for p in os.listdir(trial.workspace) if p.startswith(".roboswe-tmp-")]
+        fb = await trial.run("print(open('ok.py').read().strip())", name="after.py")
+        assert fb.stdout == "print('written')\n"
+    finally:
+        await trio.to_thread.run_sync(remove_tree, trial.workspace)
+        trial.workspace.mkdir()
