@@ -20,18 +20,14 @@ import numpy as np
 import structlog
 
 from roboswe.protocol.recorder import ArtifactRecord
-from roboswe.records.metrics import (
-    dataset_metrics,
-    series_metrics,
-    series_outcomes,
-    timing_totals,
-)
+from roboswe.records.metrics import timing_totals
 from roboswe.records.reader import RunReader
+from roboswe.records.scoring import score_run
 
 log = structlog.get_logger()
 
 VIDEO_INDEX_VERSION = 1
-RESULTS_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2  # 2: replay-agreed scoring, denominators, usage, context policy
 _PREFERRED_CODECS = ("libx264", "mpeg4")  # H.264 where the av wheel has it, MPEG-4 part 2 otherwise
 
 
@@ -248,6 +244,8 @@ class Results(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     created_at: float
     pins: dict[str, Any]
+    denominators: Any  # scoring.Denominators: admitted tasks, exclusions with reasons
+    bootstrap: dict[str, Any]  # interval methods, resamples and seed (the same everywhere)
     series: list[Any]  # SeriesMetrics
     datasets: list[Any]  # DatasetMetrics
     timing: dict[str, float]  # seconds per component over all trials, plus "replay"
@@ -256,10 +254,11 @@ class Results(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def build_results(reader: RunReader, run_id: str, *, pins: dict[str, Any] | None = None,
-                  admitted_tasks: list[str] | None = None, seed: int = 0, resamples: int = 10_000) -> Results:
-    """Compute the run's figures from its database; ``pins`` defaults to the run's recorded config."""
+                  admitted_tasks: list[str] | None = None) -> Results:
+    """Compute the run's figures from its database (roboswe.records.scoring, as report and viewer do);
+    ``pins`` defaults to the run's recorded config."""
     run = reader.run(run_id)
-    per_series = [series_metrics(o) for o in series_outcomes(reader, run_id)]
+    score = score_run(reader, run_id, admitted_tasks=admitted_tasks)
     timing: dict[str, float] = {}
     by_series: dict[str, dict[str, float]] = {}
     verdicts: dict[str, int] = {}
@@ -277,8 +276,7 @@ def build_results(reader: RunReader, run_id: str, *, pins: dict[str, Any] | None
     timing["replay"] = timing.get("replay", 0.0) + replay
     return Results(
         run_id=run_id, created_at=time.time(), pins=pins if pins is not None else run.config,
-        series=per_series,
-        datasets=dataset_metrics(per_series, admitted_tasks=admitted_tasks, seed=seed, resamples=resamples),
+        denominators=score.denominators, bootstrap=score.bootstrap, series=score.series, datasets=score.datasets,
         timing=dict(sorted(timing.items())), timing_by_series=by_series, verifications=verdicts,
     )
 

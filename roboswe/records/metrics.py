@@ -1,31 +1,32 @@
-"""Adaptation metrics: per series (y_t, A, Q, ...), then per dataset by task, with bootstrap intervals.
+"""Adaptation metrics of one series: slots scored from the records, then y_t, A, Q and the rest.
 
-Scoring rules (DESIGN.md section 8), applied to the recorded trials:
+Scoring rules (DESIGN.md section 8; seed 001: "a scored outcome requires agreement between
+the original execution and the code-operation rerun"):
 
-- A slot is a trial index 1..T of a series. Its attempt is the latest one recorded
-  for that index (a re-run recovering an interrupted trial replaces it; both stay
-  recorded).
-- y_t = 1 only for a *verified* success: the trial ended ``success`` and its latest
-  replay verdict is ``verified`` (with success reproduced). y_t = 0 for a failure,
-  and for a success whose replay disagreed (``mismatch``, counted separately).
-- A success without a replay yet, or whose replay ended in ``error``, is ``pending``;
-  a trial that never ended or ended ``incomplete`` is ``incomplete``; an index never
-  started is ``pending``. These slots are reported, never imputed: a series with any
-  of them is not *completed*, and its A, Q and derived figures are None.
+- A slot is a trial index 1..T of a series. Its attempt is the latest one recorded for that
+  index (a linked re-run of an interrupted or incomplete trial replaces it; both stay recorded).
+- A slot is *scored* only when its trial ended ``success`` or ``failure`` and its latest
+  replay verdict is ``verified`` with the same result: y_t = 1 for a verified success,
+  y_t = 0 for a verified failure.
+- Every other slot is *unscored*, shown and counted in its own column, never read as 0 or 1:
+  ``mismatch`` (the replay disagreed), ``replay_error`` (the replay could not run),
+  ``unverified`` (never replayed), ``incomplete`` (interrupted, or ended incomplete for a
+  cause outside the participant) and ``not_started``.
+- A series with any unscored slot is not *completed*: A, Q and the figures that need every
+  y_t are None for it. ``A_lower``/``Q_lower`` count its unscored slots as failures: a
+  lower bound, shown beside the headline, never instead of it.
 
 Definitions for a completed series y_1..y_T:
   A = mean(y);  Q = (1/T) * sum_t prod_{j>=t} y_j  (= final success streak / T);
   first success = min t with y_t = 1;  regressions = #{t : y_{t-1} = 1, y_t = 0};
-  sustained conversion = y_1 = 0 and y_T = 1 (failed first, ends in an unbroken
-  success streak, which starts at ``conversion_trial``);  recovered = y_1 = 0 and
-  some later y_t = 1;  efficiency = control steps and simulated time of the
-  successful trials only, with first-to-last ratios (>1: later successes are cheaper).
+  trajectory class, one of: ``from_outset`` (y_1 = 1 and never a failure after a success),
+  ``sustained_conversion`` (y_1 = 0, then from the first success every trial succeeds; it
+  starts at ``conversion_trial``), ``regression`` (some success followed by a failure),
+  ``never`` (no success);  recovered = y_1 = 0 and some later y_t = 1;
+  efficiency = control steps and simulated time of the verified successes only, with
+  first-to-last ratios (> 1: later successes are cheaper).
 
-Dataset figures group series by (model, mode). Each task contributes one value (the
-mean over its completed series in the group); means are over completed tasks.
-Intervals are percentile bootstraps over tasks: ``resamples`` draws of n tasks with
-replacement from numpy's PCG64 generator seeded with ``seed``, 2.5/97.5 percentiles
-for a 95% interval. Admitted and completed denominators are always reported.
+Aggregation over tasks, intervals and denominators are in ``roboswe.records.scoring``.
 """
 
 from __future__ import annotations
@@ -35,13 +36,14 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import msgspec
-import numpy as np
 
 from roboswe.records.reader import RunReader, TrialView
 
-SlotStatus = Literal["success", "failure", "incomplete", "pending"]
-
-BOOTSTRAP_METHOD = "percentile bootstrap over tasks (numpy PCG64, seeded), 95% interval"
+SlotStatus = Literal["success", "failure", "mismatch", "replay_error", "unverified", "incomplete", "not_started"]
+SCORED: tuple[str, ...] = ("success", "failure")
+UNSCORED: tuple[str, ...] = ("mismatch", "replay_error", "unverified", "incomplete", "not_started")
+Trajectory = Literal["from_outset", "sustained_conversion", "regression", "never"]
+TRAJECTORIES: tuple[str, ...] = ("from_outset", "sustained_conversion", "regression", "never")
 
 
 class TrialSlot(msgspec.Struct, frozen=True, kw_only=True):
@@ -51,10 +53,9 @@ class TrialSlot(msgspec.Struct, frozen=True, kw_only=True):
     status: SlotStatus
     trial_id: str | None = None  # the attempt that fills the slot
     attempts: int = 0
-    recovered_from: str | None = None  # the interrupted attempt this one re-ran
+    recovered_from: str | None = None  # the attempt this one re-ran
     outcome: str | None = None  # the attempt's recorded outcome
     verdict: str | None = None  # its latest replay verdict
-    mismatch: bool = False  # a recorded success the replay did not reproduce (scored 0)
     reason: str = ""
     control_steps: int = 0
     sim_time: float = 0.0
@@ -73,10 +74,12 @@ class SeriesOutcome(msgspec.Struct, frozen=True, kw_only=True):
     mode: str
     trials: int
     slots: list[TrialSlot]
+    created_at: float = 0.0
+    pins: dict = msgspec.field(default_factory=dict)
 
 
 class Efficiency(msgspec.Struct, frozen=True, kw_only=True):
-    """Cost of the successful trials only: (trial index, value) pairs and first-to-last ratios."""
+    """Cost of the verified successes only: (trial index, value) pairs and first-to-last ratios."""
 
     control_steps: list[tuple[int, int]]
     sim_time: list[tuple[int, float]]
@@ -85,7 +88,7 @@ class Efficiency(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SeriesMetrics(msgspec.Struct, frozen=True, kw_only=True):
-    """Figures of one series; those needing every slot decided are None otherwise."""
+    """Figures of one series; those needing every slot scored are None otherwise."""
 
     series_id: str
     task: str
@@ -95,53 +98,19 @@ class SeriesMetrics(msgspec.Struct, frozen=True, kw_only=True):
     y: list[int | None]
     statuses: list[str]
     completed: bool
-    incomplete: int
-    pending: int
-    mismatches: int
+    scored: int
+    unscored: dict[str, int]  # status -> count, every UNSCORED status present
     A: float | None
     Q: float | None
+    A_lower: float  # unscored slots counted as failures
+    Q_lower: float
     first_success: int | None
     regressions: int | None
+    trajectory: str | None
     sustained_conversion: bool | None
     conversion_trial: int | None
     recovered: bool | None
     efficiency: Efficiency
-
-
-class Estimate(msgspec.Struct, frozen=True, kw_only=True):
-    """A mean over tasks with its bootstrap interval and denominator."""
-
-    mean: float | None
-    low: float | None
-    high: float | None
-    n: int
-
-
-class Proportion(msgspec.Struct, frozen=True, kw_only=True):
-    numerator: int
-    denominator: int
-    value: float | None
-
-
-class DatasetMetrics(msgspec.Struct, frozen=True, kw_only=True):
-    """Figures for one (model, mode) group over the admitted tasks."""
-
-    model: str
-    mode: str
-    admitted_tasks: int
-    completed_tasks: int
-    series_recorded: int
-    series_completed: int
-    incomplete_slots: int
-    pending_slots: int
-    mismatch_slots: int
-    A: Estimate
-    Q: Estimate
-    success_by_trial: list[Proportion]  # over completed series, trial 1..T
-    recovery: Proportion  # completed series failing trial 1 that later succeeded
-    sustained_conversion: Proportion  # completed series failing trial 1 that end in a success streak
-    regressions: int
-    bootstrap: dict[str, str | int]
 
 
 # --- the definitions, on a complete y ----------------------------------------------------------
@@ -177,8 +146,17 @@ def regressions(y: Sequence[int]) -> int:
     return sum(1 for a, b in zip(y, y[1:]) if a and not b)
 
 
+def trajectory(y: Sequence[int]) -> Trajectory:
+    """The series' class: from_outset, sustained_conversion, regression or never (see the module docstring)."""
+    if not any(y):
+        return "never"
+    if regressions(y):
+        return "regression"
+    return "from_outset" if y[0] else "sustained_conversion"
+
+
 def efficiency(slots: Sequence[TrialSlot]) -> Efficiency:
-    """Control steps and simulated time among successful trials only."""
+    """Control steps and simulated time among verified successes only."""
     wins = [s for s in slots if s.status == "success"]
     steps = [(s.index, s.control_steps) for s in wins]
     sim = [(s.index, s.sim_time) for s in wins]
@@ -197,22 +175,25 @@ def efficiency(slots: Sequence[TrialSlot]) -> Efficiency:
 def score_slot(index: int, attempts: Sequence[TrialView]) -> TrialSlot:
     """Score one trial index from its recorded attempts (ordered by attempt)."""
     if not attempts:
-        return TrialSlot(index=index, status="pending", reason="not started")
+        return TrialSlot(index=index, status="not_started", reason="not started")
     view = attempts[-1]
     end, verification = view.end, view.verification
     common = dict(index=index, trial_id=view.trial_id, attempts=len(attempts), recovered_from=view.start.recovers,
                   verdict=verification.verdict if verification else None)
     if end is None:
-        return TrialSlot(**common, status="incomplete", reason="interrupted")
+        return TrialSlot(**common, status="incomplete", reason="interrupted (no end recorded)")
     common.update(outcome=end.outcome, reason=end.reason, control_steps=end.control_steps, sim_time=end.sim_time)
-    if end.outcome in ("incomplete", "pending", "failure"):
-        return TrialSlot(**common, status=end.outcome)
-    # a recorded success counts only once a replay agrees
-    if verification is None or verification.verdict == "error":
-        return TrialSlot(**common, status="pending")
-    if verification.verdict == "verified" and verification.success_reproduced is not False:
-        return TrialSlot(**common, status="success")
-    return TrialSlot(**common, status="failure", mismatch=True)
+    if end.outcome not in SCORED:  # incomplete (or an end still pending): outside the participant
+        return TrialSlot(**common, status="incomplete")
+    # an outcome counts only once a replay agrees with it
+    if verification is None:
+        return TrialSlot(**common, status="unverified")
+    if verification.verdict == "error":
+        return TrialSlot(**common, status="replay_error")
+    reproduced = verification.success_reproduced
+    if verification.verdict != "verified" or (reproduced is not None and reproduced != (end.outcome == "success")):
+        return TrialSlot(**common, status="mismatch")
+    return TrialSlot(**common, status=end.outcome)
 
 
 def series_outcomes(reader: RunReader, run_id: str) -> list[SeriesOutcome]:
@@ -224,95 +205,33 @@ def series_outcomes(reader: RunReader, run_id: str) -> list[SeriesOutcome]:
             by_index[view.start.index].append(view)
         slots = [score_slot(t, by_index.get(t, [])) for t in range(1, s.trials + 1)]
         out.append(SeriesOutcome(series_id=s.series_id, task=s.task, model=s.model, mode=s.mode,
-                                 trials=s.trials, slots=slots))
+                                 trials=s.trials, slots=slots, created_at=s.created_at, pins=dict(s.pins)))
     return out
 
 
 def series_metrics(series: SeriesOutcome) -> SeriesMetrics:
-    """All per-series figures; those needing a complete series are None when it is not."""
+    """All per-series figures; those needing a completed series are None when it is not."""
     y = [slot.y for slot in series.slots]
     completed = all(v is not None for v in y)
     full: list[int] = [v for v in y if v is not None] if completed else []
-    conversion = completed and full[0] == 0 and full[-1] == 1
+    lower = [v or 0 for v in y]
+    kind = trajectory(full) if completed else None
     return SeriesMetrics(
         series_id=series.series_id, task=series.task, model=series.model, mode=series.mode,
         trials=series.trials, y=y, statuses=[s.status for s in series.slots], completed=completed,
-        incomplete=sum(s.status == "incomplete" for s in series.slots),
-        pending=sum(s.status == "pending" for s in series.slots),
-        mismatches=sum(s.mismatch for s in series.slots),
+        scored=sum(v is not None for v in y),
+        unscored={status: sum(s.status == status for s in series.slots) for status in UNSCORED},
         A=accuracy(full) if completed else None,
         Q=streak_score(full) if completed else None,
+        A_lower=accuracy(lower), Q_lower=streak_score(lower),
         first_success=first_success(full) if completed else None,
         regressions=regressions(full) if completed else None,
-        sustained_conversion=conversion if completed else None,
-        conversion_trial=(len(full) - final_streak(full) + 1) if conversion else None,
+        trajectory=kind,
+        sustained_conversion=(kind == "sustained_conversion") if completed else None,
+        conversion_trial=first_success(full) if kind == "sustained_conversion" else None,
         recovered=(full[0] == 0 and any(full[1:])) if completed else None,
         efficiency=efficiency(series.slots),
     )
-
-
-# --- dataset ------------------------------------------------------------------------------------
-
-
-def bootstrap_interval(values: Sequence[float], *, seed: int, resamples: int) -> Estimate:
-    """Mean of task-level values with a seeded percentile-bootstrap 95% interval."""
-    n = len(values)
-    if n == 0:
-        return Estimate(mean=None, low=None, high=None, n=0)
-    data = np.asarray(values, dtype=float)
-    rng = np.random.Generator(np.random.PCG64(seed))
-    means = data[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return Estimate(mean=float(data.mean()), low=float(low), high=float(high), n=n)
-
-
-def _proportion(numerator: int, denominator: int) -> Proportion:
-    return Proportion(numerator=numerator, denominator=denominator,
-                      value=numerator / denominator if denominator else None)
-
-
-def dataset_metrics(
-    metrics: Iterable[SeriesMetrics],
-    *,
-    admitted_tasks: Sequence[str] | None = None,
-    seed: int = 0,
-    resamples: int = 10_000,
-) -> list[DatasetMetrics]:
-    """Aggregate series by (model, mode) over tasks; ``admitted_tasks`` sets the admitted denominator."""
-    groups: dict[tuple[str, str], list[SeriesMetrics]] = defaultdict(list)
-    for m in metrics:
-        groups[(m.model, m.mode)].append(m)
-    out = []
-    for (model, mode), members in sorted(groups.items()):
-        done = [m for m in members if m.completed]
-        by_task: dict[str, list[SeriesMetrics]] = defaultdict(list)
-        for m in done:
-            by_task[m.task].append(m)
-        task_a = [float(np.mean([m.A for m in ms])) for ms in by_task.values()]
-        task_q = [float(np.mean([m.Q for m in ms])) for ms in by_task.values()]
-        admitted = set(admitted_tasks) if admitted_tasks is not None else {m.task for m in members}
-        T = max((m.trials for m in members), default=0)
-        failing_first = [m for m in done if m.y[0] == 0]
-        out.append(DatasetMetrics(
-            model=model, mode=mode,
-            admitted_tasks=len(admitted), completed_tasks=len(by_task),
-            series_recorded=len(members), series_completed=len(done),
-            incomplete_slots=sum(m.incomplete for m in members),
-            pending_slots=sum(m.pending for m in members),
-            mismatch_slots=sum(m.mismatches for m in members),
-            A=bootstrap_interval(task_a, seed=seed, resamples=resamples),
-            Q=bootstrap_interval(task_q, seed=seed + 1, resamples=resamples),
-            success_by_trial=[
-                _proportion(sum(m.y[t] for m in done if len(m.y) > t), sum(len(m.y) > t for m in done))
-                for t in range(T)
-            ],
-            recovery=_proportion(sum(bool(m.recovered) for m in failing_first), len(failing_first)),
-            sustained_conversion=_proportion(sum(bool(m.sustained_conversion) for m in failing_first),
-                                             len(failing_first)),
-            regressions=sum(m.regressions or 0 for m in done),
-            bootstrap={"method": BOOTSTRAP_METHOD, "resamples": resamples, "seed": seed, "confidence": "0.95"},
-        ))
-    return out
 
 
 def timing_totals(views: Iterable[TrialView]) -> dict[str, float]:

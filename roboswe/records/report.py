@@ -18,12 +18,12 @@ TOTALS = ("active_time", "sim_time", "wall")  # shown as totals, not as componen
 BADGES = {"verified": "verified", "mismatch": "MISMATCH", "error": "replay error", None: "unverified"}
 
 
-def run_summary(reader: Any, run_id: str | None = None, *, resamples: int = 2000) -> dict[str, Any]:
+def run_summary(reader: Any, run_id: str | None = None) -> dict[str, Any]:
     """The run's figures and every trial attempt as plain data; raises LookupError for an unknown run."""
     from roboswe.records.artifacts import build_results
 
     run = reader.run(run_id)
-    results = build_results(reader, run.run_id, resamples=resamples)
+    results = build_results(reader, run.run_id)
     series = []
     metrics_by_id = {m.series_id: m for m in results.series}
     for s in reader.series(run.run_id):
@@ -53,6 +53,8 @@ def run_summary(reader: Any, run_id: str | None = None, *, resamples: int = 2000
                        "timing": results.timing_by_series.get(s.series_id, {})})
     return {
         "run": msgspec.to_builtins(run),
+        "denominators": msgspec.to_builtins(results.denominators),
+        "bootstrap": results.bootstrap,
         "series": series,
         "datasets": msgspec.to_builtins(results.datasets),
         "timing": results.timing,
@@ -71,14 +73,49 @@ def _fmt(value: Any, spec: str = ".2f", none: str = "-") -> str:
     return none if value is None else format(value, spec)
 
 
-def _estimate(e: dict[str, Any]) -> str:
+def _estimate(e: dict[str, Any], spec: str = ".2f") -> str:
     if e["mean"] is None:
         return f"- (n={e['n']})"
-    return f"{e['mean']:.2f} [{e['low']:.2f}, {e['high']:.2f}] (n={e['n']})"
+    return f"{e['mean']:{spec}} [{e['low']:{spec}}, {e['high']:{spec}}] (n={e['n']})"
 
 
 def _proportion(p: dict[str, Any]) -> str:
-    return f"{p['numerator']}/{p['denominator']}" + (f" = {p['value']:.2f}" if p["value"] is not None else "")
+    if p["value"] is None:
+        return f"{p['numerator']}/{p['denominator']}"
+    return f"{p['numerator']}/{p['denominator']} = {p['value']:.2f} [{p['low']:.2f}, {p['high']:.2f}]"
+
+
+SLOT_STYLES = {"success": "green", "failure": "red", "mismatch": "magenta", "replay_error": "magenta",
+               "unverified": "cyan", "incomplete": "yellow", "not_started": "dim"}
+
+
+def dataset_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """(figure, value) rows of one (model, mode) group, as the report prints them."""
+    slots = d["slots"]
+    return [
+        ("tasks admitted / completed", f"{d['admitted_tasks']} / {d['completed_tasks']}"),
+        ("tasks not completed", ", ".join(d["missing_tasks"]) or "none"),
+        ("series recorded / completed", f"{d['series_recorded']} / {d['series_completed']}"),
+        ("slots scored: success / failure", f"{slots['success']} / {slots['failure']}"),
+        ("slots unscored: mismatch / replay error / unverified / incomplete / not started",
+         " / ".join(str(slots[k]) for k in ("mismatch", "replay_error", "unverified", "incomplete", "not_started"))),
+        ("missing slots (unscored + tasks never run)", str(d["missing_slots"])),
+        ("A: mean verified success, completed tasks", _estimate(d["A"])),
+        ("A lower bound: missing slots as failures", _estimate(d["A_lower"])),
+        ("Q: final streak / T, completed tasks", _estimate(d["Q"])),
+        ("Q lower bound: missing slots as failures", _estimate(d["Q_lower"])),
+        ("trial-1 success", _proportion(d["trial1"])),
+        ("success at trial t", "  ".join(f"t{i + 1}: {_proportion(p)}" for i, p in enumerate(d["success_at_trial"]))),
+        ("success by trial t (>= 1 success)",
+         "  ".join(f"t{i + 1}: {_proportion(p)}" for i, p in enumerate(d["success_by_trial"]))),
+        (f"gain: success by trial {d['trials']} - trial 1", _estimate(d["gain"])),
+        ("first success trial (tasks)", "  ".join(f"{k}: {v}" for k, v in d["first_success"].items())),
+        *((f"class: {k.replace('_', ' ')}", _proportion(p)) for k, p in d["trajectories"].items()),
+        ("regressions (success then failure)", str(d["regressions"])),
+        ("recovery: failed trial 1, later verified success", _proportion(d["recovery"])),
+        ("efficiency: first/last control steps (geo. mean)", _estimate(d["efficiency_steps_ratio"])),
+        ("efficiency: first/last simulated time (geo. mean)", _estimate(d["efficiency_sim_time_ratio"])),
+    ]
 
 
 def print_report(summary: dict[str, Any], console: Any) -> None:
@@ -88,48 +125,49 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
     run = summary["run"]
     console.print(f"[bold]run[/bold] {run['run_id']}  ·  roboswe {run.get('roboswe_version') or '?'}  ·  "
                   f"admitted {run.get('admitted_sha256', '')[:12] or '-'}")
-    styles = {"success": "green", "failure": "red", "incomplete": "yellow", "pending": "cyan"}
     for s in summary["series"]:
         table = Table(title=f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}", title_justify="left")
         for col, just in (("trial", "right"), ("attempt", "right"), ("outcome", "left"), ("replay", "left"),
-                          ("steps", "right"), ("sim time s", "right"), ("active s", "right"), ("reason", "left")):
+                          ("slot", "left"), ("steps", "right"), ("sim time s", "right"), ("active s", "right"),
+                          ("reason", "left")):
             table.add_column(col, justify=just)
+        m = s["metrics"] or {}
+        statuses = m.get("statuses") or []
+        last = {a["index"]: a["trial_id"] for a in s["attempts"]}  # the attempt that fills each slot
         for a in s["attempts"]:
-            style = styles.get(a["outcome"], "")
-            table.add_row(str(a["index"]), str(a["attempt"]), f"[{style}]{a['outcome']}[/{style}]",
-                          BADGES.get(a["verdict"], a["verdict"]), _fmt(a["control_steps"], "d"),
-                          _fmt(a["sim_time"]), _fmt(a["active_time"]), (a["reason"] or "")[:60])
+            slot = statuses[a["index"] - 1] if last[a["index"]] == a["trial_id"] and statuses else "superseded"
+            style = SLOT_STYLES.get(slot, "dim")
+            table.add_row(str(a["index"]), str(a["attempt"]), a["outcome"], BADGES.get(a["verdict"], a["verdict"]),
+                          f"[{style}]{slot}[/{style}]", _fmt(a["control_steps"], "d"), _fmt(a["sim_time"]),
+                          _fmt(a["active_time"]), (a["reason"] or "")[:60])
         console.print(table)
-        m = s["metrics"]
         if m:
             y = " ".join("·" if v is None else str(v) for v in m["y"])
-            console.print(f"  y = [{y}]   A = {_fmt(m['A'])}   Q = {_fmt(m['Q'])}   first success = "
-                          f"{_fmt(m['first_success'], 'd')}   regressions = {_fmt(m['regressions'], 'd')}   "
-                          f"incomplete = {m['incomplete']}   pending = {m['pending']}   mismatches = {m['mismatches']}")
+            unscored = ", ".join(f"{k} {v}" for k, v in m["unscored"].items() if v) or "none"
+            console.print(f"  y = [{y}]   A = {_fmt(m['A'])}   Q = {_fmt(m['Q'])}   "
+                          f"(lower bounds {_fmt(m['A_lower'])} / {_fmt(m['Q_lower'])})   first success = "
+                          f"{_fmt(m['first_success'], 'd')}   class = {m['trajectory'] or '-'}   "
+                          f"completed = {m['completed']}   unscored: {unscored}")
             eff = m["efficiency"]
             if eff["control_steps"]:
-                console.print(f"  efficiency (successful trials): steps {eff['control_steps']}  "
+                console.print(f"  efficiency (verified successes): steps {eff['control_steps']}  "
                               f"first/last = {_fmt(eff['steps_ratio'])}")
+    denom = summary["denominators"]
+    console.print(f"[bold]admitted tasks[/bold] ({len(denom['admitted'])}): {', '.join(denom['admitted']) or '-'}")
+    if denom["excluded"]:
+        for task, why in denom["excluded"].items():
+            console.print(f"  excluded {task}: {why}", soft_wrap=True)
+    console.print(f"  exclusions from: {denom['source']}")
     for d in summary["datasets"]:
+        console.print(f"[bold]{d['model']} · mode={d['mode']}:[/bold] {d['headline']}", soft_wrap=True)
         table = Table(title=f"metrics  ·  {d['model']}  ·  mode={d['mode']}", title_justify="left")
         table.add_column("figure")
         table.add_column("value")
-        rows = [
-            ("tasks admitted / completed", f"{d['admitted_tasks']} / {d['completed_tasks']}"),
-            ("series recorded / completed", f"{d['series_recorded']} / {d['series_completed']}"),
-            ("incomplete / pending / mismatch slots",
-             f"{d['incomplete_slots']} / {d['pending_slots']} / {d['mismatch_slots']}"),
-            ("A (mean success, 95% CI)", _estimate(d["A"])),
-            ("Q (final streak / T, 95% CI)", _estimate(d["Q"])),
-            ("success by trial", "  ".join(f"t{i + 1}: {_proportion(p)}" for i, p in enumerate(d["success_by_trial"]))),
-            ("recovery (failed t1 -> later success)", _proportion(d["recovery"])),
-            ("sustained conversion", _proportion(d["sustained_conversion"])),
-            ("regressions", str(d["regressions"])),
-            ("bootstrap", f"{d['bootstrap']['method']}; {d['bootstrap']['resamples']} resamples, seed {d['bootstrap']['seed']}"),
-        ]
-        for k, v in rows:
+        for k, v in dataset_rows(d):
             table.add_row(k, v)
         console.print(table)
+    b = summary["bootstrap"]
+    console.print(f"intervals: {b['method']}, {b['resamples']} resamples, seed {b['seed']}; proportions: {b['proportions']}")
     timing = summary["timing"]
     table = Table(title="where time went (all trials)", title_justify="left",
                   caption="components overlap: physics and rendering a script asks for are inside its execution; "

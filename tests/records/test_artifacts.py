@@ -86,20 +86,20 @@ def test_results_json_carries_schema_pins_figures_and_timing(store, tmp_path):
     records = [*run_records(series_id=sid)]
     for t, outcome in enumerate("FFSSS", 1):
         records += trial_records(sid, t, "success" if outcome == "S" else "failure", steps=1000 - 100 * t)
-        if outcome == "S":
-            records.append(VerificationRecord(verification_id=f"v{t}", trial_id=f"{sid}/t{t}a0", verdict="verified",
-                                              success_reproduced=True, started_at=now, ended_at=now + 2))
+        records.append(VerificationRecord(verification_id=f"v{t}", trial_id=f"{sid}/t{t}a0", verdict="verified",
+                                          success_reproduced=outcome == "S", started_at=now, ended_at=now + 2))
     store.put_durable(*records)
     with RunReader(tmp_path / "run") as reader:
-        results = build_results(reader, "r1", admitted_tasks=["Lift"], resamples=200)
+        results = build_results(reader, "r1", admitted_tasks=["Lift"])
     stored = write_results(tmp_path / "run", results)
     data = load_results(stored.path)
     assert data["schema_version"] == RESULTS_SCHEMA_VERSION and data["pins"] == {"model": "demo"}
     (series,) = data["series"]
     assert series["Q"] == pytest.approx(0.6) and series["A"] == pytest.approx(0.6) and series["first_success"] == 3
     assert data["datasets"][0]["admitted_tasks"] == 1 and data["datasets"][0]["completed_tasks"] == 1
-    assert data["timing"]["provider"] == pytest.approx(5.0) and data["timing"]["replay"] == pytest.approx(6.0)
-    assert data["verifications"] == {"verified": 3}
+    assert data["timing"]["provider"] == pytest.approx(5.0) and data["timing"]["replay"] == pytest.approx(10.0)
+    assert data["verifications"] == {"verified": 5}
+    assert data["denominators"]["admitted"] == ["Lift"] and data["bootstrap"]["resamples"] == 10_000
     record = artifact_record(tmp_path / "run", stored, artifact_id="results", run_id="r1", artifact="results")
     assert record.path == "results.json" and record.sha256 == stored.sha256
     store.put_durable(record)

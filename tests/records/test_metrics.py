@@ -14,13 +14,12 @@ from roboswe.records.metrics import (
     SeriesOutcome,
     TrialSlot,
     accuracy,
-    bootstrap_interval,
-    dataset_metrics,
     series_metrics,
     series_outcomes,
     streak_score,
 )
 from roboswe.records.reader import RunReader
+from roboswe.records.scoring import bootstrap_mean, dataset_metrics, wilson
 
 from .conftest import run_records, trial_records
 
@@ -28,7 +27,8 @@ ys = st.lists(st.integers(0, 1), min_size=1, max_size=12)
 
 
 def _series(pattern: str, task: str = "Lift", steps: list[int] | None = None, model: str = "m") -> SeriesOutcome:
-    status = {"S": "success", "F": "failure", "I": "incomplete", "P": "pending"}
+    status = {"S": "success", "F": "failure", "M": "mismatch", "E": "replay_error", "U": "unverified",
+              "I": "incomplete", "N": "not_started"}
     slots = [TrialSlot(index=t, status=status[c], control_steps=(steps or [0] * len(pattern))[t - 1],
                        sim_time=(steps or [0] * len(pattern))[t - 1] * 0.05)
              for t, c in enumerate(pattern, 1)]
@@ -50,6 +50,8 @@ def _series(pattern: str, task: str = "Lift", steps: list[int] | None = None, mo
 )
 def test_hand_worked_series(pattern, A, Q, first, regressions, converted, conversion_trial, recovered):
     m = series_metrics(_series(pattern))
+    assert m.trajectory == ("never" if "S" not in pattern else "regression" if regressions
+                            else "from_outset" if pattern[0] == "S" else "sustained_conversion")
     assert m.completed and m.y == [int(c == "S") for c in pattern]
     assert m.A == pytest.approx(A) and m.Q == pytest.approx(Q)
     assert m.first_success == first and m.regressions == regressions
@@ -80,15 +82,20 @@ def test_a_final_failure_zeroes_q_and_a_final_success_raises_it(y, last):
         assert streak_score(extended) * len(extended) == streak_score(y) * len(y) + 1
 
 
-@given(st.text(alphabet="SFIP", min_size=1, max_size=8))
-def test_undecided_slots_are_reported_never_imputed(pattern):
+@given(st.text(alphabet="SFMEUIN", min_size=1, max_size=8))
+def test_unscored_slots_are_counted_in_their_own_columns_never_imputed(pattern):
     m = series_metrics(_series(pattern))
-    assert m.incomplete == pattern.count("I") and m.pending == pattern.count("P")
-    if "I" in pattern or "P" in pattern:
+    assert m.unscored == {"mismatch": pattern.count("M"), "replay_error": pattern.count("E"),
+                          "unverified": pattern.count("U"), "incomplete": pattern.count("I"),
+                          "not_started": pattern.count("N")}
+    assert m.scored == pattern.count("S") + pattern.count("F")
+    assert m.A_lower == pytest.approx(pattern.count("S") / len(pattern))  # unscored counted as failures
+    if set(pattern) - {"S", "F"}:
         assert not m.completed
         assert m.A is None and m.Q is None and m.first_success is None and m.recovered is None
+        assert m.trajectory is None
     else:
-        assert m.completed and m.A == pattern.count("S") / len(pattern)
+        assert m.completed and m.A == pattern.count("S") / len(pattern) and m.A_lower == m.A
 
 
 def test_efficiency_counts_successful_trials_only():
@@ -103,25 +110,39 @@ def test_dataset_denominators_and_seeded_bootstrap():
     series = [_series("FFSSS", "Lift"), _series("SSSSS", "Stack"), _series("FFFFF", "Door"),
               _series("FSIFS", "Wipe")]
     metrics = [series_metrics(s) for s in series]
-    (d,) = dataset_metrics(metrics, admitted_tasks=["Lift", "Stack", "Door", "Wipe", "Never"], seed=7,
-                           resamples=2000)
+    (d,) = dataset_metrics(metrics, admitted_tasks=["Lift", "Stack", "Door", "Wipe", "Never"])
     assert (d.admitted_tasks, d.completed_tasks, d.series_recorded, d.series_completed) == (5, 3, 4, 3)
-    assert (d.incomplete_slots, d.pending_slots) == (1, 0)
+    assert d.missing_tasks == ["Wipe", "Never"]
+    assert d.slots["incomplete"] == 1 and d.missing_slots == 1 + 5  # Wipe's slot 3, and Never's five
     assert d.A.mean == pytest.approx((3 / 5 + 1 + 0) / 3) and d.A.n == 3
     assert d.A.low <= d.A.mean <= d.A.high
     assert d.Q.mean == pytest.approx((3 / 5 + 1 + 0) / 3)
-    assert [p.numerator for p in d.success_by_trial] == [1, 1, 2, 2, 2]
-    assert all(p.denominator == 3 for p in d.success_by_trial)
+    assert d.A_lower.n == 5 and d.A_lower.mean == pytest.approx((3 / 5 + 1 + 0 + 2 / 5 + 0) / 5)
+    assert [p.numerator for p in d.success_at_trial] == [1, 1, 2, 2, 2]
+    assert [p.numerator for p in d.success_by_trial] == [1, 1, 2, 2, 2]  # Lift first succeeds at 3, Door never
+    assert all(p.denominator == 3 for p in d.success_at_trial)
+    assert d.gain.mean == pytest.approx(1 / 3) and d.gain.n == 3
     assert (d.recovery.numerator, d.recovery.denominator) == (1, 2)
-    again = dataset_metrics(metrics, admitted_tasks=["Lift", "Stack", "Door", "Wipe", "Never"], seed=7,
-                            resamples=2000)
+    assert d.first_success == {"1": 1, "2": 0, "3": 1, "4": 0, "5": 0, "none": 1}
+    assert {k: p.numerator for k, p in d.trajectories.items()} == {
+        "from_outset": 1, "sustained_conversion": 1, "regression": 0, "never": 1}
+    assert "6 slot(s) missing" in d.headline and "lower bound" in d.headline
+    again = dataset_metrics(metrics, admitted_tasks=["Lift", "Stack", "Door", "Wipe", "Never"])
     assert again == [d]  # seeded: same intervals every time
 
 
 def test_bootstrap_of_identical_values_is_degenerate_and_empty_is_none():
-    e = bootstrap_interval([0.4] * 6, seed=1, resamples=500)
+    e = bootstrap_mean([0.4] * 6, resamples=500)
     assert e.low == pytest.approx(0.4) and e.high == pytest.approx(0.4)
-    assert bootstrap_interval([], seed=1, resamples=500).mean is None
+    assert bootstrap_mean([], resamples=500).mean is None
+
+
+def test_wilson_interval_matches_the_textbook_values():
+    half = wilson(1, 2)
+    assert (half.low, half.high) == (pytest.approx(0.0945, abs=1e-4), pytest.approx(0.9055, abs=1e-4))
+    none_of = wilson(0, 10)  # does not collapse to a point at 0/n
+    assert none_of.low == 0.0 and none_of.high == pytest.approx(0.2775, abs=1e-4)
+    assert wilson(0, 0).value is None
 
 
 def _verify(trial_id: str, verdict: str, reproduced: bool | None = True) -> VerificationRecord:
@@ -129,22 +150,23 @@ def _verify(trial_id: str, verdict: str, reproduced: bool | None = True) -> Veri
                               success_reproduced=reproduced, started_at=time.time(), ended_at=time.time())
 
 
-def test_scoring_from_records_counts_only_verified_successes(store, tmp_path):
+def test_scoring_from_records_counts_only_replay_agreed_outcomes(store, tmp_path):
     sid = "r1/lift"
     store.put_durable(
         *run_records(series_id=sid),
-        *trial_records(sid, 1, "failure"),
+        *trial_records(sid, 1, "failure"), _verify(f"{sid}/t1a0", "mismatch", True),
         *trial_records(sid, 2, "success"), _verify(f"{sid}/t2a0", "mismatch", False),
-        *trial_records(sid, 3, "success"), _verify(f"{sid}/t3a0", "error", None),
+        *trial_records(sid, 3, "failure"), _verify(f"{sid}/t3a0", "error", None),
         *trial_records(sid, 4, None),  # interrupted ...
         *trial_records(sid, 4, "success", attempt=1, recovers=f"{sid}/t4a0"), _verify(f"{sid}/t4a1", "verified"),
-        *trial_records(sid, 5, "incomplete"),
+        *trial_records(sid, 5, "failure"), _verify(f"{sid}/t5a0", "verified", True),  # verdict contradicts itself
     )
     with RunReader(tmp_path / "run") as reader:
         (outcome,) = series_outcomes(reader, "r1")
     slots = outcome.slots
-    assert [s.status for s in slots] == ["failure", "failure", "pending", "success", "incomplete"]
-    assert slots[1].mismatch and slots[1].verdict == "mismatch"
+    assert [s.status for s in slots] == ["mismatch", "mismatch", "replay_error", "success", "mismatch"]
+    assert slots[1].verdict == "mismatch"
     assert slots[3].attempts == 2 and slots[3].recovered_from == f"{sid}/t4a0"
     m = series_metrics(outcome)
-    assert m.y == [0, 0, None, 1, None] and not m.completed and m.A is None and m.mismatches == 1
+    assert m.y == [None, None, None, 1, None] and not m.completed and m.A is None
+    assert m.unscored["mismatch"] == 3 and m.unscored["replay_error"] == 1

@@ -70,8 +70,8 @@ def test_report_prints_trials_metrics_and_timing(fixture_run):
     print(text)
     assert "lift-panda" in text and "stack-panda" in text
     assert "MISMATCH" in text and "unverified" in text
-    assert "y = [0 1 1 0 1]" in text and "A = 0.60" in text and "Q = 0.20" in text
-    assert "tasks admitted / completed" in text and "2 / 1" in text
+    assert "y = [0 1 1 · 1]" in text and "A = -" in text and "(lower bounds 0.60 / 0.20)" in text
+    assert "tasks admitted / completed" in text and "2 / 0" in text and "5 slot(s) missing" in text
     for component in ("provider", "execution", "physics", "replay", "active time"):
         assert component in text
 
@@ -83,9 +83,9 @@ def test_report_json_matches_the_scoring(fixture_run):
     summary = json.loads(out.stdout)
     assert summary["run"]["run_id"] == RUN_ID
     lift, stack = summary["series"]
-    assert lift["metrics"]["y"] == [0, 1, 1, 0, 1] and lift["metrics"]["mismatches"] == 1
+    assert lift["metrics"]["y"] == [0, 1, 1, None, 1] and lift["metrics"]["unscored"]["mismatch"] == 1
     assert [a["verdict"] for a in lift["attempts"]] == ["verified", "verified", "verified", "mismatch", "verified"]
-    assert stack["metrics"]["statuses"] == ["failure", "incomplete", "pending", "pending", "pending"]
+    assert stack["metrics"]["statuses"] == ["failure", "incomplete", "unverified", "not_started", "not_started"]
     assert summary["timing"]["active_time"] == pytest.approx(sum(4.0 + t for t in range(1, 6)) + 9.0)
 
 

@@ -62,12 +62,14 @@ def test_overview_renders_the_task_trial_grid_from_file_url(browser, site, artif
     assert len(lift) == 5
     assert "s-failure" in lift[0] and "FAILURE".lower() in lift[0].lower() and "verified" in lift[0]
     assert "s-success" in lift[1] and "verified" in lift[1]
-    assert "s-failure" in lift[3] and "mismatch" in lift[3]  # a recorded success the replay did not reproduce
+    assert "s-mismatch" in lift[3] and "unscored: mismatch" in lift[3]  # replay disagreed: not scored
     stack = cells[1][1]
-    assert "s-incomplete" in stack[1] and "unverified" in stack[2] and "not started" in stack[4]
+    assert "s-incomplete" in stack[1] and "s-unverified" in stack[2] and "not started" in stack[4]
     assert browser.execute_script("return document.querySelectorAll('svg.chart').length") == 2
     metrics = browser.find_element("id", "metrics").text
-    assert "2 / 1" in metrics and "1 / 3 / 1" in metrics  # admitted/completed tasks; incomplete/pending/mismatch
+    assert "2 / 0" in metrics  # admitted / completed tasks: Lift's mismatch leaves it incomplete
+    assert "1 / 0 / 1 / 1 / 2" in metrics  # mismatch / replay error / unverified / incomplete / not started
+    assert "5 slot(s) missing" in metrics and "lower bound counting them as failures" in metrics
     assert "provider" in browser.find_element("id", "timing").text
     browser.save_screenshot(str(Path(artifacts_dir) / "viewer-overview.png"))
     assert page_errors(browser) == []

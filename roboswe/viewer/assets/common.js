@@ -37,11 +37,11 @@ window.RS = (function () {
   }
   const VERDICT = {
     verified: ["✓ verified", "v-ok", "replay agreed with the original"],
-    mismatch: ["✗ mismatch", "v-bad", "replay disagreed; scored as failure"],
+    mismatch: ["✗ mismatch", "v-bad", "replay disagreed; not scored"],
     error: ["! replay error", "v-err", "replay could not run; not scored"],
   };
   function badge(verdict) {
-    const [label, cls, title] = VERDICT[verdict] || ["… unverified", "v-none", "no replay yet; a success is not scored until verified"];
+    const [label, cls, title] = VERDICT[verdict] || ["… unverified", "v-none", "no replay yet; not scored until a replay agrees"];
     return `<span class="badge ${cls}" title="${esc(title)}">${esc(label)}</span>`;
   }
   function outcome(o) {

@@ -2,7 +2,9 @@
 "use strict";
 (function () {
   const { esc, num, when, badge, outcome } = RS;
-  const STATUS_COLOR = { success: "#2e7d32", failure: "#c62828", incomplete: "#ef8f00", pending: "#5c6bc0" };
+  const STATUS_COLOR = { success: "#2e7d32", failure: "#c62828", mismatch: "#8e24aa", replay_error: "#8e24aa",
+    unverified: "#5c6bc0", incomplete: "#ef8f00", not_started: "#9e9e9e" };
+  const UNSCORED = ["mismatch", "replay_error", "unverified", "incomplete", "not_started"];
 
   function slotAttempts(series) {
     const by = {};
@@ -21,14 +23,15 @@
       h += `<tr><th class="task">${esc(s.task)}</th><td class="muted">${esc(s.model)} · ${esc(s.mode)}</td>`;
       for (let t = 1; t <= T; t++) {
         const list = by[t] || [];
-        const status = (m.statuses || [])[t - 1] || (list.length ? "" : "pending");
+        const status = (m.statuses || [])[t - 1] || (list.length ? "" : "not_started");
         if (!list.length) {
           h += `<td class="cell s-${esc(status)}" data-slot="${t}"><span class="muted">not started</span></td>`;
           continue;
         }
         const a = list[list.length - 1];
-        h += `<td class="cell s-${esc(status)}" data-slot="${t}" title="scored: ${esc(status)}">` +
+        h += `<td class="cell s-${esc(status)}" data-slot="${t}" title="slot: ${esc(status)}">` +
           `<a class="trial-link" href="trial.html?t=${encodeURIComponent(a.key)}">${outcome(a.outcome)}</a><br>${badge(a.verdict)}` +
+          `<div class="small slot">${UNSCORED.includes(status) ? "unscored: " + esc(status.replace("_", " ")) : "scored"}</div>` +
           `<div class="small">${num(a.control_steps, 0)} steps · ${num(a.sim_time, 1)} s sim</div>`;
         if (list.length > 1) {
           h += '<div class="small">earlier: ' + list.slice(0, -1).map((p) =>
@@ -39,34 +42,64 @@
       h += `<td>${num(m.A)}</td><td>${num(m.Q)}</td></tr>`;
     });
     return h + "</tbody></table>" +
-      '<p class="small muted">Outcome as recorded, then the replay verdict. A success counts (y=1) only when verified.</p>';
+      '<p class="small muted">Outcome as recorded, then the replay verdict. A slot is scored only when the replay agrees ' +
+      "(verified success y=1, verified failure y=0); mismatch, replay error, unverified, incomplete and not-started slots " +
+      "stay unscored and leave the series incomplete, so A and Q are not computed for it.</p>";
   }
 
   function estimate(e) {
     return e.mean == null ? `– (n=${e.n})` : `${num(e.mean)} <span class="muted">[${num(e.low)}, ${num(e.high)}], n=${e.n}</span>`;
   }
   function prop(p) {
-    return `${p.numerator}/${p.denominator}` + (p.value == null ? "" : ` = ${num(p.value)}`);
+    return `${p.numerator}/${p.denominator}` +
+      (p.value == null ? "" : ` = ${num(p.value)} <span class="muted">[${num(p.low)}, ${num(p.high)}]</span>`);
+  }
+  const trials = (list) => list.map((p, i) => `t${i + 1}: ${prop(p)}`).join(" · ");
+
+  // The same rows, in the same order, as `roboswe report` (roboswe/records/report.py dataset_rows).
+  function datasetRows(d) {
+    const s = d.slots;
+    return [
+      ["tasks admitted / completed", `${d.admitted_tasks} / ${d.completed_tasks}`],
+      ["tasks not completed", esc(d.missing_tasks.join(", ") || "none")],
+      ["series recorded / completed", `${d.series_recorded} / ${d.series_completed}`],
+      ["slots scored: success / failure", `${s.success} / ${s.failure}`],
+      ["slots unscored: mismatch / replay error / unverified / incomplete / not started", UNSCORED.map((k) => s[k]).join(" / ")],
+      ["missing slots (unscored + tasks never run)", String(d.missing_slots)],
+      ["A: mean verified success, completed tasks", estimate(d.A)],
+      ["A lower bound: missing slots as failures", estimate(d.A_lower)],
+      ["Q: final streak / T, completed tasks", estimate(d.Q)],
+      ["Q lower bound: missing slots as failures", estimate(d.Q_lower)],
+      ["trial-1 success", prop(d.trial1)],
+      ["success at trial t", trials(d.success_at_trial)],
+      ["success by trial t (>= 1 success)", trials(d.success_by_trial)],
+      [`gain: success by trial ${d.trials} - trial 1`, estimate(d.gain)],
+      ["first success trial (tasks)", Object.entries(d.first_success).map(([k, v]) => `${esc(k)}: ${v}`).join(" · ")],
+      ...Object.entries(d.trajectories).map(([k, p]) => [`class: ${k.replace("_", " ")}`, prop(p)]),
+      ["regressions (success then failure)", String(d.regressions)],
+      ["recovery: failed trial 1, later verified success", prop(d.recovery)],
+      ["efficiency: first/last control steps (geo. mean)", estimate(d.efficiency_steps_ratio)],
+      ["efficiency: first/last simulated time (geo. mean)", estimate(d.efficiency_sim_time_ratio)],
+    ];
+  }
+
+  function denominators(run) {
+    const d = run.denominators;
+    const ex = Object.entries(d.excluded);
+    return `<p>Admitted tasks (${d.admitted.length}): ${esc(d.admitted.join(", ") || "–")}</p>` +
+      (ex.length ? '<table class="kv excluded">' + ex.map(([t, why]) => `<tr><th>excluded ${esc(t)}</th><td>${esc(why)}</td></tr>`).join("") + "</table>"
+        : '<p class="muted">No exclusions recorded.</p>') +
+      `<p class="small muted">exclusions from: ${esc(d.source)}</p>`;
   }
 
   function metrics(run) {
     if (!run.datasets.length) return '<p class="muted">No series recorded.</p>';
-    return run.datasets.map((d) => {
-      const rows = [
-        ["tasks admitted / completed", `${d.admitted_tasks} / ${d.completed_tasks}`],
-        ["series recorded / completed", `${d.series_recorded} / ${d.series_completed}`],
-        ["incomplete / pending / mismatch slots", `${d.incomplete_slots} / ${d.pending_slots} / ${d.mismatch_slots}`],
-        ["A: mean verified success (95% CI)", estimate(d.A)],
-        ["Q: final success streak / T (95% CI)", estimate(d.Q)],
-        ["success by trial", d.success_by_trial.map((p, i) => `t${i + 1}: ${prop(p)}`).join(" · ")],
-        ["recovery (failed trial 1, later verified success)", prop(d.recovery)],
-        ["sustained conversion", prop(d.sustained_conversion)],
-        ["regressions", String(d.regressions)],
-      ];
-      return `<h3>${esc(d.model)} · mode ${esc(d.mode)}</h3><table class="kv">` +
-        rows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join("") +
-        `</table><p class="small muted">${esc(d.bootstrap.method)}; ${esc(d.bootstrap.resamples)} resamples, seed ${esc(d.bootstrap.seed)}</p>`;
-    }).join("");
+    const b = run.bootstrap;
+    return denominators(run) + run.datasets.map((d) =>
+      `<h3>${esc(d.model)} · mode ${esc(d.mode)}</h3><p class="headline">${esc(d.headline)}</p><table class="kv">` +
+      datasetRows(d).map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join("") + "</table>"
+    ).join("") + `<p class="small muted">intervals: ${esc(b.method)}, ${esc(b.resamples)} resamples, seed ${esc(b.seed)}; ` +
+      `proportions: ${esc(b.proportions)}</p>`;
   }
 
   // One inline SVG per task: control steps per trial (line), dots coloured by scored status.
@@ -77,7 +110,7 @@
     const pts = [];
     for (let t = 1; t <= s.trials; t++) {
       const a = (by[t] || []).slice(-1)[0];
-      pts.push({ t, steps: a && a.control_steps != null ? a.control_steps : null, status: statuses[t - 1] || "pending", a });
+      pts.push({ t, steps: a && a.control_steps != null ? a.control_steps : null, status: statuses[t - 1] || "not_started", a });
     }
     const maxY = Math.max(1, ...pts.map((p) => p.steps || 0));
     const x = (t) => L + ((W - L - R) * (t - 1)) / Math.max(1, s.trials - 1);
