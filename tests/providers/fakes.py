@@ -1,10 +1,15 @@
-"""Fake provider HTTP servers on loopback that speak each wire format.
+"""Fake provider HTTP servers on loopback that speak each wire format, strictly.
 
 A `FakeProvider` serves a scripted queue of generation replies (tool calls, text,
 thinking with signatures, errors, malformed bodies, stalls) and answers count-token
-endpoints itself. It records every request body exactly, so tests can check what the
-real SDK sent. Reusable for full series tests: queue one reply per expected decision
-with the `*_reply` builders below (e.g. `anthropic_reply(tool=("write_file", {...}))`).
+endpoints itself (Anthropic count_tokens, Google countTokens, OpenAI input_tokens). Before
+answering, it checks every request against the service's documented rules
+(tests/providers/rules.py) and refuses a broken one with the service's own 400 body, as
+the real API would; refusals are kept in `rejected`. It records every request body
+exactly, so tests can check what the real SDK sent. An Anthropic request with
+`stream: true` is answered as server-sent events built from the scripted message.
+Reusable for full series tests: queue one reply per expected decision with the `*_reply`
+builders below (e.g. `anthropic_reply(tool=("write_file", {...}))`).
 """
 
 from __future__ import annotations
@@ -14,9 +19,12 @@ import json
 import threading
 import time
 from collections import deque
+import itertools
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
+
+from .rules import CHECKS, IMAGE_LIMITS, Broken, Memory, error_body
 
 WIRES = ("openai", "anthropic", "google", "openrouter")
 
@@ -62,9 +70,12 @@ def stall_reply(seconds: float = 30.0) -> Reply:
 class FakeProvider:
     """A loopback HTTP server for one wire format with a scripted reply queue."""
 
-    def __init__(self, wire: str, *, count: Callable[[bytes], int] | None = None):
+    def __init__(self, wire: str, *, count: Callable[[bytes], int] | None = None, max_images: int | None = None):
         assert wire in WIRES, wire
         self.wire = wire
+        self.max_images = IMAGE_LIMITS[wire] if max_images is None else max_images
+        self.memory = Memory()
+        self.rejected: list[tuple[Seen, str]] = []  # requests refused for a broken rule, with the message
         self.script: deque[Reply | Callable[[Seen], Reply]] = deque()
         self.seen: list[Seen] = []
         self.count_script: deque[Reply] = deque()
@@ -111,16 +122,31 @@ class FakeProvider:
     def _next(self, seen: Seen) -> Reply:
         with self._lock:
             self.seen.append(seen)
-            if _is_count(seen.path):
+            counting = _is_count(seen.path)
+            try:
+                CHECKS[self.wire](seen.json(), self.memory, count=counting, max_images=self.max_images)
+            except Broken as e:
+                self.rejected.append((seen, e.message))
+                return Reply(status=400, body=error_body(self.wire, e.message, e.param))
+            if counting:
                 if self.count_script:
                     return self.count_script.popleft()
                 n = self.count(seen.body)
-                key = "input_tokens" if self.wire == "anthropic" else "totalTokens"
-                return Reply(body=json.dumps({key: n}).encode(), headers={"content-type": "application/json"})
+                key = {"anthropic": "input_tokens", "openai": "input_tokens"}.get(self.wire, "totalTokens")
+                answer: dict[str, Any] = {key: n}
+                if self.wire == "openai":
+                    answer["object"] = "response.input_tokens"
+                return Reply(body=json.dumps(answer).encode(), headers={"content-type": "application/json"})
             if not self.script:
                 return error_reply(500, message=f"fake {self.wire}: script exhausted")
             item = self.script.popleft()
-        return item(seen) if callable(item) else item
+        reply = item(seen) if callable(item) else item
+        if reply.status == 200 and not reply.stall_s:
+            with self._lock:
+                self.memory.learn(self.wire, reply.body)
+            if self.wire == "anthropic" and seen.json().get("stream"):
+                reply = Reply(body=sse_stream(reply.body), headers={"content-type": "text/event-stream"})
+        return reply
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
@@ -152,12 +178,61 @@ class FakeProvider:
 
 
 def _is_count(path: str) -> bool:
-    return "count_tokens" in path or ":countTokens" in path
+    return "count_tokens" in path or ":countTokens" in path or "/responses/input_tokens" in path
+
+
+def sse_stream(message: bytes) -> bytes:
+    """A Messages API message as the event stream `stream: true` gets (docs: build-with-claude/streaming)."""
+    try:
+        msg = json.loads(message)
+    except ValueError:
+        return message  # malformed stays malformed
+    events: list[tuple[str, dict[str, Any]]] = []
+    usage = msg.get("usage") or {}
+    start = {**msg, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    events.append(("message_start", {"type": "message_start", "message": start}))
+    for i, block in enumerate(msg.get("content") or []):
+        kind = block.get("type")
+        if kind == "thinking":
+            events.append(("content_block_start", {"type": "content_block_start", "index": i,
+                                                   "content_block": {"type": "thinking", "thinking": "", "signature": ""}}))
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                   "delta": {"type": "thinking_delta", "thinking": block["thinking"]}}))
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                   "delta": {"type": "signature_delta", "signature": block["signature"]}}))
+        elif kind == "text":
+            events.append(("content_block_start", {"type": "content_block_start", "index": i,
+                                                   "content_block": {"type": "text", "text": ""}}))
+            text = block["text"]
+            for piece in (text[: len(text) // 2], text[len(text) // 2:]):
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                       "delta": {"type": "text_delta", "text": piece}}))
+        elif kind == "tool_use":
+            events.append(("content_block_start", {"type": "content_block_start", "index": i,
+                                                   "content_block": {**block, "input": {}}}))
+            raw = json.dumps(block["input"])
+            for piece in (raw[: len(raw) // 2], raw[len(raw) // 2:]):
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                       "delta": {"type": "input_json_delta", "partial_json": piece}}))
+        else:
+            events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": block}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events.append(("message_delta", {"type": "message_delta",
+                                     "delta": {"stop_reason": msg.get("stop_reason"), "stop_sequence": None},
+                                     "usage": {"output_tokens": usage.get("output_tokens", 0)}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return b"".join(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events)
 
 
 # --------------------------------------------------------------------------- reply builders
 
 _SIG = base64.b64encode(b"fake-signature-bytes-0123456789").decode()
+_ids = itertools.count(1)
+
+
+def _unique(prefix: str) -> str:
+    """Item ids are unique per service; a replayed history holds many of them."""
+    return f"{prefix}{next(_ids)}"
 
 
 def _json_reply(body: dict[str, Any]) -> Reply:
@@ -165,17 +240,18 @@ def _json_reply(body: dict[str, Any]) -> Reply:
 
 
 def openai_reply(*, tool: tuple[str, dict[str, Any]] | None = None, text: str = "", reasoning: bool = True,
-                 call_id: str = "call_1", usage: tuple[int, int] = (1200, 80)) -> Reply:
+                 call_id: str | None = None, usage: tuple[int, int] = (1200, 80)) -> Reply:
     """A Responses API response: optional encrypted reasoning item, text, one function call."""
     output: list[dict[str, Any]] = []
+    call_id = call_id or _unique("call_")
     if reasoning:
-        output.append({"id": "rs_1", "type": "reasoning", "encrypted_content": "gAAAAB-opaque-reasoning==",
+        output.append({"id": _unique("rs_"), "type": "reasoning", "encrypted_content": "gAAAAB-opaque-reasoning==",
                        "summary": [{"type": "summary_text", "text": "I should run the script."}]})
     if text:
-        output.append({"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+        output.append({"id": _unique("msg_"), "type": "message", "role": "assistant", "status": "completed",
                        "content": [{"type": "output_text", "text": text, "annotations": []}]})
     if tool:
-        output.append({"id": "fc_1", "type": "function_call", "status": "completed", "call_id": call_id,
+        output.append({"id": _unique("fc_"), "type": "function_call", "status": "completed", "call_id": call_id,
                        "name": tool[0], "arguments": json.dumps(tool[1])})
     return _json_reply({
         "id": "resp_1", "object": "response", "created_at": 1764500000, "status": "completed", "model": "fake-gpt",
@@ -186,7 +262,7 @@ def openai_reply(*, tool: tuple[str, dict[str, Any]] | None = None, text: str = 
 
 
 def anthropic_reply(*, tool: tuple[str, dict[str, Any]] | None = None, text: str = "", thinking: bool = True,
-                    redacted: bool = False, call_id: str = "toolu_1", usage: tuple[int, int] = (1200, 80)) -> Reply:
+                    redacted: bool = False, call_id: str | None = None, usage: tuple[int, int] = (1200, 80)) -> Reply:
     """A Messages API message: thinking (with signature), optional redacted thinking, text, tool_use."""
     content: list[dict[str, Any]] = []
     if thinking:
@@ -196,7 +272,7 @@ def anthropic_reply(*, tool: tuple[str, dict[str, Any]] | None = None, text: str
     if text:
         content.append({"type": "text", "text": text})
     if tool:
-        content.append({"type": "tool_use", "id": call_id, "name": tool[0], "input": tool[1]})
+        content.append({"type": "tool_use", "id": call_id or _unique("toolu_"), "name": tool[0], "input": tool[1]})
     return _json_reply({
         "id": "msg_1", "type": "message", "role": "assistant", "model": "fake-claude", "content": content,
         "stop_reason": "tool_use" if tool else "end_turn", "stop_sequence": None,
@@ -227,14 +303,14 @@ def google_reply(*, tool: tuple[str, dict[str, Any]] | None = None, text: str = 
 
 
 def openrouter_reply(*, tool: tuple[str, dict[str, Any]] | None = None, text: str = "", reasoning: bool = True,
-                     call_id: str = "call_or_1", usage: tuple[int, int] = (1200, 80)) -> Reply:
+                     call_id: str | None = None, usage: tuple[int, int] = (1200, 80)) -> Reply:
     """A chat completion with reasoning_details (signed) and one tool call."""
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
     if reasoning:
         message["reasoning"] = "Plan: observe first."
         message["reasoning_details"] = [{"type": "reasoning.encrypted", "data": "opaque==", "id": "r1", "format": "x", "index": 0}]
     if tool:
-        message["tool_calls"] = [{"id": call_id, "type": "function",
+        message["tool_calls"] = [{"id": call_id or _unique("call_or_"), "type": "function",
                                   "function": {"name": tool[0], "arguments": json.dumps(tool[1])}}]
     return _json_reply({
         "id": "gen-1", "object": "chat.completion", "created": 1764500000, "model": "fake/router-model",
