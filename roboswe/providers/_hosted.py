@@ -28,7 +28,9 @@ from roboswe.protocol.participant import (
     InvalidOperation,
     Participant,
     ProviderFailure,
+    TextPart,
     TokenCount,
+    ToolCallPart,
     Turn,
     Usage,
     parse_operation,
@@ -301,9 +303,20 @@ class HostedParticipant(Participant):
             await anyio.sleep(backoff)
         raise AssertionError("unreachable")
 
+    def read_reply(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
+        """read_response, with an empty reply (no text, no tool call: an Anthropic end_turn with
+        no content, a Gemini candidate without parts, an OpenAI response holding only reasoning)
+        made a failed attempt: retried and recorded, never a turn in the history, where every
+        later request would carry it."""
+        turn, usage, model, stop = self.read_response(raw)
+        if not any(isinstance(p, ToolCallPart) or (isinstance(p, TextPart) and p.text.strip()) for p in turn.parts):
+            raise Retryable("empty_reply", f"the response holds no text and no tool call (stop reason {stop!r}, "
+                                           f"{len(turn.parts)} other part(s))")
+        return turn, usage, model, stop
+
     async def decide(self, request: DecisionRequest) -> Decision:
         body = self.build_body(request)
-        (turn, usage, model, stop), attempts = await self.call(body, self.read_response)
+        (turn, usage, model, stop), attempts = await self.call(body, self.read_reply)
         turn = msgspec.structs.replace(turn, trial=request.trial)
         return assemble_decision(turn, usage, attempts, model, stop)
 

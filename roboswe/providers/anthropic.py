@@ -3,11 +3,20 @@
 Thinking and redacted_thinking blocks (with their signatures) are kept byte-exact and
 sent back unchanged in the assistant turn, as the API requires when tools and extended
 thinking are combined. Counting uses the count_tokens endpoint with the actual request.
+
+Thinking is configured by model (docs: build-with-claude/adaptive-thinking): models that
+take adaptive thinking get `thinking={"type": "adaptive"}` with `output_config.effort`
+(adaptive thinking interleaves thinking between tool calls by itself); older models get
+the manual form `{"type": "enabled", "budget_tokens": N}` with the interleaved-thinking
+beta header, so the model thinks at every decision, not only the first of a trial.
+Requests the SDK would refuse to send unstreamed (long generations: its 10-minute rule)
+are streamed; the event stream is recorded as it came and assembled into the message.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import msgspec
@@ -31,6 +40,47 @@ from ._config import ProviderConfig
 from ._hosted import HostedParticipant, Retryable, import_sdk, new_turn_id, read_key, token_count
 
 CONTINUATION = "(Earlier conversation continues.)"
+INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
+# Thinking forms by model (docs: adaptive-thinking). Adaptive only: Opus 4.7 and later,
+# Mythos, Fable, the Claude 5 family. Manual only: models before 4.6. Both: Opus/Sonnet 4.6.
+# A model name this does not know is treated as a newer one (adaptive).
+ADAPTIVE_ONLY = re.compile(r"opus-4-[7-9]|mythos|fable|claude-(opus|sonnet|haiku)-([5-9]|\d\d)")
+MANUAL_ONLY = re.compile(r"claude-3|claude-(opus|sonnet|haiku)-4-[0-5](-|$)|claude-(opus|sonnet|haiku)-4-20\d\d")
+EFFORT_BUDGET = {"low": 2048, "medium": 8192, "high": 16_384, "xhigh": 24_576, "max": 32_768}
+MIN_BUDGET = 1024
+
+
+def thinking_settings(config: ProviderConfig) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """(thinking, output_config, beta headers) for the config's model and `[provider.reasoning]`;
+    raises ValueError naming the setting when the model cannot take what the config asks."""
+    r = dict(config.reasoning)
+    if not r:
+        return {}, {}, []
+    model = config.model
+    effort = r.pop("effort", None)
+    form = r.pop("type", None) or ("enabled" if MANUAL_ONLY.search(model) else "adaptive")
+    display = {"display": r.pop("display")} if "display" in r else {}
+    budget = r.pop("budget_tokens", None)
+    if r:
+        raise ValueError(f"provider anthropic: unknown [provider.reasoning] key(s) {sorted(r)}; expected effort, "
+                         "type, budget_tokens or display")
+    if form == "adaptive":
+        if MANUAL_ONLY.search(model):
+            raise ValueError(f"provider anthropic: model {model} does not take adaptive thinking; set "
+                             "[provider.reasoning] budget_tokens (manual thinking) instead of type = \"adaptive\"")
+        return {"type": "adaptive", **display}, ({"effort": effort} if effort else {}), []
+    if form != "enabled":
+        raise ValueError(f"provider anthropic: [provider.reasoning] type {form!r} is not a thinking form roboswe "
+                         "uses; expected \"adaptive\" or \"enabled\"")
+    if ADAPTIVE_ONLY.search(model):
+        raise ValueError(f"provider anthropic: model {model} takes only adaptive thinking (a 400 on every request "
+                         "otherwise); remove type = \"enabled\" and budget_tokens and set effort = \"high\"")
+    if budget is None:
+        budget = min(EFFORT_BUDGET.get(effort or "high", EFFORT_BUDGET["high"]), config.max_output_tokens - MIN_BUDGET)
+    if not MIN_BUDGET <= budget < config.max_output_tokens:
+        raise ValueError(f"provider anthropic: thinking budget_tokens {budget} must be at least {MIN_BUDGET} and "
+                         f"below max_output_tokens {config.max_output_tokens}; raise max_output_tokens or lower it")
+    return {"type": "enabled", "budget_tokens": budget, **display}, {}, [INTERLEAVED_THINKING_BETA]
 
 
 class _Message(msgspec.Struct, kw_only=True):
@@ -56,7 +106,10 @@ def messages(request: DecisionRequest, kind: str) -> list[dict[str, Any]]:
     for turn in request.conversation:
         native = native_items(turn, kind)
         if native is not None:
-            out.append({"role": "assistant", "content": native})
+            # An empty text block would be refused on the way back; thinking stays as it came.
+            content = [b for b in native if b.get("type") != "text" or b.get("text")]
+            if content:
+                out.append({"role": "assistant", "content": content})
             continue
         blocks: list[dict[str, Any]] = []
         if turn.role == "assistant":
@@ -106,9 +159,23 @@ class AnthropicParticipant(HostedParticipant):
     def __init__(self, config: ProviderConfig):
         super().__init__(config)
         anthropic = import_sdk("anthropic", "anthropic")
+        self.thinking, self.output_config, betas = thinking_settings(config)
+        self.headers = {"anthropic-beta": ",".join(betas)} if betas else {}
         self.client = anthropic.AsyncAnthropic(
             api_key=read_key(config), base_url=config.base_url, max_retries=0, http_client=self.http
         )
+        self.stream = self._sdk_requires_streaming(anthropic)
+
+    def _sdk_requires_streaming(self, anthropic: Any) -> bool:
+        """Whether the SDK refuses this max_tokens unstreamed (its expected-time rule)."""
+        limits = getattr(getattr(anthropic, "_constants", None), "MODEL_NONSTREAMING_TOKENS", {})
+        try:
+            self.client._calculate_nonstreaming_timeout(self.config.max_output_tokens, limits.get(self.config.model))
+        except ValueError:
+            return True
+        except AttributeError:  # an SDK without the check: the same rule, 60 min * max_tokens / 128k over 10 min
+            return self.config.max_output_tokens * 3600 / 128_000 > 600
+        return False
 
     def _common(self, request: DecisionRequest) -> dict[str, Any]:
         cfg = self.config
@@ -120,29 +187,36 @@ class AnthropicParticipant(HostedParticipant):
             # "auto" is the only choice compatible with extended thinking.
             "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
         }
-        if cfg.reasoning:
-            body["thinking"] = dict(cfg.reasoning)
+        if self.thinking:
+            body["thinking"] = dict(self.thinking)
+        if self.output_config:
+            body["output_config"] = dict(self.output_config)
         return body
 
     def build_body(self, request: DecisionRequest) -> dict[str, Any]:
         body = self._common(request)
         body["max_tokens"] = self.config.max_output_tokens
+        if self.stream:
+            body["stream"] = True
         body.update(self.config.extra_body)
         return body
 
     async def send(self, body: dict[str, Any]) -> None:
-        await self.client.messages.with_raw_response.create(**body)
+        # The transport reads a stream to its end and records it, so this returns when it is complete.
+        await self.client.messages.with_raw_response.create(**body, extra_headers=self.headers or None)
 
     async def count_tokens(self, request: DecisionRequest) -> TokenCount:
         body = self._common(request)
 
         async def send(b: dict[str, Any]) -> None:
-            await self.client.messages.with_raw_response.count_tokens(**b)
+            await self.client.messages.with_raw_response.count_tokens(**b, extra_headers=self.headers or None)
 
         tokens, attempts = await self.call(body, lambda raw: token_count(raw, "input_tokens", "count_tokens"), send=send)
         return TokenCount(tokens=tokens, method="anthropic.count_tokens", exact=True, attempts=attempts)
 
     def read_response(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
+        if raw.lstrip().startswith((b"event:", b"data:")):
+            raw = assemble_stream(raw)
         try:
             msg = _decoder.decode(raw)
         except msgspec.DecodeError as e:
@@ -169,3 +243,54 @@ class AnthropicParticipant(HostedParticipant):
         native = b"[" + b",".join(bytes(r) for r in msg.content) + b"]"
         turn = Turn(id=new_turn_id(self.kind), role="assistant", parts=parts, provider=self.kind, native=native)
         return turn, read_usage(msg.usage), msg.model, msg.stop_reason or ""
+
+
+def assemble_stream(raw: bytes) -> bytes:
+    """The Message JSON that a recorded event stream adds up to (docs: build-with-claude/streaming);
+    raises Retryable for an error event or a stream that ended early."""
+    message: dict[str, Any] | None = None
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, str] = {}
+    done = False
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if not line.startswith("data:"):
+            continue
+        try:
+            event = json.loads(line[5:].strip())
+        except ValueError:
+            raise Retryable("malformed", f"Anthropic stream event is not JSON: {line[:80]!r}") from None
+        match event.get("type"):
+            case "message_start":
+                message = dict(event.get("message") or {})
+            case "content_block_start":
+                blocks[event["index"]] = dict(event.get("content_block") or {})
+            case "content_block_delta":
+                block, delta = blocks.setdefault(event["index"], {}), event.get("delta") or {}
+                match delta.get("type"):
+                    case "text_delta":
+                        block["text"] = block.get("text", "") + delta.get("text", "")
+                    case "thinking_delta":
+                        block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+                    case "signature_delta":
+                        block["signature"] = block.get("signature", "") + delta.get("signature", "")
+                    case "input_json_delta":
+                        partial[event["index"]] = partial.get(event["index"], "") + delta.get("partial_json", "")
+            case "content_block_stop":
+                if event["index"] in partial:
+                    text = partial.pop(event["index"])
+                    try:
+                        blocks[event["index"]]["input"] = json.loads(text) if text else {}
+                    except ValueError:
+                        raise Retryable("malformed", f"tool input in the stream is not JSON: {text[:80]!r}") from None
+            case "message_delta":
+                if message is not None:
+                    message.update({k: v for k, v in (event.get("delta") or {}).items()})
+                    message["usage"] = {**(message.get("usage") or {}), **(event.get("usage") or {})}
+            case "message_stop":
+                done = True
+            case "error":
+                raise Retryable("provider_error", f"Anthropic stream error: {event.get('error')}")
+    if message is None or not done:
+        raise Retryable("malformed", "Anthropic event stream ended before message_stop")
+    message["content"] = [blocks[i] for i in sorted(blocks)]
+    return json.dumps(message).encode()

@@ -2,9 +2,12 @@
 
 Gemini attaches thought signatures to parts (function calls, thought summaries); the
 model's content is kept byte-exact and sent back unchanged so the signatures stay where
-Gemini put them. Counting uses the count_tokens endpoint; the Developer API accepts only
-contents there, so the system instructions and tool schemas are counted as a leading
-text content of the same request.
+Gemini put them. A stored content is read back the way the SDK reads responses (fields
+this SDK does not know are dropped first), so a field a newer API adds does not break
+every later request. Counting uses the count_tokens endpoint; the Developer API accepts
+only contents there, so the system instructions and tool schemas are counted as a leading
+text content of the same request -- an approximation, recorded as such (exact=False), so
+the context policy corrects it upward from the reported usage like any estimate.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ def contents(request: DecisionRequest, kind: str, types: Any) -> list[Any]:
         for c in turn.tool_calls():
             calls[c.call_id] = c.name
         if turn.role == "assistant" and turn.provider == kind and turn.native:
-            out.append(types.Content.model_validate_json(turn.native))
+            out.append(stored_content(types, turn.native))
             continue
         parts: list[dict[str, Any]] = []
         if turn.role == "assistant":
@@ -99,6 +102,20 @@ def contents(request: DecisionRequest, kind: str, types: Any) -> list[Any]:
         if parts:
             out.append({"role": "model" if turn.role == "assistant" else "user", "parts": parts})
     return out
+
+
+def stored_content(types: Any, native: bytes) -> Any:
+    """A model content kept from an earlier response, parsed forward-compatibly: the SDK's
+    models forbid unknown fields, and the SDK itself drops them from responses before
+    validating (`_common._remove_extra_fields`); bytes (thought signatures) stay base64 JSON."""
+    data = json.loads(native)
+    try:
+        from google.genai._common import _remove_extra_fields
+
+        _remove_extra_fields(types.Content, data)
+    except ImportError:  # an SDK without the helper: keep the known top-level fields only
+        data = {k: v for k, v in data.items() if k in ("role", "parts")}
+    return types.Content.model_validate_json(json.dumps(data))
 
 
 def _inline(request: DecisionRequest, im: ImagePart) -> dict[str, Any]:
@@ -173,7 +190,8 @@ class GoogleParticipant(HostedParticipant):
             await anyio.to_thread.run_sync(lambda: self.client.models.count_tokens(**b), abandon_on_cancel=True)
 
         tokens, attempts = await self.call(body, lambda raw: token_count(raw, "totalTokens", "countTokens"), send=send)
-        return TokenCount(tokens=tokens, method="google.count_tokens", exact=True, attempts=attempts)
+        return TokenCount(tokens=tokens, method="google.count_tokens(approximate: instructions and tools as text)",
+                          exact=False, attempts=attempts)
 
     def read_response(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
         try:

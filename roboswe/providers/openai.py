@@ -1,14 +1,19 @@
 """OpenAI adapter: the Responses API, function tools, input_image, encrypted reasoning items.
 
-Requests are stateless (`store: false`); reasoning items come back with
-`encrypted_content` (include "reasoning.encrypted_content") and are sent back verbatim
-in later requests, as OpenAI requires for reasoning models with tool calls.
-Counting uses the documented conservative local estimate (see `_estimate`).
+Requests are stateless (`store: false`). For every model that can reason (the o-series,
+gpt-5 and later, or any model given `[provider.reasoning]`) the request includes
+"reasoning.encrypted_content", so reasoning items come back with their encrypted content
+and are sent back verbatim before the function calls they belong to, as OpenAI requires
+for reasoning models with tool calls (guides/reasoning, "keeping reasoning items in context").
+Counting uses the input-token count endpoint (`client.responses.input_tokens.count`) with
+the request's own input, instructions and tools; the byte estimate (see `_estimate`) is
+only a fallback, labelled as such, when that endpoint cannot answer.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import msgspec
@@ -17,8 +22,10 @@ from roboswe.protocol.participant import (
     DecisionRequest,
     ImagePart,
     OpaquePart,
+    ProviderFailure,
     ReasoningPart,
     TextPart,
+    TokenCount,
     ToolCallPart,
     ToolResultPart,
     Turn,
@@ -28,7 +35,16 @@ from roboswe.protocol.participant import (
 
 from ._common import data_url, native_items
 from ._config import ProviderConfig
-from ._hosted import HostedParticipant, Retryable, import_sdk, new_turn_id, read_key
+from ._estimate import estimate_request
+from ._hosted import HostedParticipant, Retryable, import_sdk, new_turn_id, read_key, token_count
+
+# Models that produce reasoning items (docs: guides/reasoning): o1/o3/o4..., gpt-5 and later, codex.
+REASONING_MODELS = re.compile(r"^(o\d|gpt-([5-9]|\d\d)|codex|computer-use)", re.IGNORECASE)
+
+
+def can_reason(config: ProviderConfig) -> bool:
+    """Whether requests should ask for encrypted reasoning items (a reasoning model, or reasoning set)."""
+    return bool(config.reasoning) or bool(REASONING_MODELS.match(config.model.rsplit("/", 1)[-1]))
 
 
 class _Response(msgspec.Struct, kw_only=True):
@@ -50,8 +66,7 @@ def input_items(request: DecisionRequest, kind: str, detail: str) -> list[Any]:
     for turn in request.conversation:
         native = native_items(turn, kind)
         if native is not None:
-            # With store=false a reasoning item can only be replayed with its encrypted content.
-            items.extend(i for i in native if i.get("type") != "reasoning" or i.get("encrypted_content"))
+            items.extend(replayable(native))
             continue
         if turn.role == "assistant":
             for p in turn.parts:
@@ -80,6 +95,16 @@ def input_items(request: DecisionRequest, kind: str, detail: str) -> list[Any]:
     return items
 
 
+def replayable(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A response's output items as input items. With store=false a reasoning item can only
+    be sent back with its encrypted content; when a turn lacks it (a run made without
+    `include`), its reasoning is dropped and the other items lose their ids, which would
+    otherwise make OpenAI look for the reasoning item they were produced with."""
+    if all(i.get("encrypted_content") for i in output if i.get("type") == "reasoning"):
+        return output
+    return [{k: v for k, v in i.items() if k != "id"} for i in output if i.get("type") != "reasoning"]
+
+
 def read_usage(usage: dict[str, Any] | None) -> Usage:
     u = usage or {}
     return Usage(
@@ -101,7 +126,8 @@ class OpenAIParticipant(HostedParticipant):
             api_key=read_key(config), base_url=config.base_url, max_retries=0, http_client=self.http
         )
 
-    def build_body(self, request: DecisionRequest) -> dict[str, Any]:
+    def _common(self, request: DecisionRequest) -> dict[str, Any]:
+        """What the generation and the count share: model, instructions, input, tools."""
         cfg = self.config
         body: dict[str, Any] = {
             "model": cfg.model,
@@ -113,14 +139,38 @@ class OpenAIParticipant(HostedParticipant):
             ],
             "tool_choice": "auto",
             "parallel_tool_calls": False,
-            "max_output_tokens": cfg.max_output_tokens,
-            "store": False,
         }
-        if cfg.reasoning:  # reasoning models: keep their reasoning as encrypted items we send back
+        if cfg.reasoning:
             body["reasoning"] = dict(cfg.reasoning)
+        return body
+
+    def build_body(self, request: DecisionRequest) -> dict[str, Any]:
+        cfg = self.config
+        body = self._common(request)
+        body["max_output_tokens"] = cfg.max_output_tokens
+        body["store"] = False
+        # Reasoning items come back encrypted, so they can be sent back with store=false; a
+        # history that already holds reasoning items needs it whatever the model name says.
+        if can_reason(cfg) or any(i.get("type") == "reasoning" for i in body["input"]):
             body["include"] = ["reasoning.encrypted_content"]
         body.update(cfg.extra_body)
         return body
+
+    async def count_tokens(self, request: DecisionRequest) -> TokenCount:
+        """The input-token count endpoint on the request's own input; on failure the byte
+        estimate, labelled as a fallback and carrying the failed attempts as evidence."""
+        body = self._common(request)
+
+        async def send(b: dict[str, Any]) -> None:
+            await self.client.responses.input_tokens.with_raw_response.count(**b)
+
+        try:
+            tokens, attempts = await self.call(body, lambda raw: token_count(raw, "input_tokens", "input_tokens"),
+                                               send=send)
+        except ProviderFailure as e:
+            return TokenCount(tokens=estimate_request(request), method="openai.local_estimate(fallback)", exact=False,
+                              attempts=e.attempts)
+        return TokenCount(tokens=tokens, method="openai.input_tokens", exact=True, attempts=attempts)
 
     async def send(self, body: dict[str, Any]) -> None:
         await self.client.responses.with_raw_response.create(**body)

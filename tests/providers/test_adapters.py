@@ -112,7 +112,7 @@ def has_image(text: str) -> bool:
     # google-genai sends bytes as URL-safe base64; the others as standard base64.
     return IMAGE_B64 in text or base64.urlsafe_b64encode(IMAGE).decode() in text
 OPAQUE_MARKERS = {
-    "openai": ['"encrypted_content": "gAAAAB-opaque-reasoning=="', '"id": "rs_1"'],
+    "openai": ['"encrypted_content": "gAAAAB-opaque-reasoning=="', '"type": "reasoning"'],
     "anthropic": ['"signature": "ZmFrZS1zaWduYXR1cmUtYnl0ZXMtMDEyMzQ1Njc4OQ=="', '"thinking": "Let me plan the grasp."'],
     "google": ['"thoughtSignature": "ZmFrZS1zaWduYXR1cmUtYnl0ZXMtMDEyMzQ1Njc4OQ=="'],
     "openrouter": ['"reasoning_details": [{"type": "reasoning.encrypted", "data": "opaque=="'],
@@ -132,12 +132,18 @@ async def test_anthropic_redacted_thinking_is_kept_and_sent_back_but_not_readabl
         await p.aclose()
 
 
-@pytest.mark.parametrize("wire", ["anthropic", "google"])
+COUNT_METHOD = {"anthropic": "anthropic.count_tokens", "openai": "openai.input_tokens",
+                # The Developer API counts contents only: instructions and tools ride as text, so approximate.
+                "google": "google.count_tokens(approximate: instructions and tools as text)"}
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "google", "openai"])
 async def test_native_count_endpoints_count_the_actual_request(wire):
     with FakeProvider(wire, count=lambda body: 4321) as fake:
         p = create_participant(config(fake))
         count = await p.count_tokens(request())
-        assert count.tokens == 4321 and count.exact and count.method == f"{wire}.count_tokens"
+        assert count.tokens == 4321 and count.method == COUNT_METHOD[wire]
+        assert count.exact == (wire != "google")
         seen = fake.counts()[-1].body.decode()
         assert has_image(seen) and "Lift the cube." in seen and "write_file" in seen
         assert "You control a robot" in seen  # instructions are part of the accounting
@@ -145,14 +151,23 @@ async def test_native_count_endpoints_count_the_actual_request(wire):
         await p.aclose()
 
 
-@pytest.mark.parametrize("wire", ["openai", "openrouter"])
-async def test_estimating_providers_count_locally(wire):
-    with FakeProvider(wire) as fake:
+async def test_openrouter_counts_locally():
+    with FakeProvider("openrouter") as fake:
         p = create_participant(config(fake))
         count = await p.count_tokens(request())
         assert not count.exact and count.tokens > 800  # the image alone is estimated at >= 765
-        assert count.proxy == (wire == "openrouter")
+        assert count.proxy
         assert fake.seen == []
+        await p.aclose()
+
+
+async def test_openai_count_falls_back_to_a_labelled_estimate_with_the_failed_attempts():
+    with FakeProvider("openai") as fake:
+        p = create_participant(config(fake, attempts=1))
+        fake.count_script.append(error_reply(404, message="Unknown endpoint"))
+        count = await p.count_tokens(request())
+        assert not count.exact and count.method == "openai.local_estimate(fallback)" and count.tokens > 800
+        assert [a.status for a in count.attempts] == [404]  # the failed exchange is evidence
         await p.aclose()
 
 
