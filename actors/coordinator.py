@@ -16,7 +16,7 @@ import trio
 from roboswe.actors import Actor, actor_main
 from roboswe.protocol import Decoded
 from roboswe.protocol.control import Error
-from roboswe.protocol.coordinator import CODEC, GetProgress
+from roboswe.protocol.coordinator import COORDINATOR_CODEC, GetProgress
 
 log = structlog.get_logger()
 
@@ -47,7 +47,7 @@ async def main(actor: Actor) -> None:
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(job)
-        await actor.serve(CODEC, handle)
+        await actor.serve(COORDINATOR_CODEC, handle)
         nursery.cancel_scope.cancel()
 
 

@@ -24,6 +24,8 @@ from roboswe.actors import Accounts, Actor, CurveServerKeys, Server, actor_main
 from roboswe.protocol import Decoded
 from roboswe.protocol.control import Error
 from roboswe.protocol.sim import (
+    SIM_CODEC,
+    SIM_ROBOT_CODEC,
     GetSpec,
     GetState,
     Load,
@@ -32,8 +34,6 @@ from roboswe.protocol.sim import (
     SuccessQuery,
     TakeStates,
     Wait,
-    control_codec,
-    robot_codec,
 )
 from roboswe.sim.backend import SimError
 from roboswe.sim.session import SimSession
@@ -174,14 +174,14 @@ async def serve_simulator(
     """
     accounts = accounts or Accounts(name)
     service = SimulatorService(SimSession(require_fixed_hash_seed=require_fixed_hash_seed), accounts)
-    control_server = Server(name, control, control_codec, service.handle_control, curve=curve, accounts=accounts, concurrent=False)
+    control_server = Server(name, control, SIM_CODEC, service.handle_control, curve=curve, accounts=accounts, concurrent=False)
 
     async def keep_robot_endpoint(task_status=trio.TASK_STATUS_IGNORED) -> None:
         # The runtime answers Shutdown on every endpoint; only the coordinator may stop the
         # simulator, so a robot-side Shutdown just re-opens the robot endpoint.
         endpoint = robot or robot_endpoint(control)
         while True:
-            server = Server(f"{name}.robot", endpoint, robot_codec, service.handle_robot,
+            server = Server(f"{name}.robot", endpoint, SIM_ROBOT_CODEC, service.handle_robot,
                             curve=curve, accounts=accounts, concurrent=False)
             async with trio.open_nursery() as inner:
                 await inner.start(server.serve)

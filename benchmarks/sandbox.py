@@ -56,7 +56,7 @@ async def bench(args, manifest, inproc, results: dict) -> None:
     from roboswe.actors.simulator import robot_endpoint
     from roboswe.protocol.bridge import ScriptLimits
     from roboswe.protocol.control import Shutdown
-    from roboswe.protocol.sim import Load, control_codec
+    from roboswe.protocol.sim import SIM_CODEC, Load
     from roboswe.sandbox import backend_class
     from roboswe.sandbox.images import load_image
 
@@ -71,7 +71,7 @@ async def bench(args, manifest, inproc, results: dict) -> None:
         await trio.sleep(0.05)
     limits = ScriptLimits(steps=args.steps * 2 + 10, seconds=600)
     try:
-        async with Client("bench", f"ipc://{sock}", control_codec) as sim:
+        async with Client("bench", f"ipc://{sock}", SIM_CODEC) as sim:
             await sim.request(Load(manifest=manifest.to_builtins(), seed=0, trial_steps=10**7))
             for backend in backends:
                 ws = run_dir / f"ws-{backend}"

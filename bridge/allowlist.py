@@ -8,9 +8,8 @@ oversized frame or garbage is refused by kind and never reaches the simulator.
 from __future__ import annotations
 
 import msgspec
-
 from roboswe.protocol import Decoded, DecodeError
-from roboswe.protocol.bridge import ALLOWED_KINDS, robot_codec
+from roboswe.protocol.bridge import ALLOWED_KINDS, BRIDGE_ROBOT_CODEC
 
 MAX_REQUEST_BYTES = 256 * 1024
 """Largest request accepted (a StepMany of a few thousand rows fits). The socket's
@@ -61,7 +60,7 @@ def screen(frames: list[bytes], *, max_bytes: int = MAX_REQUEST_BYTES) -> Decode
     if len(frames) != 2:
         return Refusal(kind, f"robot calls carry no blob frames; got {len(frames) - 2}")
     try:
-        decoded = robot_codec.decode(frames)
+        decoded = BRIDGE_ROBOT_CODEC.decode(frames)
     except DecodeError as e:
         return Refusal(kind, e.reason)
     if decoded.message.__class__.__name__ not in ALLOWED_KINDS:  # defence in depth: tag and type must agree

@@ -1,7 +1,7 @@
 """Sandbox bridge boundary: the robot calls authored code may make, and the trial control
 the coordinator sends to the bridge actor.
 
-Two unions, two codecs. ``RobotCall`` is everything a sandboxed program may send on the
+Two unions, two codecs (``BRIDGE_ROBOT_CODEC``, ``BRIDGE_CODEC``). ``RobotCall`` is everything a sandboxed program may send on the
 bridge socket (decoded only after the allow-list accepted its kind); ``BridgeMessage`` is
 what the coordinator speaks with the bridge actor. Arrays travel as raw blob frames
 described by ``Array``; they are never inside msgpack.
@@ -86,7 +86,7 @@ RobotReply = SpecReply | StateReply | ObserveReply | StepReply | StepsLeftReply 
 ALLOWED_KINDS = frozenset(t.__name__ for t in (GetSpec, GetState, Observe, Step, StepMany, GetStepsLeft))
 """The only request kinds the bridge forwards. Everything else is refused and recorded."""
 
-robot_codec: Codec = Codec(RobotCall | RobotReply)
+BRIDGE_ROBOT_CODEC: Codec = Codec(RobotCall | RobotReply)
 
 # Error codes the robot module turns into its exceptions.
 INVALID_ACTION = "invalid_action"
@@ -169,4 +169,4 @@ class CloseTrial(Message, frozen=True, kw_only=True):
 
 
 BridgeMessage = Control | OpenTrial | TrialOpened | ExecScript | ExecFeedback | CloseTrial
-codec: Codec = Codec(BridgeMessage)
+BRIDGE_CODEC: Codec = Codec(BridgeMessage)

@@ -64,5 +64,5 @@ class Ok(Message, frozen=True, kw_only=True):
 
 Control = Hello | Ready | Error | Heartbeat | StatisticsRequest | Statistics | Shutdown | Ok
 
-CONTROL_CODEC = Codec(Control)
+CONTROL_CODEC: Codec = Codec(Control)
 """Codec for links that speak only control messages (supervisor, status, placeholders)."""

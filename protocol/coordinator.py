@@ -47,4 +47,4 @@ class Progress(Message, frozen=True, kw_only=True):
 
 
 CoordinatorMessage = Control | GetProgress | Progress
-CODEC: Codec = Codec(CoordinatorMessage)
+COORDINATOR_CODEC: Codec = Codec(CoordinatorMessage)

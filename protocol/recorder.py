@@ -318,4 +318,4 @@ RecorderMessage = (
     | ArtifactStored
 )
 
-CODEC: Codec = Codec(RecorderMessage)
+RECORDER_CODEC: Codec = Codec(RecorderMessage)

@@ -1,6 +1,6 @@
 """Simulator boundary: the coordinator's `control` endpoint and the bridge's `robot` endpoint.
 
-Two unions, two codecs. ``SimRobotMessage`` is the robot subset the sandbox bridge may use
+Two unions, two codecs (``SIM_ROBOT_CODEC``, ``SIM_CODEC``). ``SimRobotMessage`` is the robot subset the sandbox bridge may use
 (spec, state, observe, step); admin messages (load, wait, success, recorded states) are not in
 it, so the robot endpoint cannot even decode a reset or a grading request. ``SimControlMessage``
 is everything, for the coordinator.
@@ -232,5 +232,5 @@ SimControlMessage = (
     | RecordedStates
 )
 
-robot_codec: Codec = Codec(SimRobotMessage)
-control_codec: Codec = Codec(SimControlMessage)
+SIM_ROBOT_CODEC: Codec = Codec(SimRobotMessage)
+SIM_CODEC: Codec = Codec(SimControlMessage)

@@ -113,8 +113,8 @@ async def _exec(manifest, names: list[str], workspace: Path, run_dir: Path, args
         # (building a robosuite scene can starve heartbeats for seconds).
         patient = {"heartbeat_interval": 1.0, "liveness": 30}
         async with (
-            Client("coordinator", f"ipc://{sockets / 'simulator.sock'}", simp.control_codec, peer="simulator", **patient) as sim,
-            Client("coordinator", f"ipc://{sockets / 'sandbox_bridge.sock'}", bp.codec, peer="sandbox_bridge", **patient) as bridge,
+            Client("coordinator", f"ipc://{sockets / 'simulator.sock'}", simp.SIM_CODEC, peer="simulator", **patient) as sim,
+            Client("coordinator", f"ipc://{sockets / 'sandbox_bridge.sock'}", bp.BRIDGE_CODEC, peer="sandbox_bridge", **patient) as bridge,
         ):
             seed = manifest.seed if args.seed is None else args.seed
             try:

@@ -74,14 +74,14 @@ async def run_job(actor: Actor, progress: Progress) -> None:
             return client
 
         if job.sim_endpoint:
-            sim_client = _remote(actor, sim_endpoint, simp.control_codec, curve)
+            sim_client = _remote(actor, sim_endpoint, simp.SIM_CODEC, curve)
         else:
-            sim_client = actor.client("simulator", simp.control_codec, curve=curve, handshake=False)
+            sim_client = actor.client("simulator", simp.SIM_CODEC, curve=curve, handshake=False)
         links = Links(
             sim=Simulator(await link(sim_client)),
-            bridge=Bridge(await link(actor.client("sandbox_bridge", bridgep.codec, handshake=False)),
+            bridge=Bridge(await link(actor.client("sandbox_bridge", bridgep.BRIDGE_CODEC, handshake=False)),
                           sim_endpoint=robot_endpoint(sim_endpoint), sim_keys=job.sim_keys),
-            recorder=Recorder(await link(actor.client("recorder", rec.CODEC, handshake=False)), job.run_id))
+            recorder=Recorder(await link(actor.client("recorder", rec.RECORDER_CODEC, handshake=False)), job.run_id))
         if job.kind == "run":
             links.provider = Provider(await link(actor.client("provider_client", PROVIDER_CODEC, handshake=False)))
             links.context = Context(await link(actor.client("context_manager", CONTEXT_CODEC, handshake=False)))

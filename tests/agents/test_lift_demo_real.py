@@ -32,7 +32,7 @@ from roboswe.protocol.participant import (
     WriteFile,
     result_turn,
 )
-from roboswe.protocol.sim import Load, SuccessQuery, control_codec
+from roboswe.protocol.sim import SIM_CODEC, Load, SuccessQuery
 from roboswe.protocol.sim import Observe as SimObserve
 
 from roboswe.providers._config import ProviderConfig
@@ -135,7 +135,7 @@ async def test_demo_participant_lifts_the_cube_on_the_real_stack(seed, image, ru
     workspace.mkdir()
     conversation: list[Turn] = []
     # Building a scene can starve the simulator's heartbeats for seconds on a loaded CPU.
-    async with Client("coordinator", simulator, control_codec, liveness=10) as sim:
+    async with Client("coordinator", simulator, SIM_CODEC, liveness=10) as sim:
         for trial in (1, 2):  # trial 2 keeps the workspace: the retained script is reused
             with trio.fail_after(120):
                 await sim.request(Load(manifest=manifest.to_builtins(), seed=seed))

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import msgspec
-
 from roboswe.bridge.allowlist import Refusal, screen
 from roboswe.bridge.apidoc import render_robot_api
 from roboswe.protocol._base import envelope
-from roboswe.protocol.bridge import Step, robot_codec
+from roboswe.protocol.bridge import BRIDGE_ROBOT_CODEC, Step
 
 from tests.sandbox.stand_in_sim import ToyRobot
 
@@ -25,7 +24,7 @@ def test_api_text_carries_the_tasks_own_bounds_cameras_and_limits():
 
 
 def test_allowed_call_is_decoded():
-    _env, frames = robot_codec.encode(Step(token="t", action=[0.0]), sender="x")
+    _env, frames = BRIDGE_ROBOT_CODEC.encode(Step(token="t", action=[0.0]), sender="x")
     decoded = screen([bytes(f) for f in frames])
     assert not isinstance(decoded, Refusal) and decoded.message == Step(token="t", action=[0.0])
 

@@ -11,7 +11,6 @@ import time
 
 import pytest
 import trio
-
 from roboswe.actors import Client, RemoteError
 from roboswe.protocol import bridge as bp
 from roboswe.protocol.control import Shutdown
@@ -49,7 +48,7 @@ async def test_bridge_actor_runs_trials_and_records_refusals(image, scratch, bri
         "assert s.poll(5000); print(msgspec.msgpack.decode(s.recv_multipart()[1])['code'])\n"
         "import robot; robot.step([0.5, 0, 0, 0])\n"
     )
-    async with Client("coordinator", bridge_actor, bp.codec) as bridge:
+    async with Client("coordinator", bridge_actor, bp.BRIDGE_CODEC) as bridge:
         with trio.fail_after(60):
             opened = (await bridge.request(bp.OpenTrial(trial="t1", workspace=str(workspace), backend="bwrap"))).message
         assert isinstance(opened, bp.TrialOpened) and opened.backend == "bwrap" and opened.image_digest == image.digest

@@ -15,18 +15,18 @@ def _link(robot: ToyRobot):
     """A SimLink through the real robot codec (wire bytes both ways) to the toy robot."""
 
     async def ask(message):
-        _, frames = simp.robot_codec.encode(message, sender="sandbox_bridge")
-        reply = await robot.handle(simp.robot_codec.decode(frames))
+        _, frames = simp.SIM_ROBOT_CODEC.encode(message, sender="sandbox_bridge")
+        reply = await robot.handle(simp.SIM_ROBOT_CODEC.decode(frames))
         reply, blobs = reply if isinstance(reply, tuple) else (reply, [])
-        _, frames = simp.robot_codec.encode(reply, sender="simulator", blobs=blobs)
-        return simp.robot_codec.decode(frames)
+        _, frames = simp.SIM_ROBOT_CODEC.encode(reply, sender="simulator", blobs=blobs)
+        return simp.SIM_ROBOT_CODEC.decode(frames)
 
     return ask
 
 
 async def _call(door: RobotDoor, message):
-    _, frames = bp.robot_codec.encode(message, sender="robot")
-    return await door.handle(bp.robot_codec.decode(frames))
+    _, frames = bp.BRIDGE_ROBOT_CODEC.encode(message, sender="robot")
+    return await door.handle(bp.BRIDGE_ROBOT_CODEC.decode(frames))
 
 
 def _state(reply, blobs) -> dict[str, np.ndarray]:

@@ -16,7 +16,7 @@ import trio
 from roboswe.actors import Client, RemoteError, socket_dir
 from roboswe.protocol.control import StatisticsRequest
 from roboswe.protocol.recorder import (
-    CODEC,
+    RECORDER_CODEC,
     CaptureCheckpoint,
     CheckpointCaptured,
     Durable,
@@ -61,7 +61,7 @@ async def test_records_checkpoints_and_videos_through_the_actor(recorder, tmp_pa
     ws.mkdir()
     (ws / "main.py").write_text("print('hi')\n")
     (ws / "escape").symlink_to("/etc/passwd")
-    async with Client("coordinator", endpoint, CODEC) as client:
+    async with Client("coordinator", endpoint, RECORDER_CODEC) as client:
         with trio.fail_after(30):
             for record in [*run_records(series_id=sid), *trial_records(sid, 1, None)]:
                 await client.send(record)  # fire-and-forget, then one receipt covers them all
@@ -109,7 +109,7 @@ async def test_records_checkpoints_and_videos_through_the_actor(recorder, tmp_pa
 async def test_receipt_survives_kill_9_of_the_recorder(recorder):
     process, run_dir, endpoint = recorder
     sid = "r1/lift"
-    async with Client("coordinator", endpoint, CODEC) as client:
+    async with Client("coordinator", endpoint, RECORDER_CODEC) as client:
         with trio.fail_after(30):
             await client.request(Durable(records=[*run_records(series_id=sid), *trial_records(sid, 1, "failure")]))
             for i in range(50):
@@ -126,7 +126,7 @@ async def test_receipt_survives_kill_9_of_the_recorder(recorder):
 async def test_a_burst_of_fire_and_forget_records_is_not_dropped(recorder):
     _, run_dir, endpoint = recorder
     sid = "r1/lift"
-    async with Client("coordinator", endpoint, CODEC) as client:
+    async with Client("coordinator", endpoint, RECORDER_CODEC) as client:
         with trio.fail_after(60):
             await client.request(Durable(records=[*run_records(series_id=sid), *trial_records(sid, 1, None)]))
             for i in range(5000):  # far beyond the server's in-order queue

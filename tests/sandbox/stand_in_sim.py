@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import trio
-
 from roboswe.actors import Server
 from roboswe.protocol import sim as simp
 
@@ -67,5 +66,5 @@ class ToyRobot:
 
 
 async def serve_toy_robot(endpoint: str, robot: ToyRobot, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    server = Server("simulator", endpoint, simp.robot_codec, robot.handle, concurrent=False)
+    server = Server("simulator", endpoint, simp.SIM_ROBOT_CODEC, robot.handle, concurrent=False)
     await server.serve(task_status=task_status)

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 import trio
-from structlog.testing import capture_logs
-
 from roboswe.actors import Client
 from roboswe.protocol import sim as simp
+from structlog.testing import capture_logs
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -78,7 +77,7 @@ async def test_forged_requests_leave_the_real_scene_unchanged(backend, image, ru
     workspace.mkdir()
     (workspace / "forge.py").write_text(FORGE)
     (workspace / "move.py").write_text("import robot, numpy as np\nrobot.step_many(np.zeros((5, 7)))\nprint(robot.steps_left())\n")
-    async with Client("coordinator", simulator, simp.control_codec) as sim:
+    async with Client("coordinator", simulator, simp.SIM_CODEC) as sim:
         with trio.fail_after(120):
             await sim.request(simp.Load(manifest=manifest.to_builtins(), seed=0))
         before = await _snapshot(sim)

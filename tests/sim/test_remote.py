@@ -9,7 +9,7 @@ import sys
 import pytest
 import trio
 from roboswe.actors import Client, CurveClientKeys, PeerDead, RemoteError, new_key_pair
-from roboswe.protocol.sim import GetSpec, control_codec, robot_codec
+from roboswe.protocol.sim import SIM_CODEC, SIM_ROBOT_CODEC, GetSpec
 
 from roboswe.cli import main as cli_main
 from roboswe.commands.keys import client_keys
@@ -52,7 +52,7 @@ def curve_server(tmp_path):
 async def test_right_key_is_served_on_both_endpoints(curve_server):
     port, keys, _ = curve_server
     right = client_keys(keys)
-    for endpoint, codec in ((f"tcp://127.0.0.1:{port}", control_codec), (f"tcp://127.0.0.1:{port + 1}", robot_codec)):
+    for endpoint, codec in ((f"tcp://127.0.0.1:{port}", SIM_CODEC), (f"tcp://127.0.0.1:{port + 1}", SIM_ROBOT_CODEC)):
         async with Client("coordinator", endpoint, codec, curve=right) as client:
             with trio.fail_after(10), pytest.raises(RemoteError) as answered:
                 await client.request(GetSpec())
@@ -65,10 +65,10 @@ async def test_wrong_key_and_no_key_are_refused(curve_server):
     stranger_pub, stranger_sec = new_key_pair()
     stranger = CurveClientKeys(public_key=stranger_pub, secret_key=stranger_sec, server_key=server_public)
     with trio.fail_after(10), pytest.raises(PeerDead):
-        async with Client("stranger", f"tcp://127.0.0.1:{port}", control_codec, curve=stranger, heartbeat_interval=0.2):
+        async with Client("stranger", f"tcp://127.0.0.1:{port}", SIM_CODEC, curve=stranger, heartbeat_interval=0.2):
             pass
     with trio.fail_after(10), pytest.raises(PeerDead):
-        async with Client("plain", f"tcp://127.0.0.1:{port}", control_codec, heartbeat_interval=0.2):
+        async with Client("plain", f"tcp://127.0.0.1:{port}", SIM_CODEC, heartbeat_interval=0.2):
             pass
     proc.terminate()
     out, err = proc.communicate(timeout=10)
@@ -94,7 +94,7 @@ async def test_shutdown_message_stops_the_served_simulator():
     port = free_port_pair()
     proc, _ = start_serve("--bind", f"tcp://127.0.0.1:{port}")
     try:
-        async with Client("coordinator", f"tcp://127.0.0.1:{port}", control_codec) as client:
+        async with Client("coordinator", f"tcp://127.0.0.1:{port}", SIM_CODEC) as client:
             with trio.fail_after(10):
                 await client.request(Shutdown(reason="done"))
         assert proc.wait(20) == 0

@@ -13,6 +13,8 @@ from roboswe.actors import Client, RemoteError
 from roboswe.actors.simulator import robot_endpoint
 from roboswe.protocol.control import Shutdown, Statistics, StatisticsRequest
 from roboswe.protocol.sim import (
+    SIM_CODEC,
+    SIM_ROBOT_CODEC,
     GetSpec,
     GetState,
     Load,
@@ -21,8 +23,6 @@ from roboswe.protocol.sim import (
     SuccessQuery,
     TakeStates,
     Wait,
-    control_codec,
-    robot_codec,
 )
 from roboswe.sim.physics_state import states_from_blobs
 
@@ -53,8 +53,8 @@ def simulator(tmp_path):
 
 async def test_control_and_robot_endpoints(simulator, lift_manifest):
     control, proc = simulator
-    async with Client("coordinator", control, control_codec) as coord, \
-            Client("sandbox_bridge", robot_endpoint(control), robot_codec) as bridge:
+    async with Client("coordinator", control, SIM_CODEC) as coord, \
+            Client("sandbox_bridge", robot_endpoint(control), SIM_ROBOT_CODEC) as bridge:
         with trio.fail_after(120):
             loaded = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=0, trial_steps=100))).message
         assert loaded.spec.action_dim == 7 and loaded.spec.trial_limits.steps == 100
@@ -93,7 +93,7 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
 
             # Only the coordinator may stop the simulator: a robot-side Shutdown leaves it serving.
             await bridge.request(Shutdown(reason="not yours"))
-        async with Client("sandbox_bridge2", robot_endpoint(control), robot_codec) as bridge2:
+        async with Client("sandbox_bridge2", robot_endpoint(control), SIM_ROBOT_CODEC) as bridge2:
             with trio.fail_after(30):
                 assert (await bridge2.request(GetState())).message.control_step == 3
         with trio.fail_after(90):
@@ -121,8 +121,8 @@ async def test_heartbeats_keep_flowing_while_scenes_are_built(simulator, lift_ma
     a client with the default liveness (3 x 1 s) never loses the simulator, and a fast-beating probe
     sees no silence anywhere near a heartbeat window."""
     control, proc = simulator
-    async with Client("coordinator", control, control_codec) as coord, \
-            Client("probe", control, control_codec, heartbeat_interval=0.05, liveness=1000) as probe:
+    async with Client("coordinator", control, SIM_CODEC) as coord, \
+            Client("probe", control, SIM_CODEC, heartbeat_interval=0.05, liveness=1000) as probe:
         assert coord.liveness == 3 and coord.heartbeat_interval == 1.0  # the defaults every actor link starts from
         deaths: list[str] = []
         silences: list[float] = []
