@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("roboswe.commands.logs", "show or follow a run's events.jsonl"),
     "images": ("roboswe.commands.images", "build or show the sandbox image (debootstrapped rootfs, docker import)"),
     "report": ("roboswe.commands.report", "summarize a run: trial tables per task, metrics with denominators, timing"),
+    "compare": ("roboswe.commands.compare", "pair runs by task: paired differences of A, Q, trial-1, success by T, gain"),
     "export": ("roboswe.commands.view", "write a run's static viewer site (works from file://)"),
     "view": ("roboswe.commands.view", "serve a run's viewer site on localhost"),
     "demo": ("roboswe.commands.demo", "admit Lift, run a verified 5-trial demo series, export the viewer, print the report"),

@@ -157,14 +157,18 @@ class RunReader:
     def slides(self, trial_id: str) -> list[SlideRecord]:
         return self._select(SlideRecord, "trial_id = ?", (trial_id,), "seq")
 
-    def events(self, *, trial_id: str | None = None, after_id: int = 0) -> list[tuple[int, EventRecord]]:
-        """(event_id, event) pairs in write order, after ``after_id`` (for following)."""
+    def events(self, *, trial_id: str | None = None, after_id: int = 0,
+               event: str | None = None) -> list[tuple[int, EventRecord]]:
+        """(event_id, event) pairs in write order, after ``after_id`` (for following), of one kind if given."""
         mapping = MAPPINGS[EventRecord]
         sql = f"SELECT event_id, {mapping.select_sql[len('SELECT '):]} WHERE event_id > ?"
         params: list[Any] = [after_id]
         if trial_id is not None:
             sql += " AND trial_id = ?"
             params.append(trial_id)
+        if event is not None:
+            sql += " AND event = ?"
+            params.append(event)
         return [(row[0], mapping.record(row[1:])) for row in self._conn.execute(sql + " ORDER BY event_id", params)]
 
     def checkpoints(self, trial_id: str) -> list[CheckpointRecord]:
