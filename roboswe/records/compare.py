@@ -23,7 +23,13 @@ from typing import Any
 import msgspec
 
 from roboswe.records.reader import RunReader
-from roboswe.records.scoring import BOOTSTRAP, Estimate, bootstrap_mean, paired_difference, score_run
+from roboswe.records.scoring import (
+    BOOTSTRAP,
+    Estimate,
+    bootstrap_mean,
+    paired_difference,
+    score_run,
+)
 
 PIN_FIELDS: tuple[str, ...] = ("admitted_set", "budgets", "image", "observation", "assets")
 FIGURES: tuple[str, ...] = ("A", "Q", "trial1", "success_by_T", "gain")

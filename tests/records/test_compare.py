@@ -8,7 +8,12 @@ import sys
 import time
 
 import pytest
-from roboswe.protocol.recorder import EventRecord, RunRecord, SeriesRecord, VerificationRecord
+from roboswe.protocol.recorder import (
+    EventRecord,
+    RunRecord,
+    SeriesRecord,
+    VerificationRecord,
+)
 
 from roboswe.records.compare import ComparisonRefused, compare_runs
 from roboswe.records.store import RunStore
