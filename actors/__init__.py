@@ -24,7 +24,8 @@ whose last lines are::
   when the supervisor dies, and exits 0 after a clean stop.
 - ``actor.serve(codec, handler)`` binds the actor's endpoint (ipc ``DIR/sock/<name>.sock`` by
   default; ``[transport.endpoints]`` in the run config overrides, e.g. a tcp simulator) and
-  returns on Shutdown. Hello/Ready, Heartbeat, StatisticsRequest and Shutdown are answered by
+  returns on Shutdown or SIGTERM after draining: messages already received are handled
+  (in order, for ``concurrent=False``) and answered, within ``Server.drain_seconds``. Hello/Ready, Heartbeat, StatisticsRequest and Shutdown are answered by
   the runtime; undecodable frames get ``Error(code="decode")``; a handler exception gets
   ``Error(code="internal")`` and a log event. The handler receives ``Decoded`` (envelope,
   message, blobs) for every other message. ``concurrent=False`` handles requests one at a
@@ -34,6 +35,9 @@ whose last lines are::
   ``fail_after``) or ``await recorder.send(msg)`` (no reply). Failures are typed: ``PeerDead``
   (peer silent for 3 heartbeat intervals; pending requests fail at once), ``RemoteError``
   (the peer answered ``Error``; ``.error`` has code/detail), ``ProtocolError``.
+  ``wait_peer_dead()`` / ``wait_peer_alive()`` wait for liveness changes (trio's clock, so
+  the autojump clock drives them in tests); ``wait_connected()`` waits for a peer that is
+  still starting; ``aclose()`` is safe to call twice or before entering.
 - Blobs (images, frames) travel as raw frames; those above 64 KiB are sent zero-copy, so
   pass bytes or a buffer you will not mutate afterwards (not a reused render buffer).
 - Physics, rendering, compression, blocking I/O: ``await run_off_loop(fn, *args)`` so

@@ -120,7 +120,7 @@ def actor_main(name: str, main: Callable[[Actor], Awaitable[None]], argv: list[s
 async def _run(actor: Actor, main: Callable[[Actor], Awaitable[None]]) -> None:
     log.info("actor_started", endpoint=actor.endpoint)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+        nursery.start_soon(_stop_on_signal, actor, nursery.cancel_scope)
         lifeline = os.environ.get(LIFELINE_ENV)
         if lifeline:
             nursery.start_soon(_stop_when_supervisor_gone, int(lifeline), nursery.cancel_scope)
@@ -128,12 +128,19 @@ async def _run(actor: Actor, main: Callable[[Actor], Awaitable[None]]) -> None:
         nursery.cancel_scope.cancel()
 
 
-async def _stop_on_signal(scope: trio.CancelScope) -> None:
+async def _stop_on_signal(actor: Actor, scope: trio.CancelScope) -> None:
+    # A serving actor stops its server, which drains what is queued (the recorder's records)
+    # and returns, so main ends on its own; the deadline bounds that, and a second signal
+    # stops at once.
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
-            log.info("stop_signal", signal=signal.Signals(signum).name)
-            scope.cancel()
-            return
+            server = actor.server
+            log.info("stop_signal", signal=signal.Signals(signum).name, drain=server is not None and not server.stopping)
+            if server is None or server.stopping:
+                scope.cancel()
+                return
+            server.stop()
+            scope.deadline = min(scope.deadline, trio.current_time() + server.drain_seconds + 1.0)
 
 
 async def _stop_when_supervisor_gone(fd: int, scope: trio.CancelScope) -> None:

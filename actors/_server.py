@@ -20,6 +20,7 @@ from roboswe.protocol.control import (
     Ok,
     Ready,
     Shutdown,
+    Statistics,
     StatisticsRequest,
 )
 
@@ -30,6 +31,9 @@ from ._socket import AsyncSocket
 log = structlog.get_logger()
 
 _CONTROL = (Hello, Heartbeat, StatisticsRequest, Shutdown)
+
+DRAIN_SECONDS = 8.0
+"""How long a stopping server lets queued and running handlers finish (under the supervisor's 10 s stop grace)."""
 
 Reply: TypeAlias = "Message | tuple[Message, Sequence[bytes | memoryview]] | None"
 Handler: TypeAlias = Callable[[Decoded[Any]], Awaitable[Any]]
@@ -42,6 +46,11 @@ class Server:
     With ``concurrent=True`` handlers for different requests run at the same time; with
     False they run one at a time in arrival order (for actors whose state must change in
     order, such as a simulator). Control messages are always answered at once.
+
+    Stopping (``stop()``, a Shutdown message, or the actor's SIGTERM) ends reading, then
+    drains: messages already in the socket are dispatched, the in-order queue is handled to
+    its end and running handlers finish, all within ``drain_seconds``; only then does
+    ``serve`` return. So records queued at the recorder when it is told to stop are kept.
     """
 
     def __init__(
@@ -55,6 +64,7 @@ class Server:
         accounts: Accounts | None = None,
         concurrent: bool = True,
         context: zmq.Context | None = None,
+        drain_seconds: float = DRAIN_SECONDS,
     ):
         self.name = name
         self.endpoint = endpoint
@@ -67,14 +77,25 @@ class Server:
         self._socket: AsyncSocket | None = None
         self._nursery: trio.Nursery | None = None
         self._in_order: trio.MemorySendChannel[tuple[bytes, Decoded[Any]]] | None = None
-        self.shutdown_requested = trio.Event()
+        self._reading: trio.CancelScope | None = None
+        self.drain_seconds = drain_seconds
+        self.shutdown_requested = trio.Event()  # a Shutdown message arrived
+        self.stopping = False
 
-    def statistics(self):
+    def statistics(self) -> Statistics:
         """Frozen snapshot of this actor's timing accounts."""
         return self.accounts.statistics()
 
+    def stop(self) -> None:
+        """Stop reading new messages and drain (see the class docs); ``serve`` returns when drained."""
+        if not self.stopping:
+            self.stopping = True
+            log.info("server_stopping", endpoint=self.endpoint)
+        if self._reading is not None:
+            self._reading.cancel()
+
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Bind and serve until a Shutdown message arrives or the caller cancels."""
+        """Bind and serve until stopped (then drain) or cancelled (then drop what is queued)."""
         raw = self._context.socket(zmq.ROUTER)
         raw.linger = 100
         if self._curve is not None:
@@ -97,15 +118,13 @@ class Server:
                     send, receive = trio.open_memory_channel[tuple[bytes, Decoded[Any]]](1024)
                     self._in_order = send
                     nursery.start_soon(self._handle_in_order, receive)
-                nursery.start_soon(self._stop_on_shutdown, nursery.cancel_scope)
                 task_status.started(self)
-                while True:
-                    in_order = self._dispatch(await self._socket.receive())
-                    if in_order is not None:
-                        # Backpressure, never drops: with the queue full, reading pauses until
-                        # the handler catches up (a burst of the recorder's fire-and-forget
-                        # records must not be lost).
-                        await self._in_order.send(in_order)
+                unsent = await self._read_until_stopped()
+                await self._drain(unsent)
+                # Handlers still running (and the in-order queue) get drain_seconds, then are cancelled.
+                nursery.cancel_scope.deadline = trio.current_time() + self.drain_seconds
+            if nursery.cancel_scope.cancelled_caught:
+                log.warning("server_drain_cut", endpoint=self.endpoint, seconds=self.drain_seconds)
         finally:
             self._socket.close()
             if self.endpoint.startswith("ipc://"):
@@ -115,10 +134,39 @@ class Server:
                     pass
             log.info("server_closed", endpoint=self.endpoint)
 
-    async def _stop_on_shutdown(self, scope: trio.CancelScope) -> None:
-        await self.shutdown_requested.wait()
-        await trio.sleep(0.05)  # let the Ok reply leave before the socket closes
-        scope.cancel()
+    async def _read_until_stopped(self) -> tuple[bytes, Decoded[Any]] | None:
+        """Receive and dispatch until stopped; returns a message read but not yet queued in order, if any."""
+        assert self._socket is not None
+        unsent = None
+        with trio.CancelScope() as reading:
+            self._reading = reading
+            if self.stopping:
+                reading.cancel()
+            while True:
+                unsent = self._dispatch(await self._socket.receive())
+                if unsent is not None:
+                    # Backpressure, never drops: with the queue full, reading pauses until
+                    # the handler catches up (a burst of the recorder's fire-and-forget
+                    # records must not be lost).
+                    await self._in_order.send(unsent)
+                    unsent = None
+        self._reading = None
+        return unsent
+
+    async def _drain(self, unsent: tuple[bytes, Decoded[Any]] | None) -> None:
+        """Dispatch what is already in the socket, then close the in-order queue (its handler finishes it)."""
+        assert self._socket is not None
+        if unsent is not None:
+            await self._in_order.send(unsent)
+        drained = 0
+        while (frames := self._socket.receive_nowait()) is not None:
+            drained += 1
+            in_order = self._dispatch(frames)
+            if in_order is not None:
+                await self._in_order.send(in_order)
+        if self._in_order is not None:
+            await self._in_order.aclose()
+        log.info("server_draining", endpoint=self.endpoint, read_after_stop=drained)
 
     def _dispatch(self, frames: list[bytes]) -> tuple[bytes, Decoded[Any]] | None:
         """Answer what can be answered at once; returns a request to queue in order, if any."""
@@ -165,8 +213,9 @@ class Server:
                 self._reply(identity, self.statistics(), env.message_id)
             case Shutdown(reason=reason):
                 log.info("shutdown_requested", by=env.sender, reason=reason)
-                self._reply(identity, Ok(), env.message_id)
+                self._reply(identity, Ok(), env.message_id)  # the socket's linger lets it leave after close
                 self.shutdown_requested.set()
+                self.stop()
 
     async def _handle_in_order(self, receive: trio.MemoryReceiveChannel[tuple[bytes, Decoded[Any]]]) -> None:
         async for identity, decoded in receive:

@@ -56,8 +56,9 @@ class AsyncSocket:
                 pass
             else:
                 # Yield even when messages keep coming, so a flood cannot starve the
-                # handlers and heartbeat tasks of this actor.
-                await trio.lowlevel.checkpoint()
+                # handlers and heartbeat tasks of this actor; never raise Cancelled here,
+                # which would drop a message already taken off the socket.
+                await trio.lowlevel.cancel_shielded_checkpoint()
                 return frames
             if self._closed:
                 raise trio.ClosedResourceError("socket closed")
@@ -71,6 +72,15 @@ class AsyncSocket:
             # The FD fired: whatever changed may also have freed a blocked sender.
             self._changed.set()
             self._changed = trio.Event()
+
+    def receive_nowait(self) -> list[bytes] | None:
+        """The next multipart message if one is waiting, else None."""
+        if self._closed:
+            return None
+        try:
+            return self.raw.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return None
 
     def _wake_reader_if_readable(self) -> None:
         if self._reader_sleep is not None and self.raw.getsockopt(zmq.EVENTS) & zmq.POLLIN:
