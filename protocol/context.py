@@ -8,7 +8,7 @@ import msgspec
 from ._base import Message
 from ._codec import Codec
 from .control import Control
-from .participant import DecisionRequest, Turn, Usage
+from .participant import Attempt, DecisionRequest, Turn, Usage
 
 
 class CountRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -25,6 +25,9 @@ class CountRecord(msgspec.Struct, frozen=True, kw_only=True):
     multiplier: float = 1.0
     budget: int = 0
     turns: int = 0
+    images: int = 0  # image blocks in the request
+    images_dropped: int = 0  # older images replaced by a placeholder to stay within the provider's per-request limit
+    attempts: list[Attempt] = msgspec.field(default_factory=list)  # count-endpoint exchanges behind this count
 
 
 class SlideRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -21,6 +21,18 @@ and tools alone), and a request's size is the cached sum, so a long series does 
 re-count its history on every request. Near the budget (above 95% of B) and after every
 slide the actual request is counted whole, so slide decisions rest on the real request;
 the method recorded says which (":per_message_sum" or ":whole_request").
+
+The request is assembled so the provider accepts it whatever the trial loop did
+(`history`): a tool call left without a result (an infrastructure failure mid-operation)
+is answered with an error result before the next request, and the oldest images are
+replaced by placeholders before the provider's per-request image limit is reached.
+Slides remove whole exchanges, so a tool call leaves with its result and an assistant
+turn with its thinking or reasoning items, which stay at its start as the provider sent
+them.
+
+With a 200k-token window (B about 180k) the 200,000-unit minimum exceeds B, so a slide
+removes every removable exchange: the request keeps the pinned turns and the newest
+exchange. With a 1M window a slide removes about a fifth of the window.
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ from roboswe.protocol.context import (
     SlideRecord,
 )
 from roboswe.protocol.participant import (
+    Attempt,
     DecisionRequest,
     TextPart,
     TokenCount,
@@ -49,6 +62,8 @@ from roboswe.protocol.participant import (
     offered_tools,
 )
 from roboswe.providers._estimate import turn_tokens
+
+from .history import ImageLimit, answer_turn, image_count, unanswered_calls
 
 log = structlog.get_logger()
 
@@ -113,6 +128,7 @@ class ContextWindow:
         series: str = "",
         clock: Callable[[], float] = time.time,
         slide_min_units: int = SLIDE_MIN_UNITS,
+        max_images: int | None = None,
     ):
         self.budget = input_budget(context_window, max_output_tokens)
         self.counter = counter
@@ -131,18 +147,31 @@ class ContextWindow:
         self._bases: dict[tuple[Any, ...], TokenCount] = {}  # instructions + tools, per tool set
         self._last: tuple[tuple[Any, ...], TokenCount] | None = None  # (request key, count)
         self._last_prepared: TokenCount | None = None
+        self.image_limit = ImageLimit(max_images)  # the provider's images-per-request limit (None: none)
+        self._count_attempts: list[Attempt] = []  # count-endpoint exchanges since the last prepared request
 
     # ---- archive
 
     def append(self, turn: Turn, images: dict[str, bytes] | None = None) -> None:
-        """Add a turn to the archive and the active request; raises ValueError on a repeated id."""
+        """Add a turn to the archive and the active request (after answering any tool call the
+        previous turn left unanswered); raises ValueError on a repeated id."""
         if turn.id in self._ids:
             raise ValueError(f"turn id {turn.id!r} is already in the archive; every turn needs a new id")
+        self._answer_unanswered(turn)
+        self._add(turn)
+        if images:
+            self.images.update(images)
+
+    def _add(self, turn: Turn) -> None:
         self._ids.add(turn.id)
         self.archive.append(turn)
         self.active.append(turn)
-        if images:
-            self.images.update(images)
+
+    def _answer_unanswered(self, following: Turn | None) -> None:
+        previous = self.archive[-1] if self.archive else None
+        missing = unanswered_calls(previous, following)
+        if previous is not None and missing and f"{previous.id}/unanswered" not in self._ids:
+            self._add(answer_turn(previous, missing))
 
     @property
     def search_offered(self) -> bool:
@@ -187,11 +216,11 @@ class ContextWindow:
             return self._last[1]
         base = self._bases.get(key[:2])
         if base is None:  # instructions + tool schemas (+ request framing)
-            base = await self.counter(msgspec.structs.replace(request, conversation=[], images={}))
+            base = await self._counted(msgspec.structs.replace(request, conversation=[], images={}))
             self._bases[key[:2]] = base
         new = [t for t in request.conversation if t.id not in self._turn_tokens]
         if new:
-            part = await self.counter(_subrequest(request, new))
+            part = await self._counted(_subrequest(request, new))
             share = max(part.tokens - base.tokens, len(new))
             estimates = {t.id: max(1, turn_tokens(t)) for t in new}
             total = sum(estimates.values())
@@ -200,9 +229,15 @@ class ContextWindow:
         summed = base.tokens + sum(self._turn_tokens[t.id] for t in request.conversation)
         count = TokenCount(tokens=summed, method=base.method + PER_MESSAGE, exact=base.exact, proxy=base.proxy)
         if actual or self.units(count) > NEAR_BUDGET * self.budget:
-            whole = await self.counter(request)
+            whole = await self._counted(request)
             count = msgspec.structs.replace(whole, method=whole.method + WHOLE)
         self._last = (key, count)
+        return count
+
+    async def _counted(self, request: DecisionRequest) -> TokenCount:
+        """One count call; its exchanges go with the next CountRecord as evidence."""
+        count = await self.counter(request)
+        self._count_attempts += count.attempts
         return count
 
     def _exchange_units(self, exchange: list[Turn], count: TokenCount) -> int:
@@ -221,6 +256,9 @@ class ContextWindow:
             conversation.append(turn)
         if notice_due:
             conversation.append(self._notice())
+        conversation, stripped = self.image_limit.apply(conversation)
+        for turn_id in stripped:  # counted again as sent, without their images
+            self._turn_tokens.pop(turn_id, None)
         request = DecisionRequest(system=system, tools=offered_tools(search_history=bool(self.slides)),
                                   conversation=conversation, trial=trial, series=self.series)
         wanted = request.referenced_images()
@@ -255,6 +293,8 @@ class ContextWindow:
         """The next request, sliding the window first if it would exceed B; raises
         ContextOverflow (archive intact) when the indivisible part cannot fit, and
         ProviderFailure when a count call fails."""
+        self._answer_unanswered(None)  # a request never ends on an unanswered tool call
+        self._count_attempts = []
         request = self._request(system, trial)
         count = await self._count(request)
         before = self.units(count)
@@ -325,8 +365,10 @@ class ContextWindow:
             exact_tokens=count.tokens if count.exact else None,
             estimated_units=None if count.exact else units,
             base_tokens=count.tokens, multiplier=self._scale(count), budget=self.budget,
-            turns=len(request.conversation),
+            turns=len(request.conversation), images=sum(image_count(t) for t in request.conversation),
+            images_dropped=self.image_limit.dropped_images, attempts=self._count_attempts,
         )
+        self._count_attempts = []
         self.counts.append(record)
         self._last_prepared = count
         return Prepared(request=request, count=record, slide=slide)
@@ -382,4 +424,5 @@ def _subrequest(request: DecisionRequest, turns: list[Turn]) -> DecisionRequest:
 def _request_key(request: DecisionRequest) -> tuple[Any, ...]:
     system = hashlib.sha256(request.system.encode()).hexdigest()
     tools = tuple(t.name for t in request.tools)
-    return (system, tools, tuple(t.id for t in request.conversation))
+    # The image count tells a request apart from the same turns before older images were left out.
+    return (system, tools, tuple(t.id for t in request.conversation), sum(image_count(t) for t in request.conversation))

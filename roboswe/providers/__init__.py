@@ -11,4 +11,5 @@ from ._config import MissingKey as MissingKey
 from ._config import MissingSDK as MissingSDK
 from ._config import ProviderConfig as ProviderConfig
 from ._config import decode_provider_config as decode_provider_config
+from ._config import images_per_request as images_per_request
 from ._estimate import estimate_request as estimate_request

@@ -33,6 +33,8 @@ class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0  # per attempt
     connect_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 15.0
     image_detail: Literal["auto", "low", "high"] = "auto"  # OpenAI / OpenRouter image detail
+    # Images per request; 0: the provider's documented limit (see images_per_request).
+    max_images_per_request: Annotated[int, msgspec.Meta(ge=0)] = 0
     # OpenRouter counting: "local" (conservative estimate) or "google" (Gemini count_tokens
     # on the mapped request, for Gemini models; needs count_model and count_api_key_env).
     count_via: Literal["local", "google"] = "local"
@@ -50,6 +52,21 @@ class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 
 
 SAFETY_ALLOWANCE = 4096
+
+# Documented images-per-request limits. Anthropic (build-with-claude/vision): 100 for models
+# with a 200k-token window, 600 for the others. OpenAI (guides/images-vision): 500.
+# Gemini (image-understanding): 3,600. OpenRouter routes to many upstreams: the smallest
+# of those, 100, unless the config says otherwise.
+IMAGE_LIMITS = {"openai": 500, "google": 3600, "openrouter": 100}
+
+
+def images_per_request(config: ProviderConfig) -> int | None:
+    """The most image blocks one request may carry for this provider (None: no limit)."""
+    if config.max_images_per_request:
+        return config.max_images_per_request
+    if config.kind == "anthropic":
+        return 100 if config.context_window <= 200_000 else 600
+    return IMAGE_LIMITS.get(config.kind)
 
 
 class MissingKey(Exception):
