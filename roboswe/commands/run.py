@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -237,6 +238,7 @@ def drive(run_dir: Path, config: Any, config_path: Path, actors: tuple[str, ...]
     supervisor = Supervisor(run_dir, config, config_path, actors=actors)
     display = Display(sys.stdout.isatty(), command, run_dir)
     last: list[Any] = [None]
+    stopped_for: list[ConfigurationStop | None] = [None]
 
     async def main() -> int:
         code = [1]
@@ -250,8 +252,10 @@ def drive(run_dir: Path, config: Any, config_path: Path, actors: tuple[str, ...]
             nursery.start_soon(supervise)
             await ready.wait()
             display.say(f"actors ready ({len(actors)}), run dir {run_dir}")
-            last[0] = await follow(supervisor, display)
-            if last[0] is not None and last[0].state == "done":
+            last[0], stopped_for[0] = await follow(supervisor, display, stop_on_configuration=command == "run")
+            if stopped_for[0] is not None:
+                supervisor.request_stop(f"trial {stopped_for[0].trial} ended incomplete for a configuration problem")
+            elif last[0] is not None and last[0].state == "done":
                 supervisor.request_stop()
             else:
                 supervisor.request_stop(last[0].detail if last[0] is not None else "coordinator unreachable")
@@ -259,6 +263,9 @@ def drive(run_dir: Path, config: Any, config_path: Path, actors: tuple[str, ...]
 
     with display:
         code = trio.run(main)
+    if stopped_for[0] is not None:
+        print(stopped_for[0].report(run_dir), file=sys.stderr)
+        return code or 1, last[0]
     if supervisor.failure:
         print(f"roboswe {command}: stopped: {supervisor.failure}", file=sys.stderr)
     finished = last[0] is not None and last[0].state in ("done", "failed")
@@ -270,19 +277,50 @@ def drive(run_dir: Path, config: Any, config_path: Path, actors: tuple[str, ...]
     return code, last[0]
 
 
-async def follow(supervisor: Any, display: Display) -> Any:
-    """Poll the coordinator until its job is done or failed; tolerates a coordinator restart."""
+class ConfigurationStop:
+    """A trial ended incomplete for a cause every later trial would repeat (a refused key, an unknown model)."""
+
+    # The coordinator's Progress.last_outcome, as the trial writes it: "trial N: OUTCOME (REASON)".
+    PATTERN = re.compile(r"trial (\d+): incomplete \((.*)\)$", re.DOTALL)
+
+    def __init__(self, trial: int, reason: str):
+        self.trial = trial
+        self.reason = reason
+
+    @classmethod
+    def from_progress(cls, progress: Any) -> ConfigurationStop | None:
+        from roboswe.evaluation.preflight import configuration_cause
+
+        m = cls.PATTERN.match(progress.last_outcome or "")
+        if m is None or not configuration_cause(m.group(2)):
+            return None
+        return cls(int(m.group(1)), m.group(2))
+
+    def report(self, run_dir: Path) -> str:
+        return (f"roboswe run: stopped after trial {self.trial}: it ended incomplete for a configuration problem that "
+                f"every later trial would repeat:\n  {self.reason}\n"
+                "fix the provider settings (key variable, model id, base_url), check with `roboswe doctor` and a run's "
+                "--preflight online, then start a new run; if only the environment changed (e.g. the key), continue "
+                f"this one with `roboswe run --resume {run_dir}`")
+
+
+async def follow(supervisor: Any, display: Display, *, stop_on_configuration: bool = False) -> tuple[Any, ConfigurationStop | None]:
+    """Poll the coordinator until its job is done or failed; tolerates a coordinator restart.
+
+    Returns (last progress, None), or with ``stop_on_configuration`` (progress, stop) as soon as a
+    trial ends incomplete for a configuration cause, so the run stops after the first such trial.
+    """
     import trio
 
     from roboswe.actors import Client, PeerDead, ProtocolError, RemoteError
-    from roboswe.protocol.coordinator import CODEC, GetProgress
+    from roboswe.protocol.coordinator import COORDINATOR_CODEC, GetProgress
 
     endpoint = supervisor.slots["coordinator"].endpoint
     after = 0
     progress = None
     while True:
         try:
-            async with Client("front", endpoint, CODEC, peer="coordinator") as link:
+            async with Client("front", endpoint, COORDINATOR_CODEC, peer="coordinator") as link:
                 while True:
                     with trio.fail_after(30):
                         progress = (await link.request(GetProgress(after=after))).message
@@ -291,8 +329,11 @@ async def follow(supervisor: Any, display: Display) -> Any:
                         continue
                     after = progress.line_count
                     display.update(progress)
+                    stop = ConfigurationStop.from_progress(progress) if stop_on_configuration else None
+                    if stop is not None:
+                        return progress, stop
                     if progress.state in ("done", "failed"):
-                        return progress
+                        return progress, None
                     await trio.sleep(0.5)
         except (PeerDead, ProtocolError, RemoteError, trio.TooSlowError) as e:
             display.say(f"coordinator not answering ({type(e).__name__}); waiting for it")
@@ -358,6 +399,9 @@ class Display:
         return Group(title, table, Text("\n".join(self.lines[-10:])))
 
 
+REASON_WIDTH = 22
+
+
 def print_outcome(run_dir: Path) -> list[str]:
     """Print each series' trials (outcome, steps, active time, replay verdict); returns the verdicts shown."""
     from roboswe.evaluation.verify import summary
@@ -372,12 +416,20 @@ def print_outcome(run_dir: Path) -> list[str]:
     with reader:
         for s in reader.series():
             print(f"\nseries {s.series_id}  task {s.task}  model {s.model}  mode {s.mode}")
-            print(f"  {'trial':>5} {'att':>3} {'outcome':<11} {'reason':<22} {'steps':>6} {'active s':>8}  replay")
+            print(f"  {'trial':>5} {'att':>3} {'outcome':<11} {'reason':<{REASON_WIDTH}} {'steps':>6} {'active s':>8}  replay")
+            cut: list[tuple[Any, Any, str]] = []
             for row in summary(reader, s.series_id):
                 if row["outcome"] in ("success", "failure"):
                     verdicts.append(row["verdict"] or "unverified")
-                print(f"  {row['trial']:>5} {row['attempt']:>3} {row['outcome']:<11} {row['reason'][:22]:<22} "
+                reason = row["reason"] or ""
+                if len(reason) > REASON_WIDTH:
+                    cut.append((row["trial"], row["attempt"], reason))
+                    reason = reason[:REASON_WIDTH - 1] + "…"
+                print(f"  {row['trial']:>5} {row['attempt']:>3} {row['outcome']:<11} {reason:<{REASON_WIDTH}} "
                       f"{row['steps']:>6} {row['active_s']:>8}  {row['verdict'] or '-'}")
+            # The reason that matters is often the long one (a provider's error): never only cut off in the table.
+            for trial, attempt, reason in cut:
+                print(f"  trial {trial} attempt {attempt}: {reason}")
     print(f"\nrun dir: {run_dir}  (roboswe report {run_dir})")
     return verdicts
 

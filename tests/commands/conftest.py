@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,3 +39,24 @@ def no_actors(monkeypatch):
 
     monkeypatch.setattr(supervisor.Supervisor, "run", refuse_to_start)
     return started
+
+
+def image_cache(directory: Path, *, stale: bool = False) -> Path:
+    """A sandbox image cache whose rootfs holds the checkout's robot files (``stale``: an older bridge/robot.py).
+
+    Only what preflight and doctor read: current.json, usr/bin/python3 and the project files.
+    """
+    from roboswe.sandbox.images import SITE_DIR, SandboxImage, _project_files
+
+    rootfs = directory / "rootfs-0123456789abcdef"
+    (rootfs / "usr" / "bin").mkdir(parents=True)
+    (rootfs / "usr" / "bin" / "python3").touch()
+    for rel, src in _project_files().items():
+        (rootfs / SITE_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, rootfs / SITE_DIR / rel)
+    if stale:
+        (rootfs / SITE_DIR / "robot.py").write_text("# the robot module as it was when the image was built\n")
+    image = SandboxImage(digest="0123456789abcdef" * 4, rootfs=str(rootfs), tarball="", docker_tag=None, uid=60123,
+                         gid=60123, built_at=0.0, build_seconds=0.0)
+    (directory / "current.json").write_bytes(msgspec.json.encode(image))
+    return directory

@@ -10,8 +10,7 @@ import sys
 from roboswe.commands import doctor
 
 from ..conftest import require_in_ci
-from .conftest import ROOT
-from .test_preflight import stale_cache
+from .conftest import ROOT, image_cache
 
 SECRET = "sk-ant-doctor-test-secret-value"
 
@@ -52,7 +51,7 @@ def test_no_bwrap_and_no_docker_fails_the_required_backend_check(tmp_path):
 
 
 def test_a_stale_image_and_a_hanging_renderer_are_required_failures(tmp_path):
-    checks = {c.check: c for c in doctor.run_checks(render=False, image_cache=stale_cache(tmp_path), environ={})}
+    checks = {c.check: c for c in doctor.run_checks(render=False, image_cache=image_cache(tmp_path, stale=True), environ={})}
     image = checks["sandbox image"]
     assert image.status == "fail" and image.required and "bridge/robot.py" in image.detail
     assert "roboswe images build" in image.fix

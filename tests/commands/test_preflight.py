@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -18,10 +19,30 @@ import pytest
 from roboswe.cli import main
 from roboswe.evaluation import preflight
 
-from .conftest import ROOT
+from .conftest import ROOT, image_cache
 from .model_lookup import FakeModelLookup
 
 KEY = "sk-test-not-secret"
+
+
+@pytest.fixture
+def runs():
+    """A parent for run dirs that the sandbox user may traverse (pytest's tmp_path sits under a 0700 dir)."""
+    d = Path(tempfile.mkdtemp(prefix="rs-preflight-", dir="/tmp"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def current_image(tmp_path, monkeypatch):
+    """A built image that matches the checkout, whatever state this machine's image is in (tests that
+    want it missing or stale point the cache elsewhere)."""
+    from roboswe.sandbox import images
+
+    cache = image_cache(tmp_path / "image-cache")
+    monkeypatch.setattr(images, "default_cache_dir", lambda: cache)
+    return cache
 
 
 def config(tmp_path: Path, kind: str = "anthropic", model: str = "claude-test-1", key_env: str = "ROBOSWE_TEST_KEY",
@@ -71,9 +92,9 @@ def test_an_empty_key_variable_is_refused(tmp_path, admitted_file, no_actors, ca
     assert_refused(code, out, err, run_dir, no_actors, "ROBOSWE_TEST_KEY is empty", "export ROBOSWE_TEST_KEY=")
 
 
-def test_the_shipped_config_without_a_key_lists_both_problems(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+def test_the_shipped_config_without_a_key_lists_both_problems(runs, admitted_file, no_actors, capsys, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    run_dir = tmp_path / "run"
+    run_dir = runs / "run"
     shipped = ROOT / "configs" / "runs" / "anthropic.toml"
     code, out, err = refuse(capsys, "run", str(admitted_file), "--config", str(shipped), "--out", str(run_dir))
     assert_refused(code, out, err, run_dir, no_actors, "(2 problems)", "'claude-EDIT-ME-model-id' is the shipped placeholder",
@@ -112,27 +133,10 @@ def test_a_missing_image_is_refused(tmp_path, admitted_file, no_actors, capsys, 
     assert_refused(code, out, err, run_dir, no_actors, "no sandbox image has been built", "roboswe images build")
 
 
-def stale_cache(tmp_path: Path) -> Path:
-    """An image cache whose rootfs holds the checkout's robot files, except an older bridge/robot.py."""
-    from roboswe.sandbox.images import SITE_DIR, SandboxImage, _project_files
-
-    cache, rootfs = tmp_path / "cache", tmp_path / "cache" / "rootfs-0123456789abcdef"
-    (rootfs / "usr" / "bin").mkdir(parents=True)
-    (rootfs / "usr" / "bin" / "python3").touch()
-    for rel, src in _project_files().items():
-        (rootfs / SITE_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, rootfs / SITE_DIR / rel)
-    (rootfs / SITE_DIR / "robot.py").write_text("# the robot module as it was when the image was built\n")
-    image = SandboxImage(digest="0123456789abcdef" * 4, rootfs=str(rootfs), tarball="", docker_tag=None, uid=60123,
-                         gid=60123, built_at=0.0, build_seconds=0.0)
-    (cache / "current.json").write_bytes(msgspec.json.encode(image))
-    return cache
-
-
 def test_a_stale_image_is_refused_naming_the_changed_file(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
     from roboswe.sandbox import images
 
-    cache = stale_cache(tmp_path)
+    cache = image_cache(tmp_path / "stale", stale=True)
     monkeypatch.setattr(images, "default_cache_dir", lambda: cache)
     run_dir = tmp_path / "run"
     code, out, err = refuse(capsys, "run", str(admitted_file), "--config", DEMO, "--out", str(run_dir), "-e", "bwrap")
@@ -280,17 +284,17 @@ def test_run_refuses_a_key_the_provider_rejects_before_any_actor(tmp_path, admit
                    "export a valid anthropic key in ROBOSWE_TEST_KEY")
 
 
-def test_offline_and_no_preflight_skip_what_they_say(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
+def test_offline_and_no_preflight_skip_what_they_say(tmp_path, runs, admitted_file, no_actors, capsys, monkeypatch):
     monkeypatch.setenv("ROBOSWE_TEST_KEY", "sk-revoked")
     with FakeModelLookup("anthropic", key=KEY, models=("claude-test-1",)) as fake:
         path = config(tmp_path)
         path.write_text(path.read_text().replace("attempts = 1", f'attempts = 1\nbase_url = "{fake.base_url}"'))
         with pytest.raises(BaseExceptionGroup):  # the fixture's refusal, raised where the supervisor starts
-            main(["run", str(admitted_file), "--config", str(path), "--out", str(tmp_path / "offline"), "--preflight", "offline"])
+            main(["run", str(admitted_file), "--config", str(path), "--out", str(runs / "offline"), "--preflight", "offline"])
         assert fake.seen == []  # offline: no lookup; the supervisor was reached
     monkeypatch.delenv("ROBOSWE_TEST_KEY")
     with pytest.raises(BaseExceptionGroup):
-        main(["run", str(admitted_file), "--config", str(path), "--out", str(tmp_path / "none"), "--no-preflight"])
+        main(["run", str(admitted_file), "--config", str(path), "--out", str(runs / "none"), "--no-preflight"])
     assert len(no_actors) == 2
 
 
