@@ -43,6 +43,8 @@ class Check(msgspec.Struct, frozen=True, kw_only=True):
 def add_arguments_doctor(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the checks as JSON (one object with a `checks` list)")
     parser.add_argument("--no-render", action="store_true", help="skip the MuJoCo render check (it starts a subprocess)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="sandbox image cache to check (as `roboswe images build --cache-dir`; default: where it builds)")
 
 
 # ---- the checks ---------------------------------------------------------------------------------
@@ -292,7 +294,7 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "absent": "dim"}
 
 def run_doctor(args: argparse.Namespace) -> int:
     tty = sys.stderr.isatty() and not args.json
-    checks = run_checks(render=not args.no_render,
+    checks = run_checks(render=not args.no_render, image_cache=args.cache_dir,
                         progress=(lambda name: print(f"checking {name}…", file=sys.stderr, flush=True)) if tty else (lambda n: None))
     failed = [c for c in checks if c.required and c.status == "fail"]
     if args.json:

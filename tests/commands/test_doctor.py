@@ -39,11 +39,12 @@ def test_doctor_passes_on_this_machine_and_never_prints_a_key():
 
 def test_no_bwrap_and_no_docker_fails_the_required_backend_check(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path), "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock", "COLUMNS": "200"}
-    proc = run_doctor("--no-render", env=env)
+    cache = str(image_cache(tmp_path / "cache"))  # current, whatever this machine's image is
+    proc = run_doctor("--no-render", "--cache-dir", cache, env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 required check(s) failed: sandbox backend" in proc.stdout
     assert "apt-get install bubblewrap" in proc.stdout and "no sandbox backend is usable" in proc.stdout
-    report = json.loads(run_doctor("--no-render", "--json", env=env).stdout)
+    report = json.loads(run_doctor("--no-render", "--json", "--cache-dir", cache, env=env).stdout)
     checks = {c["check"]: c for c in report["checks"]}
     assert report["ok"] is False
     assert checks["bubblewrap"]["status"] == "warn" and checks["docker"]["status"] == "warn"  # optional on their own
