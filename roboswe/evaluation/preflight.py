@@ -444,18 +444,17 @@ def preflight(*, provider: ProviderConfig | None, source: str, manifests: Iterab
 
 # ---- causes that will not go away by themselves --------------------------------------------------
 
-_CONFIG_CAUSES = (
-    re.compile(r"\bhttp_40[13]\b|\bHTTP 40[13]\b"),  # the provider refused the key
-    re.compile(r"\bhttp_404\b|\bHTTP 404\b"),  # unknown model or wrong base_url
-    re.compile(r"provider \w+ unavailable"),  # the provider client could not build the adapter
-    re.compile(r"environment variable \S+ is empty or unset"),
-    re.compile(r"set `?model`? in the run config|set api_key_env"),
-)
+# A provider's refusal (the trial reason starts "provider:") of the key (401/403) or the model/base_url (404).
+_PROVIDER_REFUSAL = re.compile(r"\bhttp_40[134]\b|\bHTTP 40[134]\b")
+# The provider client could not build the adapter (missing key or SDK, no model): every request is answered so.
+_PROVIDER_UNUSABLE = re.compile(r"provider \w+ unavailable|environment variable \S+ is empty or unset")
 
 
 def configuration_cause(reason: str) -> bool:
     """Whether an incomplete trial's reason is a configuration problem every later trial would repeat."""
-    return any(p.search(reason) for p in _CONFIG_CAUSES)
+    if reason.startswith("provider:") and _PROVIDER_REFUSAL.search(reason):
+        return True
+    return bool(_PROVIDER_UNUSABLE.search(reason))
 
 
 __all__ = [

@@ -50,3 +50,20 @@ def test_a_refused_key_stops_the_run_after_the_first_trial_with_the_cause_in_ful
     assert REFUSAL in ended[0].end.reason
     assert not list((run_dir / "sock").glob("*.sock"))  # the actors were stopped and their sockets removed
     print(f"stopped after {seconds:.1f} s")
+
+
+def test_a_missing_key_stops_the_run_after_the_first_trial(work_dir, admitted, monkeypatch):  # noqa: F811
+    """What the issue saw: no key exported. Preflight refuses it; past preflight, the run still stops at once."""
+    monkeypatch.delenv("ROBOSWE_UNSET_KEY", raising=False)
+    provider = 'model = "fake-anthropic-model"\napi_key_env = "ROBOSWE_UNSET_KEY"\nbase_url = "http://127.0.0.1:9/"'
+    config = write_config(work_dir, "unset-key", agent=provider, series="trials = 5")
+    config.write_text(config.read_text().replace('kind = "python"', 'kind = "anthropic"'))
+    run_dir = work_dir / "unset-key"
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-preflight", timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "stopped after trial 1" in proc.stderr
+    assert "environment variable ROBOSWE_UNSET_KEY is empty or unset" in proc.stderr
+    with RunReader(run_dir) as reader:
+        (series,) = reader.series()
+        ended = [v for v in reader.trials(series.series_id) if v.end is not None]
+    assert [v.end.outcome for v in ended] == ["incomplete"]

@@ -337,3 +337,4 @@ def test_incomplete_reasons_that_every_later_trial_would_repeat_are_configuratio
     assert not cause("provider: HTTP 503 after 3 attempt(s)")
     assert not cause("infrastructure: the sandbox could not be opened: SandboxError: boom")
     assert not cause("interrupted")
+    assert not cause("infrastructure: the sandbox could not be opened: APIError: HTTP 404 no such image")
