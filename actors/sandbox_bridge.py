@@ -1,27 +1,30 @@
 """The sandbox bridge actor: owns each trial's sandbox and the only door from authored code to the robot.
 
 The coordinator sends OpenTrial / ExecScript / CloseTrial on the actor's endpoint. For each
-open trial the bridge listens on a unix socket in a per-trial directory mounted read-only
-into the sandbox; requests there are screened by ``bridge.allowlist`` (refusals become
-``bridge_refused`` events and never reach the simulator) and served by ``bridge.door``
-against the simulator's robot endpoint.
+open trial the bridge listens on a plain unix stream socket in a per-trial directory mounted
+read-only into the sandbox. Its protocol is the bridge's own (``bridge.wire``: a message is
+announced with its whole size and refused unread above HARD_MAX_REQUEST), at most
+MAX_CONNECTIONS connections are held at once and all of them close when the script ends,
+so no sandboxed program can make the bridge buffer, hold descriptors or recurse without
+bound. Requests are screened by ``bridge.allowlist`` (refusals become ``bridge_refused``
+events and never reach the simulator) and served one at a time by ``bridge.door`` against
+the simulator's robot endpoint.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
-import time
 from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any, AsyncIterator
 
 import structlog
 import trio
-import zmq
-import zmq.utils.monitor
 from roboswe.actors import Actor, Client, RemoteError, actor_main
+from roboswe.bridge import wire
 from roboswe.bridge.allowlist import Refusal, screen
 from roboswe.bridge.door import Refused, RobotDoor, ScriptSession, refusal_error
 from roboswe.protocol import Decoded, Message
@@ -47,13 +50,16 @@ from roboswe.sandbox import (
 )
 from roboswe.sandbox.images import SandboxImage, load_image
 
-from ._socket import AsyncSocket
-
 log = structlog.get_logger()
 
 SOCKET_NAME = "robot.sock"
-HARD_MAX_FRAME = 1 << 20  # ZMQ_MAXMSGSIZE: a peer sending a bigger frame is dropped before buffering
-DROP_BEFORE_EXIT = 0.5  # seconds; see TrialSandbox._report_drops
+HARD_MAX_REQUEST = 1 << 20
+"""A request announcing more bytes is refused unread and its connection closed (the allow-list
+refuses anything over MAX_REQUEST_BYTES, 256 KiB, on a connection that stays open)."""
+MAX_CONNECTIONS = 8
+"""Connections to the bridge socket held at once; one more is refused and closed."""
+MAX_LOGGED_REFUSALS = 100
+"""bridge_refused events logged per script; the rest are counted (a flood must not flood the log)."""
 SIM_DEADLINE = 120.0  # one robot call (a chunk of steps, or rendering every camera)
 RUNNER = ["python3", "-m", "roboswe_runner"]
 LIMIT_REACHED_TYPES = ("robot.LimitReached", "LimitReached")
@@ -68,7 +74,7 @@ def sandbox_env(token: str) -> dict[str, str]:
         "PYTHONHASHSEED": "0",  # replays see the same set/dict iteration order
         "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ in the checkpointed workspace
         "PYTHONUNBUFFERED": "1",  # output printed before a kill is not lost
-        "ROBOSWE_BRIDGE": f"ipc:///bridge/{SOCKET_NAME}",
+        "ROBOSWE_BRIDGE": f"/bridge/{SOCKET_NAME}",
         "ROBOSWE_TOKEN": token,
     }
 
@@ -93,10 +99,12 @@ class TrialSandbox:
         self._lock = trio.Lock()
         self._in_flight = 0
         self._idle = trio.Event()
+        self._serving = trio.Lock()  # robot calls reach the door one at a time, whatever the connection
+        self._connections: set[trio.CancelScope] = set()
 
     @property
-    def endpoint(self) -> str:
-        return f"ipc://{self.bridge_dir / SOCKET_NAME}"
+    def socket_path(self) -> Path:
+        return self.bridge_dir / SOCKET_NAME
 
     async def exec(self, script: str, limits: ScriptLimits | None = None) -> ExecFeedback:
         """Run one workspace script to its end or a limit; raises ValueError for a bad path."""
@@ -115,7 +123,11 @@ class TrialSandbox:
                     await self._wait_idle()
             finally:
                 self.door.end()
-            self._report_drops(session, time.monotonic())
+                for connection in list(self._connections):
+                    connection.cancel()  # nothing of this script keeps talking to the bridge
+            if session.refused > MAX_LOGGED_REFUSALS:
+                log.warning("bridge_refusals_not_logged", trial=self.trial, script=script,
+                            count=session.refused - MAX_LOGGED_REFUSALS)
             feedback = _feedback(script, outcome, session, self.backend.name)
         log.info(
             "script_finished",
@@ -135,28 +147,53 @@ class TrialSandbox:
     # --- the sandbox-facing socket -----------------------------------------------------------
 
     async def serve_socket(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        raw = zmq.Context.instance().socket(zmq.ROUTER)
-        raw.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_FRAME)
-        raw.setsockopt(zmq.LINGER, 0)
-        path = self.bridge_dir / SOCKET_NAME
-        raw.bind(f"ipc://{path}")
-        os.chmod(path, 0o666)  # the sandbox user connects; the directory itself stays read-only to it
-        monitor = raw.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-        sock, mon = AsyncSocket(raw), AsyncSocket(monitor)
+        sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        await sock.bind(str(self.socket_path))
+        sock.listen(MAX_CONNECTIONS)
+        os.chmod(self.socket_path, 0o666)  # the sandbox user connects; the directory itself stays read-only to it
+        listener = trio.SocketListener(sock)
+        async with listener, trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                try:
+                    stream = await listener.accept()
+                except OSError as e:  # e.g. EMFILE: the bridge's own descriptors ran short; wait, never die
+                    log.warning("bridge_accept_failed", trial=self.trial, error=e.strerror)
+                    await trio.sleep(0.1)
+                    continue
+                if len(self._connections) >= MAX_CONNECTIONS:
+                    self._refuse("too_many_connections", f"at most {MAX_CONNECTIONS} connections to the bridge at once")
+                    await stream.aclose()
+                    continue
+                scope = trio.CancelScope()
+                self._connections.add(scope)
+                nursery.start_soon(self._serve_connection, stream, scope)
+
+    async def _serve_connection(self, stream: trio.SocketStream, scope: trio.CancelScope) -> None:
+        """Answer one connection's requests in order until it closes, breaks the framing or the script ends."""
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._watch_drops, mon)
-                task_status.started()
-                while True:
-                    frames = await sock.receive()
-                    identity, request = frames[0], frames[1:]
-                    reply, blobs = await self._answer(request)
-                    _env, out = BRIDGE_ROBOT_CODEC.encode(reply, sender="sandbox_bridge", correlation_id=_correlation(request), blobs=blobs)
-                    await sock.send([identity, *out])
+            with scope:
+                async with stream:
+                    while True:
+                        try:
+                            request = await _receive_request(stream)
+                        except EOFError:
+                            return
+                        except wire.FrameError as e:
+                            kind = "oversized" if "exceeds" in str(e) else "garbage"
+                            self._refuse(kind, f"{e}; the connection is closed")
+                            await self._send(stream, refusal_error(str(e)), [], None)
+                            return
+                        reply, blobs = await self._answer(request)
+                        await self._send(stream, reply, blobs, _correlation(request))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the program went away
         finally:
-            raw.disable_monitor()
-            mon.close(0)
-            sock.close(0)
+            self._connections.discard(scope)
+
+    async def _send(self, stream: trio.SocketStream, reply: Message, blobs: list[Any], correlation: str | None) -> None:
+        _env, out = BRIDGE_ROBOT_CODEC.encode(reply, sender="sandbox_bridge", correlation_id=correlation, blobs=blobs)
+        await stream.send_all(wire.encode(out))
 
     async def _wait_idle(self) -> None:
         while self._in_flight:
@@ -165,7 +202,8 @@ class TrialSandbox:
     async def _answer(self, request: list[bytes]) -> tuple[Message, list[Any]]:
         self._in_flight += 1
         try:
-            return await self._answer_one(request)
+            async with self._serving:
+                return await self._answer_one(request)
         finally:
             self._in_flight -= 1
             if not self._in_flight:
@@ -193,32 +231,34 @@ class TrialSandbox:
             log.exception("bridge_error", trial=self.trial)
             return Error(code="bridge", detail=f"bridge failure: {type(e).__name__}: {e}"), []
 
-    def _refuse(self, kind: str, reason: str, session: ScriptSession | None = None) -> None:
+    def _refuse(self, kind: str, reason: str) -> None:
         self.refused_total += 1
-        session = session or self.door.session
+        session = self.door.session
         if session is not None:
             session.refused += 1
+            if session.refused > MAX_LOGGED_REFUSALS:
+                return
+        elif self.refused_total > MAX_LOGGED_REFUSALS:
+            return
         log.warning("bridge_refused", trial=self.trial, kind=kind, reason=reason, script=session.script if session else None)
 
-    async def _watch_drops(self, mon: AsyncSocket) -> None:
-        while True:
-            frames = await mon.receive()
-            event = zmq.utils.monitor.parse_monitor_message(frames)
-            session = self.door.session
-            if session is not None and event["event"] == zmq.EVENT_DISCONNECTED:
-                session.drops.append(time.monotonic())
 
-    def _report_drops(self, session: ScriptSession, ended: float) -> None:
-        # ZeroMQ drops a peer that sends a frame over HARD_MAX_FRAME without telling us why. The robot
-        # module's connection lives as long as the program, so a drop well before the program
-        # ended is such a refusal (or a program closing its own socket); a drop at exit is not.
-        for dropped in session.drops:
-            if ended - dropped > DROP_BEFORE_EXIT:
-                self._refuse(
-                    "dropped_connection",
-                    f"connection dropped {ended - dropped:.1f} s before the program ended: a frame over {HARD_MAX_FRAME} bytes",
-                    session,
-                )
+async def _receive_exactly(stream: trio.SocketStream, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = await stream.receive_some(min(n - len(buf), 1 << 16))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+async def _receive_request(stream: trio.SocketStream) -> list[bytes]:
+    """One request; raises FrameError before reading a body over HARD_MAX_REQUEST, EOFError at the end."""
+    total, count = wire.header(await _receive_exactly(stream, wire.HEADER.size))
+    if total > HARD_MAX_REQUEST:
+        raise wire.FrameError(f"a request of {total} bytes exceeds {HARD_MAX_REQUEST} bytes")
+    return wire.split(await _receive_exactly(stream, total), count)
 
 
 def _correlation(request: list[bytes]) -> str | None:

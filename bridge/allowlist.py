@@ -12,8 +12,8 @@ from roboswe.protocol import Decoded, DecodeError
 from roboswe.protocol.bridge import ALLOWED_KINDS, BRIDGE_ROBOT_CODEC
 
 MAX_REQUEST_BYTES = 256 * 1024
-"""Largest request accepted (a StepMany of a few thousand rows fits). The socket's
-ZMQ_MAXMSGSIZE drops peers sending frames beyond a larger hard cap before they are buffered."""
+"""Largest request accepted (a StepMany of a few thousand rows fits). The bridge socket refuses
+unread, and closes, a request announcing more than a larger hard cap."""
 
 MAX_CHUNK_ROWS = 1000
 
@@ -43,12 +43,19 @@ def request_kind(frames: list[bytes]) -> str:
         return "garbage"
     try:
         return _printable(_kind_decoder.decode(frames[1]).kind)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except Exception:  # noqa: BLE001 - DecodeError, ValidationError, RecursionError on deep nesting: all garbage
         return "garbage"
 
 
 def screen(frames: list[bytes], *, max_bytes: int = MAX_REQUEST_BYTES) -> Decoded | Refusal:
-    """Accept an allowed robot call, decoded; anything else becomes a Refusal naming its kind."""
+    """Accept an allowed robot call, decoded; anything else becomes a Refusal naming its kind. Never raises."""
+    try:
+        return _screen(frames, max_bytes)
+    except Exception as e:  # noqa: BLE001 - whatever a request holds, it is refused, never a bridge failure
+        return Refusal(request_kind(frames), f"the request could not be read ({type(e).__name__})")
+
+
+def _screen(frames: list[bytes], max_bytes: int) -> Decoded | Refusal:
     size = sum(len(f) for f in frames)
     kind = request_kind(frames)
     if size > max_bytes:

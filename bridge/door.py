@@ -53,7 +53,6 @@ class ScriptSession:
         self.steps = 0
         self.refused = 0
         self.limit_hit = False  # a step was asked for after the budget ran out, or a chunk was cut
-        self.drops: list[float] = []  # monotonic times the bridge socket lost a peer during this script
 
     @property
     def steps_left(self) -> int:

@@ -17,12 +17,13 @@ socket to the sandbox bridge, which may refuse it.
 from __future__ import annotations
 
 import os as _os
+import socket as _socket
 
 import numpy as _np
-import zmq as _zmq
-
+from roboswe.bridge import wire as _wire
 from roboswe.protocol import DecodeError as _DecodeError
 from roboswe.protocol.bridge import (
+    BRIDGE_ROBOT_CODEC as _codec,
     INVALID_ACTION as _INVALID_ACTION,
     LIMIT_REACHED as _LIMIT_REACHED,
     GetSpec as _GetSpec,
@@ -36,7 +37,6 @@ from roboswe.protocol.bridge import (
     StepMany as _StepMany,
     StepReply as _StepReply,
     StepsLeftReply as _StepsLeftReply,
-    robot_codec as _codec,
 )
 from roboswe.protocol.control import Error as _Error
 
@@ -64,22 +64,38 @@ class LimitReached(RuntimeError):
 
 class _Connection:
     def __init__(self) -> None:
-        endpoint = _os.environ.get("ROBOSWE_BRIDGE")
-        if not endpoint:
+        path = _os.environ.get("ROBOSWE_BRIDGE")
+        if not path:
             raise BridgeError("no bridge: this module only works inside a roboswe sandbox (ROBOSWE_BRIDGE unset)")
         self.token = _os.environ.get("ROBOSWE_TOKEN", "")
-        self.context = _zmq.Context.instance()
-        self.socket = self.context.socket(_zmq.DEALER)
-        self.socket.setsockopt(_zmq.LINGER, 0)
-        self.socket.connect(endpoint)
+        self.socket = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        self.socket.settimeout(_TIMEOUT_MS / 1000)
+        try:
+            self.socket.connect(path)
+        except OSError as e:
+            self.socket.close()
+            raise BridgeError(f"cannot reach the bridge at {path}: {e.strerror}") from None
+
+    def _receive_exactly(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.socket.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise EOFError
+            buf += chunk
+        return bytes(buf)
 
     def call(self, message):
         _env, frames = _codec.encode(message, sender="robot")
-        self.socket.send_multipart(frames, copy=False)
-        if not self.socket.poll(_TIMEOUT_MS):
-            raise BridgeError(f"no answer from the bridge within {_TIMEOUT_MS / 1000:.0f} s")
         try:
-            decoded = _codec.decode(self.socket.recv_multipart(copy=False))
+            self.socket.sendall(_wire.encode(frames))
+            reply_frames = _wire.read_message(self._receive_exactly)
+        except _socket.timeout:
+            raise BridgeError(f"no answer from the bridge within {_TIMEOUT_MS / 1000:.0f} s") from None
+        except (OSError, EOFError, _wire.FrameError) as e:
+            raise BridgeError(f"the bridge connection failed: {e or type(e).__name__}") from None
+        try:
+            decoded = _codec.decode(reply_frames)
         except _DecodeError as e:
             raise BridgeError(f"unreadable reply from the bridge: {e.reason}") from None
         reply = decoded.message
@@ -107,7 +123,7 @@ def _token() -> str:
 
 
 def _array(ref, blobs) -> _np.ndarray:
-    # Copy out of the ZMQ frame so the array is writable and outlives the message.
+    # Copy out of the frame so the array is writable.
     return _np.frombuffer(blobs[ref.blob], dtype=_np.dtype(ref.dtype)).reshape(ref.shape).copy()
 
 

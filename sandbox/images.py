@@ -1,7 +1,8 @@
 """The sandbox image: one Debian root filesystem shared by the bwrap and docker backends.
 
 `roboswe images build` debootstraps a minimal Debian (python3, numpy, pyzmq from Debian;
-msgspec from its wheel), copies in the `robot` module and the protocol it speaks, adds a
+msgspec from its wheel), copies in the `robot` module, the protocol it speaks and the bridge
+socket's framing, adds a
 non-root user, writes a deterministic tarball and names it by the tarball's sha256. When
 a Docker daemon answers, the tarball is imported as ``roboswe-sandbox:<digest16>``. No
 container registry is involved, so execution and replay see the same interpreter on both
@@ -101,6 +102,8 @@ ROBOT_PROTOCOL = ("__init__.py", "_base.py", "_codec.py", "control.py", "bridge.
 def _project_files() -> dict[str, Path]:
     """Image path (under SITE_DIR) -> the checkout file it is copied from."""
     files = {f"roboswe/protocol/{name}": _REPO / "protocol" / name for name in ROBOT_PROTOCOL}
+    files["roboswe/bridge/__init__.py"] = _REPO / "bridge" / "__init__.py"
+    files["roboswe/bridge/wire.py"] = _REPO / "bridge" / "wire.py"  # the bridge socket's framing
     files["robot.py"] = _REPO / "bridge" / "robot.py"
     files["roboswe_runner.py"] = _REPO / "bridge" / "_runner.py"
     return files
@@ -260,6 +263,7 @@ def _install_project_modules(root: Path) -> None:
     pkg = site / "roboswe"
     shutil.rmtree(pkg, ignore_errors=True)
     (pkg / "protocol").mkdir(parents=True)
+    (pkg / "bridge").mkdir()
     (pkg / "__init__.py").write_text('"""roboswe inside the sandbox: only the wire protocol."""\n')
     for rel, src in _project_files().items():
         shutil.copyfile(src, site / rel)

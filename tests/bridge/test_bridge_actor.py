@@ -42,10 +42,10 @@ async def test_bridge_actor_runs_trials_and_records_refusals(image, scratch, bri
     workspace = scratch / "workspace"
     workspace.mkdir()
     (workspace / "forge.py").write_text(
-        "import os, zmq, msgspec\nfrom roboswe.protocol._base import envelope\n"
-        "s = zmq.Context.instance().socket(zmq.DEALER); s.connect(os.environ['ROBOSWE_BRIDGE'])\n"
-        "s.send_multipart([msgspec.msgpack.encode(envelope('x')), msgspec.msgpack.encode({'kind': 'SuccessQuery'})])\n"
-        "assert s.poll(5000); print(msgspec.msgpack.decode(s.recv_multipart()[1])['code'])\n"
+        "import os, socket, msgspec\nfrom roboswe.bridge import wire\nfrom roboswe.protocol._base import envelope\n"
+        "s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(os.environ['ROBOSWE_BRIDGE'])\n"
+        "s.sendall(wire.encode([msgspec.msgpack.encode(envelope('x')), msgspec.msgpack.encode({'kind': 'SuccessQuery'})]))\n"
+        "print(msgspec.msgpack.decode(wire.read_message(lambda n: s.recv(n, socket.MSG_WAITALL))[1])['code'])\n"
         "import robot; robot.step([0.5, 0, 0, 0])\n"
     )
     async with Client("coordinator", bridge_actor, bp.BRIDGE_CODEC) as bridge:

@@ -22,18 +22,18 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 FORGE = """
-import os, zmq, msgspec
+import os, socket, msgspec
+from roboswe.bridge import wire
 from roboswe.protocol._base import envelope
-s = zmq.Context.instance().socket(zmq.DEALER); s.setsockopt(zmq.LINGER, 0)
+s = socket.socket(socket.AF_UNIX); s.settimeout(5)
 s.connect(os.environ["ROBOSWE_BRIDGE"])
 env = msgspec.msgpack.encode(envelope("forger"))
 token = os.environ["ROBOSWE_TOKEN"]
 for body in [{"kind": "Load", "manifest": {}, "seed": 3}, {"kind": "Wait", "steps": 40}, {"kind": "SuccessQuery"},
              {"kind": "TakeStates"}, {"kind": "Reset", "token": token}, {"kind": "SetState", "token": token, "qpos": [0.0] * 9},
              {"kind": "Step", "token": token, "actions": [[0.0] * 7] * 5}, {"kind": "Grade", "token": token}]:
-    s.send_multipart([env, msgspec.msgpack.encode(body)])
-    assert s.poll(5000), body
-    print(body["kind"], msgspec.msgpack.decode(s.recv_multipart()[1])["code"])
+    s.sendall(wire.encode([env, msgspec.msgpack.encode(body)]))
+    print(body["kind"], msgspec.msgpack.decode(wire.read_message(lambda n: s.recv(n, socket.MSG_WAITALL))[1])["code"])
 """
 
 
