@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 import msgspec
 import numpy as np
@@ -32,6 +32,9 @@ from roboswe.protocol.recorder import (
     Durable,
     Flush,
     Recorded,
+    RecorderMessage,
+    RecorderReply,
+    RecorderRequest,
     StoreArtifact,
     VideoFinish,
     VideoFrames,
@@ -83,8 +86,13 @@ class Recorder:
         self.blobs = blobs
         self._videos: dict[tuple[str, str], VideoWriter] = {}
 
-    async def handle(self, decoded: Decoded[Any]) -> Any:
+    async def handle(self, decoded: Decoded[RecorderMessage]) -> RecorderReply | None:
         message = decoded.message
+        if not isinstance(message, RecorderRequest):
+            return Error(code="unsupported", detail=f"recorder does not handle {type(message).__name__}")
+        if isinstance(message, RECORD_TYPES):  # a bare record: queued for the next batch, no reply
+            self.store.put(message)
+            return None
         match message:
             case Durable(records=records):
                 return await self._durable(records, len(records))
@@ -98,11 +106,8 @@ class Recorder:
                 return await self._video_finish(message)
             case StoreArtifact():
                 return await self._store_artifact(message, decoded.blobs)
-            case _ if isinstance(message, RECORD_TYPES):
-                self.store.put(message)
-                return None
             case _:
-                return Error(code="unsupported", detail=f"recorder does not handle {type(message).__name__}")
+                assert_never(message)
 
     async def _durable(self, records: list[Any], count: int) -> Recorded | Error:
         receipt = self.store.put_durable_nowait(records)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, assert_never
 
 import structlog
 import trio
@@ -30,6 +30,12 @@ from roboswe.protocol.sim import (
     GetState,
     Load,
     Observe,
+    SimControlMessage,
+    SimReply,
+    SimRequest,
+    SimRobotMessage,
+    SimRobotReply,
+    SimRobotRequest,
     Step,
     SuccessQuery,
     TakeStates,
@@ -107,10 +113,15 @@ class SimulatorService:
             self.accounts.add(name, amount)
         return reply
 
-    async def handle_robot(self, decoded: Decoded[Any]):
+    async def handle_robot(self, decoded: Decoded[SimRobotMessage]) -> SimRobotReply | tuple[SimRobotReply, list[bytes]]:
         """The bridge's subset; anything else that decodes here is refused."""
         s = self.session
-        match decoded.message:
+        message = decoded.message
+        if not isinstance(message, SimRobotRequest):
+            kind = type(message).__name__
+            log.warning("robot_request_refused", kind=kind, sender=decoded.envelope.sender)
+            return Error(code="refused", detail=f"the robot endpoint does not accept {kind}")
+        match message:
             case GetSpec():
                 return await self._call(s.spec)
             case GetState():
@@ -121,14 +132,15 @@ class SimulatorService:
                 if not actions:
                     return Error(code="invalid_action", detail="Step needs at least one action")
                 return await self._call(s.step, actions)
-            case other:
-                kind = type(other).__name__
-                log.warning("robot_request_refused", kind=kind, sender=decoded.envelope.sender)
-                return Error(code="refused", detail=f"the robot endpoint does not accept {kind}")
+            case _:
+                assert_never(message)
 
-    async def handle_control(self, decoded: Decoded[Any]):
+    async def handle_control(self, decoded: Decoded[SimControlMessage]) -> SimReply | tuple[SimReply, list[bytes]]:
         s = self.session
-        match decoded.message:
+        message = decoded.message
+        if not isinstance(message, SimRequest):
+            return Error(code="unsupported", detail=f"simulator does not handle {type(message).__name__}")
+        match message:
             case Load(manifest=manifest, seed=seed, trial_steps=trial_steps, backend=backend):
                 reply = await self._call(s.load, manifest, seed, trial_steps, backend)
                 if not isinstance(reply, Error):
@@ -144,8 +156,8 @@ class SimulatorService:
                 return await self._call(s.take_states)
             case GetSpec() | GetState() | Observe() | Step():
                 return await self.handle_robot(decoded)
-            case other:
-                return Error(code="unsupported", detail=f"simulator does not handle {type(other).__name__}")
+            case _:
+                assert_never(message)
 
     async def aclose(self) -> None:
         """Close the scene; always finishes, logging (not raising) a failure to free it."""

@@ -1,21 +1,27 @@
 """Sandbox bridge boundary: the robot calls authored code may make, and the trial control
 the coordinator sends to the bridge actor.
 
-Two unions, two codecs (``BRIDGE_ROBOT_CODEC``, ``BRIDGE_CODEC``). ``RobotCall`` is everything a sandboxed program may send on the
-bridge socket (decoded only after the allow-list accepted its kind); ``BridgeMessage`` is
-what the coordinator speaks with the bridge actor. Arrays travel as raw blob frames
+Two boundaries, two codecs. ``RobotCall`` is everything a sandboxed program may send on the
+bridge socket (decoded only after the allow-list accepted its kind), answered with a
+``RobotReply`` (``BRIDGE_ROBOT_CODEC``). ``BridgeRequest`` is what the coordinator asks the
+bridge actor, answered with a ``BridgeReply`` (``BRIDGE_CODEC``). Arrays travel as raw blob frames
 described by ``Array``; they are never inside msgpack.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from ._base import Message
 from ._codec import Codec
-from .control import Control, Error
+from .control import Control, Error, ErrorCode, Ok
+
+SandboxBackendName = Literal["docker", "bwrap"]
+
+ScriptLimit = Literal["steps", "wall_time", "memory", "processes", "cpu_time", "file_size"]
+"""Which per-script limit ended a program: the bridge's step limit, or one the sandbox enforces."""
 
 # --- sandbox side: the robot API ------------------------------------------------------------
 
@@ -83,15 +89,15 @@ class StepsLeftReply(Message, frozen=True, kw_only=True):
 RobotCall = GetSpec | GetState | Observe | Step | StepMany | GetStepsLeft
 RobotReply = SpecReply | StateReply | ObserveReply | StepReply | StepsLeftReply | Error
 
-ALLOWED_KINDS = frozenset(t.__name__ for t in (GetSpec, GetState, Observe, Step, StepMany, GetStepsLeft))
+ALLOWED_KINDS = frozenset(t.__name__ for t in RobotCall.__args__)
 """The only request kinds the bridge forwards. Everything else is refused and recorded."""
 
 BRIDGE_ROBOT_CODEC: Codec = Codec(RobotCall | RobotReply)
 
 # Error codes the robot module turns into its exceptions.
-INVALID_ACTION = "invalid_action"
-LIMIT_REACHED = "limit_reached"
-REFUSED = "refused"
+INVALID_ACTION: ErrorCode = "invalid_action"
+LIMIT_REACHED: ErrorCode = "limit_reached"
+REFUSED: ErrorCode = "refused"
 
 # --- coordinator side: trial control ----------------------------------------------------------
 
@@ -118,7 +124,7 @@ class OpenTrial(Message, frozen=True, kw_only=True):
 
     trial: str
     workspace: str
-    backend: str | None = None  # "docker" | "bwrap"; None: docker when a daemon answers, else bwrap
+    backend: SandboxBackendName | None = None  # None: docker when a daemon answers, else bwrap
     limits: ScriptLimits = ScriptLimits()
     sim_endpoint: str | None = None  # the simulator's robot endpoint; None: the run's configured one
     sim_keys: str | None = None  # CURVE key directory (`roboswe keys generate`) for a remote simulator
@@ -126,7 +132,7 @@ class OpenTrial(Message, frozen=True, kw_only=True):
 
 class TrialOpened(Message, frozen=True, kw_only=True):
     trial: str
-    backend: str
+    backend: SandboxBackendName
     image_digest: str
     bridge_dir: str
 
@@ -159,8 +165,8 @@ class ExecFeedback(Message, frozen=True, kw_only=True):
     exception: ScriptException | None
     steps: NonNegative  # control steps completed by this script
     wall_seconds: float
-    limit: str | None  # "steps" | "wall_time" | "memory" | "processes" | "cpu_time" | "file_size" | None
-    backend: str
+    limit: ScriptLimit | None
+    backend: SandboxBackendName
     refused: NonNegative = 0  # bridge requests refused during this script
 
 
@@ -168,5 +174,9 @@ class CloseTrial(Message, frozen=True, kw_only=True):
     trial: str
 
 
-BridgeMessage = Control | OpenTrial | TrialOpened | ExecScript | ExecFeedback | CloseTrial
+BridgeRequest = OpenTrial | ExecScript | CloseTrial
+BridgeReply = TrialOpened | ExecFeedback | Ok | Error
+
+# One codec decodes both directions (the runtime's Server and Client share it).
+BridgeMessage = Control | BridgeRequest | BridgeReply
 BRIDGE_CODEC: Codec = Codec(BridgeMessage)

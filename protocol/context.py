@@ -7,8 +7,8 @@ import msgspec
 
 from ._base import Message
 from ._codec import Codec
-from .control import Control
-from .participant import Attempt, DecisionRequest, Turn, Usage
+from .control import Control, Error, Ok
+from .participant import Attempt, DecisionRequest, Role, Turn, Usage
 
 
 class CountRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -17,7 +17,7 @@ class CountRecord(msgspec.Struct, frozen=True, kw_only=True):
 
     trial: int
     at: float  # wall clock
-    method: str
+    method: str  # TokenCount.method of the count behind it, e.g. "anthropic.count_tokens"
     units: int  # what the policy compared with the budget
     exact_tokens: int | None = None
     estimated_units: int | None = None
@@ -49,7 +49,7 @@ class SlideRecord(msgspec.Struct, frozen=True, kw_only=True):
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
     turn_id: str
     trial: int
-    role: str
+    role: Role
     excerpt: str
     active: bool  # still in the active request
 
@@ -122,8 +122,9 @@ class ContextState(Message, frozen=True, kw_only=True):
     slides: int
 
 
-ContextMessage = (
-    Control | AppendTurns | PrepareRequest | Prepared | RecordUsage | SearchHistoryRequest | SearchHistoryResult
-    | ResetContext | ContextState
-)
+ContextRequest = AppendTurns | PrepareRequest | RecordUsage | SearchHistoryRequest | ResetContext
+ContextReply = Prepared | SearchHistoryResult | ContextState | Ok | Error
+
+# One codec decodes both directions (the runtime's Server and Client share it).
+ContextMessage = Control | ContextRequest | ContextReply
 CONTEXT_CODEC: Codec = Codec(ContextMessage)

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from ._base import Message
 from ._codec import Codec
+
+
+ErrorCode = Literal[
+    # the runtime
+    "decode", "version", "internal", "unsupported", "config",
+    # requests a peer must not make, or made badly
+    "refused", "bad_request", "invalid",
+    # the simulator (sim.backend.SimError.code) and the robot API
+    "sim", "reset", "not_loaded", "physics", "invalid_action", "limit_reached",
+    # the sandbox bridge
+    "bridge", "sandbox",
+    # the context manager and provider client
+    "context_overflow", "provider", "search_unavailable",
+    # the recorder
+    "checkpoint", "artifact",
+]
+"""Machine-readable ``Error.code`` values. A new code is added here first (tests/protocol checks
+every ``Error(code=...)`` in the tree against this list): a peer cannot decode a code it lacks."""
 
 
 class Hello(Message, frozen=True, kw_only=True):
@@ -27,7 +47,7 @@ class Ready(Message, frozen=True, kw_only=True):
 class Error(Message, frozen=True, kw_only=True):
     """Typed failure reply. ``code`` is machine-readable, ``detail`` is for a person."""
 
-    code: str  # e.g. "decode", "version", "invalid_action", "refused", "peer_dead", "timeout", "internal"
+    code: ErrorCode  # a dead peer or a timeout is the client's exception (PeerDead, trio.TooSlowError), never an Error
     detail: str
     data: dict[str, str | int | float | bool | None] = msgspec.field(default_factory=dict)
 
@@ -62,7 +82,14 @@ class Ok(Message, frozen=True, kw_only=True):
     """Generic empty success reply."""
 
 
+ControlRequest = Hello | Heartbeat | StatisticsRequest | Shutdown
+"""What the runtime answers itself on every endpoint (handlers never see these)."""
+
+ControlReply = Ready | Error | Heartbeat | Statistics | Ok
+"""Replies any endpoint may give: the handshake, a typed failure, liveness, statistics, plain success."""
+
 Control = Hello | Ready | Error | Heartbeat | StatisticsRequest | Statistics | Shutdown | Ok
+"""Every control message; each boundary's codec union includes it so the runtime's replies decode."""
 
 CONTROL_CODEC: Codec = Codec(Control)
 """Codec for links that speak only control messages (supervisor, status, placeholders)."""

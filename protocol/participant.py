@@ -79,6 +79,11 @@ class Finish(Operation, tag="finish"):
 
 AnyOperation = WriteFile | ReadFile | ListFiles | Exec | Observe | Wait | SearchHistory | Finish
 
+OperationName = Literal["write_file", "read_file", "list_files", "exec", "observe", "wait", "search_history", "finish"]
+"""The tool names, one per operation (each operation Struct's tag)."""
+
+Role = Literal["user", "assistant"]
+
 OPERATIONS: dict[str, type[Operation]] = {
     cls.__struct_config__.tag: cls  # type: ignore[misc]
     for cls in (WriteFile, ReadFile, ListFiles, Exec, Observe, Wait, SearchHistory, Finish)
@@ -230,7 +235,7 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
     (sent back verbatim to the same provider); the parts are the neutral reading of it."""
 
     id: str
-    role: Literal["user", "assistant"]
+    role: Role
     parts: list[AnyPart]
     trial: int = 0
     pinned: bool = False  # never removed by a context slide

@@ -10,7 +10,7 @@ import msgspec
 
 from ._base import Message
 from ._codec import Codec
-from .control import Control
+from .control import Control, Error
 from .participant import Attempt, Decision, DecisionRequest, TokenCount
 
 
@@ -45,5 +45,9 @@ class ProviderFailed(Message, frozen=True, kw_only=True):
     attempts: list[Attempt] = msgspec.field(default_factory=list)
 
 
-ProviderMessage = Control | Decide | Decided | CountTokens | Counted | ProviderFailed
+ProviderRequest = Decide | CountTokens
+ProviderReply = Decided | Counted | ProviderFailed | Error
+
+# One codec decodes both directions (the runtime's Server and Client share it).
+ProviderMessage = Control | ProviderRequest | ProviderReply
 PROVIDER_CODEC: Codec = Codec(ProviderMessage)

@@ -17,11 +17,16 @@ import msgspec
 
 from ._base import Message
 from ._codec import Codec
-from .control import Control
+from .control import Control, Error, Ok
+from .participant import OperationName
 
 Outcome = Literal["success", "failure", "incomplete", "pending"]
 Verdict = Literal["verified", "mismatch", "error"]
 RetainMode = Literal["retain", "none"]
+RecordedOperation = Literal[OperationName, "invalid"]
+"""An operation's tool name, or "invalid" for a decision that carried no usable operation."""
+CheckpointLabel = Literal["trial_start", "after_write", "after_exec"]
+ArtifactKind = Literal["video", "video_index", "results"]
 Json = dict[str, Any]
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -105,7 +110,7 @@ class OperationRecord(Message, frozen=True, kw_only=True):
 
     trial_id: str
     seq: NonNegative
-    operation: str  # write_file, read_file, list_files, exec, observe, wait, search_history, finish
+    operation: RecordedOperation
     arguments: Json = msgspec.field(default_factory=_empty)
     feedback: Json = msgspec.field(default_factory=_empty)
     step_start: NonNegative = 0  # control steps [step_start, step_end) consumed
@@ -136,7 +141,7 @@ class SlideRecord(Message, frozen=True, kw_only=True):
     removed: list[str] = msgspec.field(default_factory=list)
     before_units: NonNegative = 0
     after_units: NonNegative = 0
-    method: str = ""  # "count_tokens" | "proxy"
+    method: str = ""  # how the request was counted: the TokenCount.method, e.g. "anthropic.count_tokens"
 
 
 class EventRecord(Message, frozen=True, kw_only=True):
@@ -162,7 +167,7 @@ class CheckpointRecord(Message, frozen=True, kw_only=True):
 
     checkpoint_id: str
     trial_id: str
-    label: str  # "trial_start" | "after_write" | "after_exec" | ...
+    label: CheckpointLabel
     op_seq: int | None = None  # the operation it follows, None at trial start
     manifest_sha256: str
     files: NonNegative
@@ -190,7 +195,7 @@ class ArtifactRecord(Message, frozen=True, kw_only=True):
     artifact_id: str
     run_id: str
     trial_id: str | None = None
-    artifact: str  # "video" | "video_index" | "results"
+    artifact: ArtifactKind
     camera: str = ""
     path: str  # relative to RUN_DIR
     sha256: str
@@ -238,7 +243,7 @@ class CaptureCheckpoint(Message, frozen=True, kw_only=True):
 
     checkpoint_id: str
     trial_id: str
-    label: str
+    label: CheckpointLabel
     workspace: str
     op_seq: int | None = None
 
@@ -289,7 +294,7 @@ class StoreArtifact(Message, frozen=True, kw_only=True):
 
     artifact_id: str
     run_id: str
-    artifact: str  # e.g. "results"
+    artifact: ArtifactKind
     path: str  # relative to RUN_DIR, e.g. "results.json"
     meta: Json = msgspec.field(default_factory=_empty)
 
@@ -303,19 +308,12 @@ class ArtifactStored(Message, frozen=True, kw_only=True):
     size: NonNegative
 
 
-RecorderMessage = (
-    Control
-    | Record
-    | Durable
-    | Flush
-    | Recorded
-    | CaptureCheckpoint
-    | CheckpointCaptured
-    | VideoFrames
-    | VideoFinish
-    | VideoStored
-    | StoreArtifact
-    | ArtifactStored
-)
+RecorderRequest = Record | Durable | Flush | CaptureCheckpoint | VideoFrames | VideoFinish | StoreArtifact
+"""A bare Record is fire-and-forget (no reply); every other request is answered."""
+
+RecorderReply = Recorded | CheckpointCaptured | VideoStored | ArtifactStored | Error | Ok
+
+# One codec decodes both directions (the runtime's Server and Client share it).
+RecorderMessage = Control | RecorderRequest | RecorderReply
 
 RECORDER_CODEC: Codec = Codec(RecorderMessage)

@@ -20,7 +20,11 @@ import msgspec
 
 from ._base import Message
 from ._codec import Codec
-from .control import Control
+from .control import Control, Error
+
+StepStop = Literal["done", "invalid_action", "trial_budget"]
+"""Why a Step or Wait stopped: every action applied, one was rejected (nothing applied), or the
+trial's step budget ran out part-way."""
 
 # ---- plain data carried inside messages -------------------------------------------------
 
@@ -153,7 +157,7 @@ class StepResult(Message, frozen=True, kw_only=True):
     control_step: int
     sim_time: float
     steps_left: int
-    stopped: Literal["done", "invalid_action", "trial_budget"]
+    stopped: StepStop
     error: ActionError | None = None
     # The allowed state after the last applied step (RobotState.values, same allow-list), so a
     # step is one round trip. None: the sender predates this field (ask GetState instead).
@@ -169,6 +173,9 @@ class Load(Message, frozen=True, kw_only=True):
     manifest: dict[str, Any]  # TaskManifest.to_builtins()
     seed: int
     trial_steps: int | None = None
+    # A name registered with sim.backend.sim_backend. Deliberately open (not a Literal): simulator
+    # families register themselves, and the simulator answers an unknown name with an Error that
+    # lists the ones it has, where a closed type would only give a decode error.
     backend: str = "robosuite"
 
 
@@ -209,28 +216,22 @@ class RecordedStates(Message, frozen=True, kw_only=True):
     fingerprint_digest: str
     seed: int
     count: int
-    fields: dict[str, list[int]]  # name -> [blob index, columns]; names: step, time, qpos, qvel, act, mocap_pos, mocap_quat
+    fields: dict[str, list[int]]  # name -> [blob index, columns]; names: sim.physics_state.RECORD_FIELDS
 
 
-SimRobotMessage = Control | GetSpec | TaskSpec | GetState | RobotState | Observe | Observation | Step | StepResult
-SimControlMessage = (
-    Control
-    | GetSpec
-    | TaskSpec
-    | GetState
-    | RobotState
-    | Observe
-    | Observation
-    | Step
-    | StepResult
-    | Load
-    | Loaded
-    | Wait
-    | SuccessQuery
-    | SuccessStatus
-    | TakeStates
-    | RecordedStates
-)
+SimRobotRequest = GetSpec | GetState | Observe | Step
+"""What the sandbox bridge may ask on the robot endpoint."""
+
+SimRobotReply = TaskSpec | RobotState | Observation | StepResult | Error
+
+SimRequest = SimRobotRequest | Load | Wait | SuccessQuery | TakeStates
+"""What the coordinator may ask on the control endpoint: the robot subset plus the admin requests."""
+
+SimReply = SimRobotReply | Loaded | SuccessStatus | RecordedStates
+
+# One codec per endpoint decodes both directions (the runtime's Server and Client share it).
+SimRobotMessage = Control | SimRobotRequest | SimRobotReply
+SimControlMessage = Control | SimRequest | SimReply
 
 SIM_ROBOT_CODEC: Codec = Codec(SimRobotMessage)
 SIM_CODEC: Codec = Codec(SimControlMessage)
