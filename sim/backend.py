@@ -203,10 +203,26 @@ def sim_backend(name: str):
 
 def create_backend(name: str, manifest: TaskManifest, **kwargs) -> SimBackend:
     """Build a registered backend for a manifest; raises KeyError naming the known backends."""
-    from . import robosuite_backend  # noqa: F401  (registers "robosuite"; imports robosuite lazily)
-
     try:
         factory = _REGISTRY[name]
     except KeyError:
         raise KeyError(f"unknown simulator backend {name!r}; known: {sorted(_REGISTRY)}") from None
     return factory(manifest, **kwargs)
+
+
+# The families this package ships. Each factory imports its module only when used, so a
+# missing simulator (robosuite, MuJoCo) fails only for the tasks that need it.
+
+
+@sim_backend("robosuite")
+def _robosuite(manifest: TaskManifest, **kwargs) -> SimBackend:
+    from .robosuite_backend import RobosuiteBackend
+
+    return RobosuiteBackend(manifest, **kwargs)
+
+
+@sim_backend("fake")
+def _fake(manifest: TaskManifest, **kwargs) -> SimBackend:
+    from .fake_backend import FakeBackend  # numpy only: a kinematic stand-in for in-process tests
+
+    return FakeBackend(manifest, **kwargs)

@@ -27,7 +27,7 @@ class _Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 class Upstream(_Config, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Which upstream task this manifest pins, and its own episode horizon (not our budget)."""
 
-    package: Literal["robosuite"] = "robosuite"
+    package: Literal["robosuite", "fake"] = "robosuite"  # the simulator family (backend); "fake": sim/fake_backend.py
     version: str
     mujoco: str  # major.minor series, e.g. "3.3"
     env: str  # robosuite environment class, e.g. "Lift"

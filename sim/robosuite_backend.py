@@ -35,7 +35,6 @@ from .backend import (
     StepOutcome,
     SuccessRecord,
     SuccessTracker,
-    sim_backend,
 )
 from .manifest import TaskManifest
 from .physics_state import PhysicsStates, StateLog, fingerprint_bytes, snapshot
@@ -450,8 +449,3 @@ class RobosuiteBackend(SimBackend):
         return BackendStatistics(control_steps=self._total_steps, sim_time=self.sim_time, physics_seconds=self._physics_s,
                                  render_seconds=self._render_s, frames_rendered=self._frames, observes=self._observes,
                                  rejected_actions=self._rejected)
-
-
-@sim_backend("robosuite")
-def _robosuite(manifest: TaskManifest, **kwargs) -> RobosuiteBackend:
-    return RobosuiteBackend(manifest, **kwargs)

@@ -43,14 +43,21 @@ class SimSession:
             raise NotLoaded("no task is loaded; the coordinator sends Load first")
         return self._backend
 
-    def load(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str = "robosuite") -> Loaded:
-        """Build the task's scene fresh and reset it; raises SimError / ManifestError."""
+    def load(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str | None = None) -> Loaded:
+        """Build the task's scene fresh and reset it; raises SimError / ManifestError.
+
+        ``backend`` names a registered simulator backend; None: the manifest's family (``upstream.package``).
+        """
         try:
             manifest = manifest_from_builtins(manifest_data)
         except ManifestError as e:
             raise SimError(str(e)) from None
         self.close()
-        sim = create_backend(backend, manifest, trial_steps=trial_steps, require_fixed_hash_seed=self._require_fixed_hash_seed)
+        name = backend or manifest.upstream.package
+        try:
+            sim = create_backend(name, manifest, trial_steps=trial_steps, require_fixed_hash_seed=self._require_fixed_hash_seed)
+        except KeyError as e:
+            raise SimError(f"task {manifest.id!r}: {e.args[0]}") from None
         try:
             fingerprint = sim.reset(seed)
         except Exception:
