@@ -298,6 +298,24 @@ def test_offline_and_no_preflight_skip_what_they_say(tmp_path, runs, admitted_fi
     assert len(no_actors) == 2
 
 
+def test_resume_runs_preflight_too_and_leaves_the_run_dir_as_it_was(runs, admitted_file, no_actors, capsys, monkeypatch):
+    from roboswe.evaluation.admission import read_admitted
+    from roboswe.evaluation.job import CONFIG_COPY, Job, write_job
+
+    monkeypatch.delenv("ROBOSWE_TEST_KEY", raising=False)
+    run_dir = runs / "stopped-run"
+    run_dir.mkdir()
+    (run_dir / CONFIG_COPY).write_text(config(runs).read_text())
+    write_job(run_dir, Job(kind="run", run_id=run_dir.name, admitted_path=str(admitted_file),
+                           admitted_sha256=read_admitted(admitted_file).digest, tasks=["lift-panda"]))
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    code = main(["run", "--resume", str(run_dir)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and no_actors == []
+    assert "ROBOSWE_TEST_KEY is unset" in err and str(run_dir / CONFIG_COPY) in err
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+
+
 # ---- admit and demo ---------------------------------------------------------------------------------
 
 
