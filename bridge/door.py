@@ -156,6 +156,14 @@ class RobotDoor:
         return SpecReply(spec=data)
 
     async def _observe(self, cameras: list[str] | None, depth: bool) -> Reply:
+        if cameras:
+            # Each name once, and only the task's cameras: 400 copies of one name must not render 400 frames.
+            cameras = list(dict.fromkeys(cameras))
+            allowed = [c.name for c in (await self.spec()).cameras]
+            unknown = [c for c in cameras if c not in allowed]
+            if unknown:
+                shown = ", ".join(repr(c[:64]) for c in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+                return Error(code="bridge", detail=f"unknown camera(s) {shown}; this task's cameras are {allowed}"), []
         obs, sim_blobs = await self._ask_blobs(simp.Observe(cameras=list(cameras or []), depth=depth), simp.Observation)
         blobs = _Blobs()
         out: dict[str, dict[str, Array]] = {}

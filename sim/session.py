@@ -81,7 +81,7 @@ class SimSession:
     def observe(self, cameras: Sequence[str], depth: bool) -> tuple[Observation, list[bytes]]:
         sim = self.backend
         before = sim.statistics().render_seconds
-        frames = sim.observe(cameras, depth)
+        frames = sim.observe(list(dict.fromkeys(cameras)), depth)  # each camera once: repeated names must not multiply renders
         blobs: list[bytes] = []
         images = []
         for f in frames:

@@ -18,6 +18,7 @@ class ToyRobot:
         self.control_step = 0
         self.trial_steps = trial_steps
         self.received: list[str] = []
+        self.observed: list[list[str]] = []  # the camera lists Observe asked for
 
     def spec(self) -> simp.TaskSpec:
         low, high = [-1.0] * DIM, [1.0] * DIM
@@ -44,6 +45,7 @@ class ToyRobot:
             case simp.GetState():
                 return self.state()
             case simp.Observe():
+                self.observed.append(list(msg.cameras))
                 rgb = np.full((6, 8, 3), 7, np.uint8).tobytes()
                 depth = np.full((6, 8), 1.5, np.float32).tobytes()
                 img = simp.CameraImage(camera="front", width=8, height=6, rgb_blob=0, depth_blob=1 if msg.depth else None,

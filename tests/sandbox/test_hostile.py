@@ -528,3 +528,21 @@ async def test_hostile_workspace_contents_never_raise_in_the_harness(trial, scra
     finally:
         await trio.to_thread.run_sync(remove_tree, trial.workspace)
         trial.workspace.mkdir()
+
+
+async def test_an_observe_flood_renders_each_allowed_camera_once(trial):
+    fb = await trial.run(
+        """
+        import robot
+        print(sorted(robot.observe(["front"] * 400, depth=True)))
+        try:
+            robot.observe(["front", "top_secret"] + ["x%d" % i for i in range(400)])
+        except robot.BridgeError as e:
+            print("refused:", str(e)[:80])
+        """
+    )
+    assert fb.exit_status == 0, fb.stderr
+    assert fb.stdout.splitlines()[0] == "['front']"
+    assert "refused: bridge: unknown camera(s) 'top_secret'" in fb.stdout, fb.stdout
+    assert trial.robot.observed == [["front"]]  # one frame rendered; the unknown names never reached the simulator
+    await _still_serving(trial)
