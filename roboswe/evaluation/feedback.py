@@ -4,6 +4,7 @@ Trial writes these and verify reads them back, through ``feedback_record`` and
 ``read_feedback``: one encoding, so a field renamed on one side cannot silently read as
 missing on the other. On disk each is a JSON object with the Struct's fields plus
 ``is_error`` and ``text`` (the result the participant saw, cut to 4000 characters).
+``SandboxOpened`` is the same for the ``trial_opened`` event a replay is pinned to.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
+from roboswe.evaluation.series_config import Budgets
 from roboswe.protocol.bridge import ExecFeedback, ScriptException
 
 TEXT_KEPT = 4000  # characters of the participant's result text kept with the operation
@@ -88,6 +90,26 @@ _BY_OPERATION: dict[str, type] = {
     "write_file": FileFeedback, "read_file": FileFeedback, "list_files": Listed, "exec": ExecOutcome,
     "observe": Observed, "wait": Waited, "search_history": Searched, "finish": Finished,
 }
+
+
+class SandboxOpened(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``trial_opened`` event's data: what a replay of the trial must run under."""
+
+    backend: str
+    image_digest: str
+    budgets: Budgets
+    seed: int
+
+    def event_data(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
+    @classmethod
+    def from_event(cls, data: dict[str, Any]) -> SandboxOpened:
+        """Raises ValueError naming the field that does not fit."""
+        try:
+            return msgspec.convert(data, cls)
+        except msgspec.ValidationError as e:
+            raise ValueError(f"trial_opened event does not fit: {e}") from None
 
 
 def sha256_text(text: str) -> str:

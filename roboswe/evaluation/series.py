@@ -25,7 +25,7 @@ from roboswe.evaluation.peers import INFRA_ERRORS, Links
 from roboswe.evaluation.plan import SeriesPlan, fresh_dir, previous_figures
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.trial import TrialRunner
-from roboswe.evaluation.trial import encode_png as encode_png
+from roboswe.evaluation.trial import encode_png as encode_png  # kept importable from here: the viewer test fixture uses it
 from roboswe.protocol import recorder as rec
 from roboswe.protocol.participant import Turn
 from roboswe.records.reader import RunReader, TrialView

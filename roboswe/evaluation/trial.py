@@ -32,6 +32,7 @@ from roboswe.evaluation.feedback import (
     Listed,
     Observed,
     Refused,
+    SandboxOpened,
     Searched,
     Waited,
     feedback_record,
@@ -45,6 +46,7 @@ from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
 from roboswe.protocol.participant import (
     SEARCH_HISTORY,
+    AnyOperation,
     Decision,
     Exec,
     Finish,
@@ -189,7 +191,7 @@ class TrialRunner:
         except INFRA_ERRORS as e:
             log.warning("trial_infrastructure_failure", trial=self.trial_id, error=f"{type(e).__name__}: {e}")
             outcome, reason = "incomplete", f"infrastructure: {type(e).__name__}: {e}"
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a harness bug ends this trial as an explicit slot, not the whole run
             log.exception("trial_internal_error", trial=self.trial_id)
             outcome, reason = "incomplete", f"internal: {type(e).__name__}: {e}"
         except BaseException:
@@ -229,8 +231,9 @@ class TrialRunner:
         opened = await self.links.bridge.open(self.trial_id, self.workspace_dir, self.plan.backend, self.plan.limits())
         self.opened = True
         self.timing["sandbox_open"] = time.monotonic() - t0  # overlaps the scene load
-        await self.rec.event("trial_opened", self.trial_id, backend=opened.backend, image_digest=opened.image_digest,
-                             budgets=msgspec.to_builtins(self.plan.budgets), seed=self.plan.seed)
+        facts = SandboxOpened(backend=opened.backend, image_digest=opened.image_digest, budgets=self.plan.budgets,
+                              seed=self.plan.seed)
+        await self.rec.event("trial_opened", self.trial_id, **facts.event_data())
 
     async def _close_sandbox(self) -> None:
         if not self.opened:
@@ -382,7 +385,7 @@ class TrialRunner:
 
     # -- operations
 
-    async def _execute(self, op: Any, seq: int) -> OpResult:
+    async def _execute(self, op: AnyOperation, seq: int) -> OpResult:
         try:
             match op:
                 case WriteFile(path=path, content=content):

@@ -24,6 +24,7 @@ from roboswe.evaluation.feedback import (
     ExecOutcome,
     FileFeedback,
     Refused,
+    SandboxOpened,
     Waited,
     read_feedback,
     sha256_text,
@@ -31,6 +32,7 @@ from roboswe.evaluation.feedback import (
 from roboswe.evaluation.peers import INFRA_ERRORS, Links
 from roboswe.evaluation.plan import fresh_dir, slug
 from roboswe.evaluation.progress import Progress
+from roboswe.evaluation.series_config import Budgets
 from roboswe.evaluation.workspace import Workspace, WorkspaceError
 from roboswe.protocol import recorder as rec
 from roboswe.protocol.bridge import ScriptLimits
@@ -52,11 +54,14 @@ class ReplayError(Exception):
     """The replay could not be carried out (not a disagreement): the verdict is ``error``."""
 
 
-def trial_budgets(reader: RunReader, view: TrialView) -> dict[str, Any]:
-    """The budgets and backend the trial ran under, from its trial_opened event (or the series pins)."""
+def trial_budgets(reader: RunReader, view: TrialView) -> SandboxOpened:
+    """The budgets, seed, sandbox backend and image the trial ran under, from its trial_opened event."""
     for _, event in reader.events(trial_id=view.trial_id):
         if event.event == "trial_opened":
-            return event.data
+            try:
+                return SandboxOpened.from_event(event.data)
+            except ValueError as e:
+                raise ReplayError(f"trial {view.trial_id}: {e}") from None
     raise ReplayError(f"trial {view.trial_id} has no trial_opened event: it never opened a sandbox, nothing to replay")
 
 
@@ -84,19 +89,19 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
         except CheckpointError as e:
             raise ReplayError(f"starting checkpoint {start.checkpoint_id} refused: {e}") from None
         detail["checkpoint"] = start.checkpoint_id
-        budgets = pinned["budgets"]
-        loaded = await links.sim.load(manifest, int(pinned.get("seed", manifest["seed"])), budgets["trial_steps"])
+        budgets = pinned.budgets
+        loaded = await links.sim.load(manifest, pinned.seed, budgets.trial_steps)
         fp = loaded.fingerprint.digest
         detail["fingerprint"] = fp
         if fp != view.start.fingerprint or fp != reference_fingerprint:
             raise ReplayError(f"fresh scene fingerprint {fp[:16]} differs from the trial's {view.start.fingerprint[:16]} "
                               f"/ the admitted {reference_fingerprint[:16]}")
-        opened_msg = await links.bridge.open(replay_id, workspace, pinned["backend"], ScriptLimits(
-            steps=budgets["script_steps"], seconds=budgets["script_seconds"]))
+        opened_msg = await links.bridge.open(replay_id, workspace, pinned.backend, ScriptLimits(
+            steps=budgets.script_steps, seconds=budgets.script_seconds))
         opened = True
         detail["backend"], detail["image_digest"] = opened_msg.backend, opened_msg.image_digest
-        if opened_msg.image_digest != pinned["image_digest"]:
-            raise ReplayError(f"sandbox image {opened_msg.image_digest[:16]} is not the trial's {pinned['image_digest'][:16]}")
+        if opened_msg.image_digest != pinned.image_digest:
+            raise ReplayError(f"sandbox image {opened_msg.image_digest[:16]} is not the trial's {pinned.image_digest[:16]}")
         divergence = await _replay_operations(links, reader, view, replay_id, workspace, budgets, detail)
         status = await links.sim.success()
         interval = [status.achieved_step - status.interval + 1, status.achieved_step] if status.achieved else None
@@ -137,7 +142,7 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
 
 
 async def _replay_operations(links: Links, reader: RunReader, view: TrialView, replay_id: str, workspace: Path,
-                             budgets: dict[str, Any], detail: dict[str, Any]) -> str:
+                             budgets: Budgets, detail: dict[str, Any]) -> str:
     """Re-run writes, execs and waits in order; returns the first divergence ('' when none)."""
     ws = Workspace(workspace)
     first = ""
@@ -156,7 +161,7 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
                 detail["writes"] += 1
             case ExecOutcome() as orig:
                 try:
-                    fb = await links.bridge.exec(replay_id, op.arguments["path"], budgets["script_seconds"])
+                    fb = await links.bridge.exec(replay_id, op.arguments["path"], budgets.script_seconds)
                 except RemoteError as e:
                     raise ReplayError(f"exec {op.arguments['path']} (operation {op.seq}) refused: {e.error.detail}") from None
                 agree = {
