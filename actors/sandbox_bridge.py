@@ -47,6 +47,7 @@ from roboswe.sandbox import (
     SandboxError,
     backend_class,
     choose_backend,
+    remove_orphan_containers,
 )
 from roboswe.sandbox.images import SandboxImage, load_image
 
@@ -377,6 +378,9 @@ def _sim_robot_endpoint(actor: Actor) -> str:
 async def main(actor: Actor) -> None:
     # trial id -> (its sandbox, set to close it, set once it is fully closed)
     trials: dict[str, tuple[TrialSandbox, trio.Event, trio.Event]] = {}
+    # Containers a crashed bridge or a killed `roboswe exec` left behind: removed before serving.
+    with trio.move_on_after(30):
+        await trio.to_thread.run_sync(remove_orphan_containers, abandon_on_cancel=True)
 
     async with trio.open_nursery() as nursery:
 

@@ -9,5 +9,7 @@ from ._backend import backend_class as backend_class
 from ._backend import backend_names as backend_names
 from ._backend import choose_backend as choose_backend
 from ._backend import sandbox_backend as sandbox_backend
+from ._docker import remove_orphans as remove_orphan_containers
 from ._output import Captured as Captured
 from ._output import OutputBuffer as OutputBuffer
+from ._output import terminal_safe as terminal_safe

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import time
 
 import structlog
@@ -26,6 +27,40 @@ from ._output import OutputBuffer
 log = structlog.get_logger()
 
 _EXIT_POLL = 0.25  # how often to look for a program that exited while a leftover child holds its output
+TRIAL_LABEL = "roboswe.trial"
+BRIDGE_PID_LABEL = "roboswe.bridge_pid"  # the host pid of the process that owns the container
+
+
+def remove_orphans(client=None) -> int:
+    """Remove trial containers whose owning process is gone (a crashed bridge, a killed `roboswe exec`),
+    and those from before owners were labelled; returns how many. Never raises."""
+    try:
+        client = client or docker_client()
+        if client is None:
+            return 0
+        removed = 0
+        for container in client.containers.list(all=True, filters={"label": TRIAL_LABEL}):
+            owner = container.labels.get(BRIDGE_PID_LABEL, "")
+            if owner.isdigit() and _alive(int(owner)):
+                continue
+            container.remove(force=True)
+            removed += 1
+            log.info("sandbox_orphan_removed", container=container.id[:12], trial=container.labels.get(TRIAL_LABEL),
+                     owner=owner or None)
+        return removed
+    except Exception as e:  # noqa: BLE001 - a cleanup must never stop a bridge from starting
+        log.warning("sandbox_orphan_sweep_failed", error=str(e)[:300])
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @sandbox_backend("docker")
@@ -49,7 +84,11 @@ class DockerSandbox(SandboxBackend):
         self.workspace.mkdir(parents=True, exist_ok=True)
         await trio.to_thread.run_sync(self.own_workspace)
         self._limits = limits
-        self._container_id = await trio.to_thread.run_sync(self._create, limits)
+        try:
+            self._container_id = await trio.to_thread.run_sync(self._create, limits)
+        except Exception as e:
+            await trio.to_thread.run_sync(self._remove_created)  # created but not started: not left behind
+            raise SandboxError(f"docker could not start the trial container: {e}") from e
         log.info("sandbox_started", backend="docker", container=self._container_id[:12], trial=self.trial)
 
     def _create(self, limits: ScriptLimits) -> str:
@@ -84,7 +123,7 @@ class DockerSandbox(SandboxBackend):
                 Ulimit(name="nofile", soft=OPEN_FILES, hard=OPEN_FILES),
             ],
             ipc_mode="private",
-            labels={"roboswe.trial": self.trial, "roboswe.image": self.image.digest},
+            labels={TRIAL_LABEL: self.trial, "roboswe.image": self.image.digest, BRIDGE_PID_LABEL: str(os.getpid())},
         )
         return container.id
 
@@ -178,6 +217,14 @@ class DockerSandbox(SandboxBackend):
         except Exception as e:  # noqa: BLE001 - e.g. the pids limit is full: restart the container instead
             log.warning("sandbox_kill_failed", backend="docker", error=str(e), action="restart")
             await trio.to_thread.run_sync(functools.partial(self._client.api.restart, self._container_id, timeout=0))
+
+    def _remove_created(self) -> None:
+        try:
+            filters = {"label": [f"{TRIAL_LABEL}={self.trial}", f"{BRIDGE_PID_LABEL}={os.getpid()}"]}
+            for container in self._client.containers.list(all=True, filters=filters):
+                container.remove(force=True)
+        except Exception as e:  # noqa: BLE001 - the sweep at the next bridge start removes it
+            log.warning("sandbox_remove_failed", trial=self.trial, error=str(e)[:300])
 
     async def cleanup(self, interrupted: bool = False) -> None:
         if self._container_id is None or self._client is None:

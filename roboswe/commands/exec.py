@@ -157,16 +157,23 @@ async def _exec(manifest, names: list[str], workspace: Path, run_dir: Path, args
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        # A bridge that was killed (or failed) leaves its trial container: remove what no live process owns.
+        from roboswe.sandbox import remove_orphan_containers
+
+        await trio.to_thread.run_sync(remove_orphan_containers)
 
 
 def _print_feedback(fb: dict) -> None:
-    print(f"\n== {fb['script']}: exit {fb['exit_status']}, {fb['steps']} control steps, {fb['wall_seconds']:.2f} s, limit: {fb['limit'] or 'none'}")
+    # Everything the program wrote is escaped: an ANSI sequence in its output must not draw over the result.
+    from roboswe.sandbox import terminal_safe
+
+    print(f"\n== {terminal_safe(fb['script'])}: exit {fb['exit_status']}, {fb['steps']} control steps, {fb['wall_seconds']:.2f} s, limit: {fb['limit'] or 'none'}")
     for stream in ("stdout", "stderr"):
         if fb[stream]:
             extra = f" (truncated, {fb[stream + '_bytes']} bytes total)" if fb[stream + "_truncated"] else ""
-            print(f"-- {stream}{extra}:\n{fb[stream].rstrip()}")
+            print(f"-- {stream}{extra}:\n{terminal_safe(fb[stream].rstrip())}")
     if fb["exception"]:
-        print(f"-- uncaught {fb['exception']['type']}: {fb['exception']['message']}")
+        print(f"-- uncaught {terminal_safe(fb['exception']['type'])}: {terminal_safe(fb['exception']['message'])}")
     if fb["refused"]:
         print(f"-- {fb['refused']} bridge request(s) refused")
 

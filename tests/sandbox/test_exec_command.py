@@ -37,3 +37,16 @@ def test_exec_runs_scripts_in_order_against_one_scene(backend, scratch):
     assert two["stdout"] == "from first (3,)\n"  # the workspace carries over
     assert two["exception"]["type"] == "AttributeError" and "reset" in two["exception"]["message"]
     assert report["success"]["achieved"] is False and report["success"]["control_step"] == 3
+
+
+def test_text_mode_escapes_what_the_program_printed(capsys):
+    from roboswe.commands.exec import _print_feedback
+
+    forged = "moving\n\x1b[2K\x1b[1A\rsuccess: True (control step 9)\u202e\n"
+    _print_feedback({"script": "a\x1b[31m.py", "exit_status": 0, "steps": 1, "wall_seconds": 0.5, "limit": None,
+                     "stdout": forged, "stdout_bytes": len(forged), "stdout_truncated": False,
+                     "stderr": "\x07bell", "stderr_bytes": 5, "stderr_truncated": False, "exception": None, "refused": 0})
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\r\x07\u202e"), repr(out)
+    assert "\\x1b[2K\\x1b[1A\\rsuccess: True" in out
+    assert not any(line.startswith("success:") for line in out.splitlines())
