@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from roboswe.records.usage import Price
+
 Kind = Literal["openai", "anthropic", "google", "openrouter", "python"]
 
 
@@ -41,6 +43,8 @@ class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     count_model: str = ""
     count_api_key_env: str = ""
     count_base_url: str | None = None
+    # [provider.price]: per million tokens, pinned with the run; absent means cost is not reported
+    price: Price | None = None
     # kind = "python": the local participant class ("package.module:Class") and its options.
     agent: str = ""
     options: dict[str, Any] = msgspec.field(default_factory=dict)

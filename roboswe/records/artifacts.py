@@ -20,9 +20,11 @@ import numpy as np
 import structlog
 
 from roboswe.protocol.recorder import ArtifactRecord
+from roboswe.records.context_evidence import context_evidence
 from roboswe.records.metrics import timing_totals
 from roboswe.records.reader import RunReader
 from roboswe.records.scoring import score_run
+from roboswe.records.usage import run_price, usage_summary
 
 log = structlog.get_logger()
 
@@ -251,6 +253,8 @@ class Results(msgspec.Struct, frozen=True, kw_only=True):
     timing: dict[str, float]  # seconds per component over all trials, plus "replay"
     timing_by_series: dict[str, dict[str, float]]
     verifications: dict[str, int]  # verdict -> count (latest per trial)
+    usage: Any  # usage.UsageSummary: tokens and cost per run, series and trial attempt
+    context: Any  # context_evidence.ContextEvidence: the policy (C, O, S, B, counting) and every slide
 
 
 def build_results(reader: RunReader, run_id: str, *, pins: dict[str, Any] | None = None,
@@ -278,6 +282,8 @@ def build_results(reader: RunReader, run_id: str, *, pins: dict[str, Any] | None
         run_id=run_id, created_at=time.time(), pins=pins if pins is not None else run.config,
         denominators=score.denominators, bootstrap=score.bootstrap, series=score.series, datasets=score.datasets,
         timing=dict(sorted(timing.items())), timing_by_series=by_series, verifications=verdicts,
+        usage=usage_summary(reader.provider_calls(run_id), run_price(run.config)),
+        context=context_evidence(reader, run_id),
     )
 
 

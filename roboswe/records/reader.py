@@ -7,7 +7,7 @@ the reader opens it read-only.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +150,17 @@ class RunReader:
         if not found:
             raise LookupError(f"{self.path}: no message {message_id!r}")
         return found[0]
+
+    def provider_calls(self, run_id: str) -> Iterator[tuple[str, str, str, bytes | None, dict[str, Any], str]]:
+        """(series_id, trial_id, provider, response, recorded usage, error) of every provider call of a run,
+        without the requests (megabytes each for a hosted model: never needed for usage)."""
+        rows = self._conn.execute(
+            "SELECT t.series_id, m.trial_id, m.provider, m.response, m.usage, m.error FROM messages m "
+            "JOIN trials t ON t.trial_id = m.trial_id JOIN series s ON s.series_id = t.series_id "
+            "WHERE s.run_id = ? ORDER BY m.requested_at, m.message_id", (run_id,))
+        for series_id, trial_id, provider, response, usage, error in rows:
+            yield (series_id, trial_id, provider, bytes(response) if response is not None else None,
+                   msgspec.json.decode(usage) if usage else {}, error)
 
     def control_traces(self, trial_id: str) -> list[ControlTrace]:
         return self._select(ControlTrace, "trial_id = ?", (trial_id,), "seq")

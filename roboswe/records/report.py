@@ -8,6 +8,7 @@ the time went (timing components). The viewer exports the same summary.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import msgspec
@@ -18,12 +19,15 @@ TOTALS = ("active_time", "sim_time", "wall")  # shown as totals, not as componen
 BADGES = {"verified": "verified", "mismatch": "MISMATCH", "error": "replay error", None: "unverified"}
 
 
-def run_summary(reader: Any, run_id: str | None = None) -> dict[str, Any]:
-    """The run's figures and every trial attempt as plain data; raises LookupError for an unknown run."""
+def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) -> dict[str, Any]:
+    """The run's figures and every trial attempt as plain data; raises LookupError for an unknown run.
+
+    ``results`` (artifacts.Results of this run) is computed here unless given."""
     from roboswe.records.artifacts import build_results
 
     run = reader.run(run_id)
-    results = build_results(reader, run.run_id)
+    if results is None:
+        results = build_results(reader, run.run_id)
     series = []
     metrics_by_id = {m.series_id: m for m in results.series}
     for s in reader.series(run.run_id):
@@ -59,6 +63,8 @@ def run_summary(reader: Any, run_id: str | None = None) -> dict[str, Any]:
         "datasets": msgspec.to_builtins(results.datasets),
         "timing": results.timing,
         "verifications": results.verifications,
+        "usage": msgspec.to_builtins(results.usage),
+        "context": msgspec.to_builtins(results.context),
     }
 
 
@@ -168,6 +174,8 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
         console.print(table)
     b = summary["bootstrap"]
     console.print(f"intervals: {b['method']}, {b['resamples']} resamples, seed {b['seed']}; proportions: {b['proportions']}")
+    print_usage(summary, console)
+    print_context(summary, console)
     timing = summary["timing"]
     table = Table(title="where time went (all trials)", title_justify="left",
                   caption="components overlap: physics and rendering a script asks for are inside its execution; "
@@ -187,3 +195,58 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
     console.print(table)
     if summary["verifications"]:
         console.print("replay verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["verifications"].items())))
+
+
+def _tokens(u: dict[str, Any]) -> list[str]:
+    return [f"{u['calls']}", f"{u['input']:,}", f"{u['cached_input']:,}", f"{u['output']:,}",
+            "-" if u["reasoning"] is None else f"{u['reasoning']:,}",
+            f"{u['unreported_calls']} / {u['failed_calls']}"]
+
+
+def _cost(c: dict[str, Any]) -> str:
+    return f"{c['amount']:.4f} {c['currency']}" if c["amount"] is not None else f"not reported: {c['reason']}"
+
+
+def print_usage(summary: dict[str, Any], console: Any) -> None:
+    """Tokens and cost per series and for the run (per trial in --json and the viewer)."""
+    from rich.table import Table
+
+    usage = summary["usage"]
+    table = Table(title="tokens and cost (from the stored provider responses)", title_justify="left")
+    for col in ("series", "calls", "input", "cached input", "output", "reasoning", "unreported / failed", "cost"):
+        table.add_column(col, justify="left" if col in ("series", "cost") else "right")
+    names = {s["series_id"]: s["task"] for s in summary["series"]}
+    for sid, u in usage["series"].items():
+        table.add_row(names.get(sid, sid), *_tokens(u), _cost(usage["series_cost"][sid]))
+    table.add_row("[bold]run[/bold]", *_tokens(usage["run"]), _cost(usage["run_cost"]))
+    console.print(table)
+    price = usage["price"]
+    console.print("  price: " + (f"{price['input']} input / {_fmt(price['cached_input'], 'g')} cached input / "
+                                 f"{_fmt(price['cache_write'], 'g')} cache write / {price['output']} output "
+                                 f"{price['currency']} per million tokens" if price else
+                                 "none pinned ([provider.price] absent): cost not reported"), soft_wrap=True)
+
+
+def print_context(summary: dict[str, Any], console: Any) -> None:
+    """The context policy (C, O, S, B, counting) and every slide."""
+    from rich.table import Table
+
+    ctx = summary["context"]
+    p = ctx["policy"]
+    counting = ", ".join(f"{k} x{v}" for k, v in p["counting"].items()) or "no requests counted"
+    console.print(f"[bold]context policy[/bold] {p['provider']} {p['model']}: C = {_fmt(p['C'], ',')}, "
+                  f"O = {_fmt(p['O'], ',')}, S = {p['S']:,}, B = C - O - S = {_fmt(p['B'], ',')}; a slide removes "
+                  f">= {p['slide_min_units']:,} units; counting: {counting} "
+                  f"({p['exact_requests']} exact, {p['estimated_requests']} estimated)", soft_wrap=True)
+    if not ctx["slides"]:
+        console.print("  slides: none")
+        return
+    table = Table(title="context slides", title_justify="left")
+    for col in ("trial", "slide", "at", "messages removed", "units before", "units after", "removed", "method"):
+        table.add_column(col)
+    names = {s["series_id"]: s["task"] for s in summary["series"]}
+    for sl in ctx["slides"]:
+        table.add_row(f"{names.get(sl['series_id'], sl['series_id'])} t{sl['trial']}", str(sl["seq"]),
+                      time.strftime("%H:%M:%S", time.gmtime(sl["at"])), str(sl["removed"]),
+                      f"{sl['before_units']:,}", f"{sl['after_units']:,}", f"{sl['units_removed']:,}", sl["method"])
+    console.print(table)
