@@ -122,8 +122,12 @@ def _copy_assets(site: Path) -> None:
             (site / "assets" / item.name).write_bytes(item.read_bytes())
 
 
-def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_id: str | None = None) -> Path:
-    """Write the viewer site for a run; returns SITE_DIR/index.html. Raises ExportError, FileNotFoundError."""
+def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_id: str | None = None,
+                evidence: bool = True) -> Path:
+    """Write the viewer site for a run; returns SITE_DIR/index.html. Raises ExportError, FileNotFoundError.
+
+    ``evidence`` also writes each trial's records and videos as one zip (the "download evidence" link)."""
+    from roboswe.records.artifacts import build_results, write_results
     from roboswe.records.report import run_summary
     from roboswe.sandbox.checkpoints import BlobStore, load_manifest
 
@@ -134,14 +138,18 @@ def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_i
         raise ExportError(f"--out {site}: choose a directory other than the run directory")
     t0 = time.perf_counter()
     site.mkdir(parents=True, exist_ok=True)
-    for sub in ("data", "videos", "images"):  # replace what an earlier export wrote; nothing else is touched
+    for sub in ("data", "videos", "images", "evidence"):  # replace what an earlier export wrote; nothing else is touched
         shutil.rmtree(site / sub, ignore_errors=True)
     _copy_assets(site)
     blobs = BlobStore(run_dir / "blobs") if (run_dir / "blobs").is_dir() else None
     exported_blobs: set[str] = set()
     with RunReader(run_dir) as reader:
-        summary = run_summary(reader, run_id)
+        results = build_results(reader, reader.run(run_id).run_id)
+        summary = run_summary(reader, run_id, results=results)
         rid = summary["run"]["run_id"]
+        # the figures this site shows, as a file: the same scoring as `roboswe report` and RUN_DIR/results.json
+        stored = write_results(site, results)
+        summary["results_file"] = {"src": "results.json", "sha256": stored.sha256, "size": stored.size}
         keys: dict[str, str] = {}
         for s in summary["series"]:
             for a in s["attempts"]:
@@ -153,7 +161,7 @@ def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_i
         for s in summary["series"]:
             for a in s["attempts"]:
                 _export_trial(reader, run_dir, site, s, a, [x for x in artifacts if x.trial_id == a["trial_id"]],
-                              blobs, exported_blobs, chunk, load_manifest)
+                              blobs, exported_blobs, chunk, load_manifest, evidence)
     log.info("viewer_exported", site=str(site), trials=len(keys), blobs=len(exported_blobs),
              seconds=round(time.perf_counter() - t0, 2))
     return site / "index.html"
@@ -234,7 +242,8 @@ def _export_events(reader: RunReader, site: Path, trial_id: str) -> tuple[dict[s
 
 
 def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str, Any], attempt: dict[str, Any],
-                  artifacts: list[Any], blobs: Any, exported_blobs: set[str], chunk: int, load_manifest: Any) -> None:
+                  artifacts: list[Any], blobs: Any, exported_blobs: set[str], chunk: int, load_manifest: Any,
+                  evidence: bool = True) -> None:
     trial_id, key = attempt["trial_id"], attempt["key"]
     checkpoints = []
     manifests: dict[int | None, Any] = {}
@@ -301,4 +310,10 @@ def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str
         "slides": [msgspec.to_builtins(s) for s in reader.slides(trial_id)],
     }
     meta["images"], meta["events"] = _export_events(reader, site, trial_id)
+    if evidence:
+        from ._evidence import write_trial_evidence
+
+        rel = f"evidence/{key}.zip"
+        meta["evidence"] = {"src": rel, **write_trial_evidence(reader, run_dir, site / rel, trial_id, blobs,
+                                                                load_manifest)}
     _write_data(site, f"data/t/{key}/trial.js", f"t/{key}", meta)

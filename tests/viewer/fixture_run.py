@@ -24,6 +24,7 @@ from roboswe.protocol.recorder import (
     OperationRecord,
     RunRecord,
     SeriesRecord,
+    SlideRecord,
     TrialEnded,
     TrialStarted,
     VerificationRecord,
@@ -53,6 +54,8 @@ for _ in range(20):
 OUTCOMES = {1: "failure", 2: "success", 3: "success", 4: "success", 5: "success"}
 VERDICTS = {1: "verified", 2: "verified", 3: "verified", 4: "mismatch", 5: "verified"}
 EXEC_STEPS, WAIT_STEPS = 20, 6
+PRICE = {"input": 3.0, "output": 15.0, "currency": "USD"}  # per million tokens
+SLIDE = {"before_units": 190_000, "after_units": 12_000, "removed": ["m1", "m2", "m3", "m4"]}  # on Lift trial 2
 VIDEO_TRIALS = (2, 5)  # rendering costs ~0.1-0.2 s per frame on a shared CPU; the others show "no video"
 
 
@@ -139,7 +142,10 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
     store = RunStore.open(run_dir, flush_interval=0.05)
     b = _Builder(run_dir, store)
     info: dict = {"run_dir": run_dir, "run_id": RUN_ID, "lift": [], "stack": []}
-    store.put(RunRecord(run_id=RUN_ID, created_at=b.clock, config={"model": "fixture", "backend": "bwrap"},
+    store.put(RunRecord(run_id=RUN_ID, created_at=b.clock, config={
+        "model": "fixture", "backend": "bwrap",
+        "run_config": {"provider": {"kind": "anthropic", "model": "claude-fixture", "context_window": 200_000,
+                                    "max_output_tokens": 16_384, "price": PRICE}}},
                         admitted_sha256="ab" * 32, roboswe_version="0.1.0"))
     lift_series, stack_series = f"{RUN_ID}/{LIFT}", f"{RUN_ID}/{STACK}"
     store.put(SeriesRecord(series_id=lift_series, run_id=RUN_ID, task=LIFT, model="fixture", mode="retain",
@@ -188,6 +194,12 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
             b.op(trial_id, seq, "wait", {"steps": WAIT_STEPS}, {"text": f"waited {WAIT_STEPS} steps"},
                  (EXEC_STEPS, EXEC_STEPS + WAIT_STEPS))
             seq += 1
+            if t == 2:  # a context slide before the next decision, and the count that led to it
+                store.put(EventRecord(run_id=RUN_ID, event="request_count", at=b.tick(), trial_id=trial_id,
+                                      data={"trial": t, "method": "anthropic.count_tokens:whole_request",
+                                            "units": SLIDE["before_units"], "exact_tokens": SLIDE["before_units"]}))
+                store.put(SlideRecord(trial_id=trial_id, seq=0, at=b.tick(), method="anthropic.count_tokens:whole_request",
+                                      **SLIDE))
             if t == 5:
                 for i in range(big_trial_ops):
                     name = "read_file" if i % 2 else "list_files"

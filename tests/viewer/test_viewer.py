@@ -193,6 +193,8 @@ def test_damaged_video_is_reported_and_never_linked(fixture_run, tmp_path):
     assert "reads back as sha256" in by_camera["agentview"]["error"] and "src" not in by_camera["agentview"]
     assert by_camera["frontview"]["src"].endswith("frontview.mp4")
     assert not (site / "videos" / trial_key(trial) / "agentview.mp4").exists()
+    missing = meta["evidence"]["missing"]  # and the evidence zip leaves it out, saying why
+    assert "reads back as sha256" in missing["artifacts/agentview/agentview.mp4"]
 
 
 def test_roboswe_view_exports_and_serves_the_run(fixture_run, tmp_path):

@@ -54,5 +54,31 @@ window.RS = (function () {
     p.textContent = String(err && err.message ? err.message : err);
     box.appendChild(p);
   }
-  return { put, load, esc, num, when, badge, outcome, showError, store };
+  // Token totals and cost, the same columns as `roboswe report`.
+  function usageRow(label, u, c) {
+    const int = (v) => (v == null ? "–" : Number(v).toLocaleString("en-US"));
+    const cost = c.amount == null ? `<span class="muted">not reported: ${esc(c.reason)}</span>` : `${c.amount.toFixed(4)} ${esc(c.currency)}`;
+    return `<tr><th>${esc(label)}</th><td>${u.calls}</td><td>${int(u.input)}</td><td>${int(u.cached_input)}</td>` +
+      `<td>${int(u.output)}</td><td>${int(u.reasoning)}</td><td>${u.unreported_calls} / ${u.failed_calls}</td><td>${cost}</td></tr>`;
+  }
+  const USAGE_HEAD = "<tr><th></th><th>calls</th><th>input</th><th>cached input</th><th>output</th><th>reasoning</th>" +
+    "<th>unreported / failed</th><th>cost</th></tr>";
+  // The context policy line and a table of slides, the same fields as `roboswe report`.
+  function contextPolicy(p) {
+    const n = (v) => (v == null ? "–" : Number(v).toLocaleString("en-US"));
+    const counting = Object.entries(p.counting).map(([k, v]) => `${esc(k)} ×${v}`).join(", ") || "no requests counted";
+    return `<p class="policy">${esc(p.provider)} ${esc(p.model)}: C = ${n(p.C)}, O = ${n(p.O)}, S = ${n(p.S)}, ` +
+      `B = C − O − S = ${n(p.B)}; a slide removes ≥ ${n(p.slide_min_units)} units; counting: ${counting} ` +
+      `(${p.exact_requests} exact, ${p.estimated_requests} estimated)</p>`;
+  }
+  function slidesTable(slides, label) {
+    if (!slides.length) return '<p class="muted">No context slides.</p>';
+    const n = (v) => Number(v).toLocaleString("en-US");
+    return '<table class="kv slides"><tr><th>trial</th><th>slide</th><th>at</th><th>messages removed</th>' +
+      "<th>units before</th><th>units after</th><th>removed</th><th>method</th></tr>" +
+      slides.map((s) => `<tr><td>${esc(label(s))}</td><td>${s.seq}</td><td>${when(s.at)}</td><td>${s.removed}</td>` +
+        `<td>${n(s.before_units)}</td><td>${n(s.after_units)}</td><td>${n(s.units_removed)}</td><td>${esc(s.method)}</td></tr>`).join("") +
+      "</table>";
+  }
+  return { put, load, esc, num, when, badge, outcome, showError, store, usageRow, USAGE_HEAD, contextPolicy, slidesTable };
 })();

@@ -159,10 +159,21 @@
     document.getElementById("run-head").innerHTML =
       `<h1>Run ${esc(r.run_id)}</h1><p class="muted">created ${when(r.created_at)} · roboswe ${esc(r.roboswe_version || "?")} · ` +
       `admitted file sha256 <code>${esc((r.admitted_sha256 || "").slice(0, 16))}</code> · ${run.series.length} series · replays: ` +
-      (Object.keys(v).map((k) => `${esc(k)} ${v[k]}`).join(", ") || "none") + "</p>";
+      (Object.keys(v).map((k) => `${esc(k)} ${v[k]}`).join(", ") || "none") + "</p>" +
+      (run.results_file ? `<p><a id="download-results" href="${esc(run.results_file.src)}" download="results.json">download results.json</a> ` +
+        `<span class="small muted">the figures on this page (sha256 ${esc(run.results_file.sha256.slice(0, 16))}…)</span></p>` : "");
     document.getElementById("grid").innerHTML = grid(run);
     document.getElementById("metrics").innerHTML = metrics(run);
     document.getElementById("charts").innerHTML = run.series.map(chart).join("");
     document.getElementById("timing").innerHTML = timing(run);
+    const names = Object.fromEntries(run.series.map((s) => [s.series_id, s.task]));
+    const u = run.usage;
+    document.getElementById("usage").innerHTML = '<table class="kv usage">' + RS.USAGE_HEAD +
+      Object.keys(u.series).map((sid) => RS.usageRow(names[sid] || sid, u.series[sid], u.series_cost[sid])).join("") +
+      RS.usageRow("run", u.run, u.run_cost) + "</table>" +
+      `<p class="small muted">${u.price ? `price per million tokens: ${esc(u.price.input)} input, ${esc(u.price.cached_input ?? "–")} cached input, ` +
+        `${esc(u.price.cache_write ?? "–")} cache write, ${esc(u.price.output)} output ${esc(u.price.currency)}` : "no [provider.price] pinned: cost not reported"}</p>`;
+    document.getElementById("context").innerHTML = RS.contextPolicy(run.context.policy) +
+      RS.slidesTable(run.context.slides, (s) => `${names[s.series_id] || s.series_id} t${s.trial}`);
   }).catch(RS.showError);
 })();

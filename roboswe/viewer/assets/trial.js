@@ -246,7 +246,18 @@
       `${trial.operations} operations · reason: ${esc(a.reason || "–")}` +
       (a.success_interval ? ` · success held steps ${a.success_interval[0]}–${a.success_interval[1]}` : "") + "</p>" +
       (a.first_divergence ? `<p class="error">first divergence on replay: ${esc(a.first_divergence)}</p>` : "") +
-      `<p class="small muted">${esc(trial.model)} · mode ${esc(trial.mode)} · started ${when(a.started_at)} · ${timing}</p>`;
+      `<p class="small muted">${esc(trial.model)} · mode ${esc(trial.mode)} · started ${when(a.started_at)} · ${timing}</p>` +
+      (trial.evidence ? `<p><a id="download-evidence" href="${esc(trial.evidence.src)}" download>download evidence</a> ` +
+        `<span class="small muted">this trial's records and videos as one zip, ${num(trial.evidence.size / 1048576, 1)} MB` +
+        (Object.keys(trial.evidence.missing).length ? `; ${Object.keys(trial.evidence.missing).length} file(s) missing, see its MANIFEST.json` : "") +
+        "</span></p>" : "");
+    const u = run.usage, ctx = run.context;
+    const mine = ctx.slides.filter((s) => s.trial_id === trial.trial_id);
+    $("trial-context").innerHTML = "<h2>Tokens, cost and context</h2>" +
+      (u.trials[trial.trial_id] ? '<table class="kv usage">' + RS.USAGE_HEAD +
+        RS.usageRow("this trial", u.trials[trial.trial_id], u.trial_cost[trial.trial_id]) + "</table>"
+        : '<p class="muted">No provider calls recorded for this trial.</p>') +
+      RS.contextPolicy(ctx.policy) + RS.slidesTable(mine, (s) => `trial ${s.trial}`);
   }
 
   if (!key) { RS.showError("no trial given: open this page from the run overview"); return; }
