@@ -184,7 +184,6 @@ def test_a_bad_fire_and_forget_record_does_not_stop_the_writer(store, tmp_path):
 
 def test_control_traces_pack_and_unpack_per_step_states(store, tmp_path):
     import numpy as np
-
     from roboswe.sim.physics_state import control_trace, trace_arrays
 
     qpos = np.arange(30, dtype=float).reshape(10, 3)

@@ -8,7 +8,13 @@ import sys
 import time
 
 import pytest
-from roboswe.protocol.recorder import EventRecord, MessageRecord, RunRecord, SeriesRecord, SlideRecord
+from roboswe.protocol.recorder import (
+    EventRecord,
+    MessageRecord,
+    RunRecord,
+    SeriesRecord,
+    SlideRecord,
+)
 
 from roboswe.records.artifacts import build_results
 from roboswe.records.reader import RunReader

@@ -29,10 +29,10 @@ from roboswe.protocol.recorder import (
     TrialStarted,
     VerificationRecord,
 )
+from roboswe.sim.physics_state import control_trace
 
 from roboswe.evaluation.series import encode_png
 from roboswe.records.store import RunStore
-from roboswe.sim.physics_state import control_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_ID = "fixture-run"
