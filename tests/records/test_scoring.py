@@ -153,3 +153,32 @@ def test_an_edited_admitted_file_leaves_exclusions_unknown_not_wrong(every_kind_
     assert summary["denominators"]["excluded"] == {}
     assert summary["denominators"]["source"].startswith("unknown:")
     assert summary["denominators"]["admitted"] == ADMITTED
+
+
+def test_an_incomplete_series_cannot_raise_the_headline_unseen(store, tmp_path):
+    """Issue 16's two-task case: Door failed honestly (A = 0.50), or its trials ended incomplete (a crashed
+    harness): A over completed tasks rises to 1.00, but the headline says so and the lower bound stays 0.50."""
+    from roboswe.records.metrics import series_metrics, series_outcomes
+    from roboswe.records.scoring import dataset_metrics
+
+    now = time.time()
+    records: list = [RunRecord(run_id=RUN, created_at=now, config={"tasks": ["Lift", "Door"]})]
+    for task in ("Lift", "Door", "DoorCrashed"):
+        records.append(SeriesRecord(series_id=f"{RUN}/{task}", run_id=RUN, task=task, model="m", mode="retain",
+                                    created_at=now))
+    for t in range(1, 6):
+        records += _verified(f"{RUN}/Lift", t, "success")
+        records += _verified(f"{RUN}/Door", t, "failure")
+        records += trial_records(f"{RUN}/DoorCrashed", t, "incomplete")
+    store.put_durable(*records)
+    with RunReader(tmp_path / "run") as reader:
+        by_task = {m.task: m for m in (series_metrics(o) for o in series_outcomes(reader, RUN))}
+    honest = {"Lift": by_task["Lift"], "Door": by_task["Door"]}
+    crashed = {"Lift": by_task["Lift"], "Door": msgspec.structs.replace(by_task["DoorCrashed"], task="Door")}
+    (h,) = dataset_metrics(list(honest.values()), admitted_tasks=["Lift", "Door"])
+    (c,) = dataset_metrics(list(crashed.values()), admitted_tasks=["Lift", "Door"])
+    assert h.A.mean == pytest.approx(0.5) and h.A_lower.mean == pytest.approx(0.5) and h.missing_slots == 0
+    assert c.A.mean == pytest.approx(1.0) and c.completed_tasks == 1
+    assert c.A_lower.mean == pytest.approx(0.5) and c.missing_slots == 5  # the bound does not move
+    assert c.headline.startswith("A = 1.00") and "over 1 of 2 admitted tasks; 5 slot(s) missing" in c.headline
+    assert "lower bound counting them as failures: 0.50" in c.headline
