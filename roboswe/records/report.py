@@ -1,9 +1,11 @@
 """What a run found, from its database (printed by `roboswe report RUN_DIR [--json]`).
 
-The summary (``run_summary``) is computed from RUN_DIR/run.sqlite with the same scoring as
-results.json (roboswe.records.metrics): per task a trial-by-trial table (outcome, replay verdict,
-control steps, simulated and active time), the metrics with their denominators, and where
-the time went (timing components). The viewer exports the same summary.
+The summary (``run_summary``) is computed from RUN_DIR/run.sqlite by the one scoring function
+(roboswe.records.scoring, through artifacts.build_results, which also writes results.json): per
+task a trial-by-trial table (outcome, replay verdict, scored or unscored slot, control steps,
+simulated and active time), the headline with missing slots and its lower bound, the admitted
+denominator with exclusions, seed 001's figures with intervals, tokens and cost, the context
+policy and its slides, and where the time went. The viewer exports the same summary.
 """
 
 from __future__ import annotations
