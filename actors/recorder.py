@@ -1,4 +1,4 @@
-"""The recorder actor: the only writer of RUN_DIR/run.sqlite, the checkpoint blobs and trial videos.
+"""The recorder actor: the only writer of RUN_DIR/run.sqlite, the checkpoint blobs and run artifacts.
 
 Records sent on their own are queued for the next batch (no reply, so a control loop
 never waits on the disk). ``Durable``, ``Flush`` and ``CaptureCheckpoint`` are answered
@@ -9,13 +9,11 @@ Statistics carry the store's queue depth, commit latency and counters under ``ex
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Any, assert_never
 
 import msgspec
-import numpy as np
 import structlog
 import trio
 from roboswe.actors import Accounts, Actor, actor_main, run_off_loop
@@ -36,24 +34,17 @@ from roboswe.protocol.recorder import (
     RecorderReply,
     RecorderRequest,
     StoreArtifact,
-    VideoFinish,
-    VideoFrames,
-    VideoStored,
 )
 from roboswe.sandbox.checkpoints import BlobStore, CheckpointError, capture
 
 from roboswe.records.artifacts import (
     ArtifactError,
-    VideoWriter,
     artifact_record,
     store_bytes,
 )
 from roboswe.records.store import RunStore, StoreError
 
 log = structlog.get_logger()
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
 
 class RecorderAccounts(Accounts):
     """The runtime's accounts plus the store's gauges and counters in ``extra``."""
@@ -84,7 +75,6 @@ class Recorder:
         self.run_dir = run_dir
         self.store = store
         self.blobs = blobs
-        self._videos: dict[tuple[str, str], VideoWriter] = {}
 
     async def handle(self, decoded: Decoded[RecorderMessage]) -> RecorderReply | None:
         message = decoded.message
@@ -100,10 +90,6 @@ class Recorder:
                 return await self._durable([], 0)
             case CaptureCheckpoint():
                 return await self._checkpoint(message)
-            case VideoFrames():
-                return await self._video_frames(message, decoded.blobs)
-            case VideoFinish():
-                return await self._video_finish(message)
             case StoreArtifact():
                 return await self._store_artifact(message, decoded.blobs)
             case _:
@@ -151,50 +137,6 @@ class Recorder:
         if isinstance(reply, Error):
             return reply
         return ArtifactStored(artifact_id=m.artifact_id, path=record.path, sha256=stored.sha256, size=stored.size)
-
-    def video_path(self, trial_id: str, camera: str) -> Path:
-        return self.run_dir / "videos" / _UNSAFE.sub("_", trial_id) / f"{_UNSAFE.sub('_', camera)}.mp4"
-
-    async def _video_frames(self, m: VideoFrames, blobs: tuple[Any, ...]) -> None:
-        key = (m.trial_id, m.camera)
-        if len(blobs) != len(m.steps):
-            log.error("video_frames_refused", trial=m.trial_id, camera=m.camera,
-                      detail=f"{len(m.steps)} steps but {len(blobs)} frame blobs")
-            return None
-        writer = self._videos.get(key)
-        try:
-            if writer is None:
-                writer = VideoWriter(self.video_path(m.trial_id, m.camera), width=m.width, height=m.height,
-                                     control_timestep=m.control_timestep, camera=m.camera)
-                self._videos[key] = writer
-            frames = [np.frombuffer(b, np.uint8).reshape(m.height, m.width, 3) for b in blobs]
-            await run_off_loop(lambda: [writer.add_frame(s, f) for s, f in zip(m.steps, frames)])
-        except (ValueError, ArtifactError) as e:
-            log.error("video_frames_refused", trial=m.trial_id, camera=m.camera, detail=str(e))
-        return None
-
-    async def _video_finish(self, m: VideoFinish) -> VideoStored | Error:
-        writer = self._videos.pop((m.trial_id, m.camera), None)
-        if writer is None:
-            return Error(code="refused", detail=f"no video frames arrived for trial {m.trial_id!r} camera {m.camera!r}")
-        try:
-            stored = await run_off_loop(writer.close)
-        except ArtifactError as e:
-            return Error(code="artifact", detail=str(e))
-        base = f"{m.trial_id}/{m.camera}"
-        records = [
-            artifact_record(self.run_dir, stored.video, artifact_id=f"{base}/video", run_id=m.run_id,
-                            trial_id=m.trial_id, artifact="video", camera=m.camera,
-                            meta={"frames": stored.frames, "codec": stored.video_index.codec,
-                                  "control_timestep": stored.video_index.control_timestep}),
-            artifact_record(self.run_dir, stored.index, artifact_id=f"{base}/index", run_id=m.run_id,
-                            trial_id=m.trial_id, artifact="video_index", camera=m.camera),
-        ]
-        reply = await self._durable(records, 2)
-        if isinstance(reply, Error):
-            return reply
-        return VideoStored(trial_id=m.trial_id, camera=m.camera, path=records[0].path, sha256=stored.video.sha256,
-                           index_path=records[1].path, frames=stored.frames)
 
 
 async def main(actor: Actor) -> None:

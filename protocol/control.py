@@ -9,14 +9,13 @@ import msgspec
 from ._base import Message
 from ._codec import Codec
 
-
 ErrorCode = Literal[
     # the runtime
     "decode", "version", "internal", "unsupported", "config",
     # requests a peer must not make, or made badly
     "refused", "bad_request", "invalid",
     # the simulator (sim.backend.SimError.code) and the robot API
-    "sim", "reset", "not_loaded", "physics", "invalid_action", "limit_reached",
+    "sim", "reset", "not_loaded", "physics", "assets_missing", "invalid_action", "limit_reached",
     # the sandbox bridge
     "bridge", "sandbox",
     # the context manager and provider client
@@ -81,12 +80,6 @@ class Shutdown(Message, frozen=True, kw_only=True):
 class Ok(Message, frozen=True, kw_only=True):
     """Generic empty success reply."""
 
-
-ControlRequest = Hello | Heartbeat | StatisticsRequest | Shutdown
-"""What the runtime answers itself on every endpoint (handlers never see these)."""
-
-ControlReply = Ready | Error | Heartbeat | Statistics | Ok
-"""Replies any endpoint may give: the handshake, a typed failure, liveness, statistics, plain success."""
 
 Control = Hello | Ready | Error | Heartbeat | StatisticsRequest | Statistics | Shutdown | Ok
 """Every control message; each boundary's codec union includes it so the runtime's replies decode."""

@@ -381,14 +381,6 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     def attempt_count(self) -> int:
         return len(self.attempts)
 
-    @property
-    def request_bytes(self) -> bytes:
-        return self.attempts[-1].request if self.attempts else b""
-
-    @property
-    def response_bytes(self) -> bytes:
-        return self.attempts[-1].response if self.attempts else b""
-
 
 def result_turn(
     decision: Decision,

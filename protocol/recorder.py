@@ -259,36 +259,6 @@ class CheckpointCaptured(Message, frozen=True, kw_only=True):
     refused: list[str] = msgspec.field(default_factory=list)  # "path: why" for skipped entries
 
 
-class VideoFrames(Message, frozen=True, kw_only=True):
-    """Frames of one trial camera, one raw RGB blob (height x width x 3, uint8) per step; no reply."""
-
-    trial_id: str
-    camera: str
-    width: Annotated[int, msgspec.Meta(gt=0)]
-    height: Annotated[int, msgspec.Meta(gt=0)]
-    control_timestep: Annotated[float, msgspec.Meta(gt=0)]
-    steps: list[NonNegative]  # the control step each blob shows, increasing
-
-
-class VideoFinish(Message, frozen=True, kw_only=True):
-    """Close a trial camera's video; replied with ``VideoStored`` once it read back."""
-
-    run_id: str
-    trial_id: str
-    camera: str
-
-
-class VideoStored(Message, frozen=True, kw_only=True):
-    """Receipt: the mp4 and its step index are stored, read back, and recorded as artifacts."""
-
-    trial_id: str
-    camera: str
-    path: str  # relative to RUN_DIR
-    sha256: str
-    index_path: str
-    frames: NonNegative
-
-
 class StoreArtifact(Message, frozen=True, kw_only=True):
     """Write a run-level file (blob 0) at ``path`` under RUN_DIR, read it back, record it; replied with ``ArtifactStored``."""
 
@@ -308,10 +278,10 @@ class ArtifactStored(Message, frozen=True, kw_only=True):
     size: NonNegative
 
 
-RecorderRequest = Record | Durable | Flush | CaptureCheckpoint | VideoFrames | VideoFinish | StoreArtifact
+RecorderRequest = Record | Durable | Flush | CaptureCheckpoint | StoreArtifact
 """A bare Record is fire-and-forget (no reply); every other request is answered."""
 
-RecorderReply = Recorded | CheckpointCaptured | VideoStored | ArtifactStored | Error | Ok
+RecorderReply = Recorded | CheckpointCaptured | ArtifactStored | Error | Ok
 
 # One codec decodes both directions (the runtime's Server and Client share it).
 RecorderMessage = Control | RecorderRequest | RecorderReply

@@ -1,4 +1,4 @@
-"""The recorder actor as a real process: receipts, ordering, checkpoints, videos, statistics, kill -9."""
+"""The recorder actor as a real process: receipts, ordering, checkpoints, artifacts, statistics, kill -9."""
 
 from __future__ import annotations
 
@@ -9,24 +9,23 @@ import sys
 import tempfile
 import time
 
-import av
-import numpy as np
+import hashlib
+
 import pytest
 import trio
 from roboswe.actors import Client, RemoteError, socket_dir
 from roboswe.protocol.control import StatisticsRequest
 from roboswe.protocol.recorder import (
     RECORDER_CODEC,
+    ArtifactStored,
     CaptureCheckpoint,
     CheckpointCaptured,
     Durable,
     EventRecord,
     Flush,
     Recorded,
+    StoreArtifact,
     TrialStarted,
-    VideoFinish,
-    VideoFrames,
-    VideoStored,
 )
 from roboswe.sandbox.checkpoints import BlobStore, load_manifest, restore
 
@@ -54,7 +53,7 @@ def recorder(tmp_path):
     process.wait(10)
 
 
-async def test_records_checkpoints_and_videos_through_the_actor(recorder, tmp_path):
+async def test_records_checkpoints_and_artifacts_through_the_actor(recorder, tmp_path):
     process, run_dir, endpoint = recorder
     sid = "r1/lift"
     ws = tmp_path / "ws"
@@ -79,13 +78,13 @@ async def test_records_checkpoints_and_videos_through_the_actor(recorder, tmp_pa
             assert isinstance(captured, CheckpointCaptured) and captured.files == 1 and captured.new_blobs == 1
             assert captured.refused == ["escape: symlink is not a regular file; not followed"]
 
-            frames = [np.full((48, 64, 3), 20 * s, np.uint8) for s in range(6)]
-            await client.send(VideoFrames(trial_id=f"{sid}/t1a0", camera="agentview", width=64, height=48,
-                                          control_timestep=0.05, steps=[0, 1, 2]), blobs=[f.tobytes() for f in frames[:3]])
-            await client.send(VideoFrames(trial_id=f"{sid}/t1a0", camera="agentview", width=64, height=48,
-                                          control_timestep=0.05, steps=[5, 8, 9]), blobs=[f.tobytes() for f in frames[3:]])
-            stored = (await client.request(VideoFinish(run_id="r1", trial_id=f"{sid}/t1a0", camera="agentview"))).message
-            assert isinstance(stored, VideoStored) and stored.frames == 6
+            results = b'{"series": []}\n'
+            store = StoreArtifact(artifact_id="r1/results", run_id="r1", artifact="results", path="results.json")
+            stored = (await client.request(store, [results])).message
+            assert isinstance(stored, ArtifactStored) and stored.sha256 == hashlib.sha256(results).hexdigest()
+            with pytest.raises(RemoteError, match="without '..'"):
+                await client.request(StoreArtifact(artifact_id="r1/escape", run_id="r1", artifact="results",
+                                                   path="../escape.json"), [results])
 
             with pytest.raises(RemoteError, match="FOREIGN KEY"):
                 await client.request(Durable(records=[
@@ -97,13 +96,12 @@ async def test_records_checkpoints_and_videos_through_the_actor(recorder, tmp_pa
 
     with RunReader(run_dir) as reader:
         checkpoint = reader.checkpoint("c0")
-        (video, index) = reader.artifacts(trial_id=f"{sid}/t1a0")
+        (artifact,) = reader.artifacts(run_id="r1")
     restore(load_manifest(checkpoint.manifest), BlobStore(run_dir / "blobs"), tmp_path / "restored")
     assert (tmp_path / "restored" / "main.py").read_text() == "print('hi')\n"
     assert not (tmp_path / "restored" / "escape").exists()
-    assert video.path == stored.path and video.meta["frames"] == 6 and index.artifact == "video_index"
-    with av.open(str(run_dir / video.path)) as container:
-        assert sum(1 for _ in container.decode(container.streams.video[0])) == 6
+    assert (artifact.artifact, artifact.path, artifact.size) == ("results", "results.json", len(results))
+    assert (run_dir / "results.json").read_bytes() == results and not (tmp_path / "escape.json").exists()
 
 
 async def test_receipt_survives_kill_9_of_the_recorder(recorder):
