@@ -53,7 +53,11 @@ from ._accounts import Accounts as Accounts
 from ._client import Client as Client
 from ._curve import CurveClientKeys as CurveClientKeys
 from ._curve import CurveServerKeys as CurveServerKeys
+from ._curve import KeyDirError as KeyDirError
+from ._curve import client_keys as client_keys
+from ._curve import generate_key_dir as generate_key_dir
 from ._curve import new_key_pair as new_key_pair
+from ._curve import server_keys as server_keys
 from ._endpoints import actor_endpoints as actor_endpoints
 from ._endpoints import socket_dir as socket_dir
 from ._entry import Actor as Actor

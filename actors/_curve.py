@@ -3,10 +3,16 @@
 A server holds its key pair and the public keys of the clients it admits; a ZAP
 authenticator (pyzmq's, one thread per process) checks each connecting client and
 logs a refusal. A client holds its own key pair and the server's public key.
+
+Key directories (``roboswe keys generate DIR`` writes one) hold ``server.key`` /
+``server.key_secret`` and ``client.key`` / ``client.key_secret`` (zmq.auth certificate
+files). The server admits every ``*.key`` public key in its DIR other than its own; copy
+``server.key`` plus the client pair to the coordinator's host.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -55,9 +61,54 @@ def new_key_pair() -> tuple[bytes, bytes]:
     return zmq.curve_keypair()
 
 
-def load_key_file(path: str | Path) -> tuple[bytes, bytes | None]:
-    """Read a zmq.auth certificate file; returns (public, secret or None)."""
-    return zmq.auth.load_certificate(str(path))
+class KeyDirError(Exception):
+    """A key directory that cannot be used; the message names the file and the fix."""
+
+
+def generate_key_dir(directory: str | Path, *, force: bool = False) -> dict[str, Path]:
+    """Create server and client key pairs in ``directory``; raises KeyDirError rather than overwrite unless ``force``."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    existing = [p for p in (d / "server.key_secret", d / "client.key_secret") if p.exists()]
+    if existing and not force:
+        raise KeyDirError(f"{existing[0]} already exists; use another directory or --force to replace the keys")
+    paths = {}
+    for name in ("server", "client"):
+        _public, secret = zmq.auth.create_certificates(str(d), name)
+        os.chmod(secret, 0o600)
+        paths[name] = Path(secret)
+    return paths
+
+
+def load_certificate(path: Path, *, need_secret: bool) -> tuple[bytes, bytes | None]:
+    """Read one zmq.auth certificate file as (public, secret or None); raises KeyDirError naming the file."""
+    if not path.exists():
+        raise KeyDirError(f"{path} does not exist; create keys with `roboswe keys generate {path.parent}`")
+    try:
+        public, secret = zmq.auth.load_certificate(str(path))
+    except Exception as e:  # noqa: BLE001  (malformed certificate: say which file)
+        raise KeyDirError(f"{path} is not a CURVE certificate: {e}") from None
+    if need_secret and not secret:
+        raise KeyDirError(f"{path} holds no secret key")
+    return public, secret
+
+
+def server_keys(directory: str | Path) -> CurveServerKeys:
+    """The simulator host's keys: its secret plus every client public key in the directory; raises KeyDirError."""
+    d = Path(directory)
+    public, secret = load_certificate(d / "server.key_secret", need_secret=True)
+    clients = [load_certificate(p, need_secret=False)[0] for p in sorted(d.glob("*.key")) if p.name != "server.key"]
+    if not clients:
+        raise KeyDirError(f"{d} holds no client public key (*.key); copy client.key there")
+    return CurveServerKeys(public_key=public, secret_key=secret, allowed_clients=clients)
+
+
+def client_keys(directory: str | Path, name: str = "client") -> CurveClientKeys:
+    """The coordinator/bridge side: its key pair plus the server's public key; raises KeyDirError."""
+    d = Path(directory)
+    public, secret = load_certificate(d / f"{name}.key_secret", need_secret=True)
+    server_public, _ = load_certificate(d / "server.key", need_secret=False)
+    return CurveClientKeys(public_key=public, secret_key=secret, server_key=server_public)
 
 
 class _AllowList:
@@ -89,10 +140,3 @@ def _start_authenticator(context: zmq.Context, keys: CurveServerKeys, actor: str
             entry = _authenticators[id(context)] = (auth, allow)
         entry[1].allowed |= keys.allowed_clients
 
-
-def stop_authenticators() -> None:
-    """Stop ZAP threads (at process exit or test teardown)."""
-    with _auth_lock:
-        for auth, _ in _authenticators.values():
-            auth.stop()
-        _authenticators.clear()

@@ -146,10 +146,10 @@ def add_arguments_keys(parser: argparse.ArgumentParser) -> None:
 
 
 def run_keys(args: argparse.Namespace) -> int:
-    from roboswe.commands.keys import KeyDirError, generate
+    from roboswe.actors import KeyDirError, generate_key_dir
 
     try:
-        paths = generate(args.dir, force=args.force)
+        paths = generate_key_dir(args.dir, force=args.force)
     except KeyDirError as e:
         return _fail(str(e))
     print(f"wrote CURVE keys in {args.dir}: server ({paths['server'].name}, server.key) and client ({paths['client'].name}, client.key)")
@@ -188,8 +188,8 @@ def run_sim(args: argparse.Namespace) -> int:
     import structlog
     import trio
 
+    from roboswe.actors import KeyDirError, server_keys
     from roboswe.actors.simulator import serve_simulator
-    from roboswe.commands.keys import KeyDirError, server_keys
     from roboswe.logs import configure_logging
 
     configure_logging(run_dir=None, actor="simulator", level=args.log_level, console=None)

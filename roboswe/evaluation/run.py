@@ -45,7 +45,7 @@ def sim_curve(keys_dir: str | None) -> CurveClientKeys | None:
     """Client keys for a remote simulator (a `roboswe keys generate` directory), or None."""
     if not keys_dir:
         return None
-    from roboswe.commands.keys import client_keys
+    from roboswe.actors import client_keys
 
     return client_keys(keys_dir)
 

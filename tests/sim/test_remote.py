@@ -8,11 +8,17 @@ import sys
 
 import pytest
 import trio
-from roboswe.actors import Client, CurveClientKeys, PeerDead, RemoteError, new_key_pair
+from roboswe.actors import (
+    Client,
+    CurveClientKeys,
+    PeerDead,
+    RemoteError,
+    client_keys,
+    new_key_pair,
+)
 from roboswe.protocol.sim import SIM_CODEC, SIM_ROBOT_CODEC, GetSpec
 
 from roboswe.cli import main as cli_main
-from roboswe.commands.keys import client_keys
 
 from .conftest import sim_env
 
