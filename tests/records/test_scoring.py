@@ -47,7 +47,8 @@ def _admitted_file(path) -> str:
 
 @pytest.fixture
 def every_kind_of_slot(store, tmp_path):
-    """Lift FFSSS verified; Stack SSSSS with slot 3 interrupted then re-run; Door and Wipe with unscored slots."""
+    """Lift FFSSS verified (slot 2 incomplete, then re-run); Stack SSSSS (slot 3 interrupted, then re-run);
+    Door and Wipe with every kind of unscored slot."""
     digest = _admitted_file(tmp_path / "admitted.json")
     now = time.time()
     records: list = [RunRecord(run_id=RUN, created_at=now, admitted_sha256=digest,
@@ -59,6 +60,10 @@ def every_kind_of_slot(store, tmp_path):
     lift, stack, door, wipe = (f"{RUN}/{t}" for t in ("Lift", "Stack", "Door", "Wipe"))
     for t, (outcome, steps) in enumerate([("failure", 900), ("failure", 800), ("success", 600),
                                           ("success", 400), ("success", 300)], 1):
+        if t == 2:  # ended incomplete (provider outage), then re-run as a linked attempt
+            records += trial_records(lift, t, "incomplete")
+            records += _verified(lift, t, outcome, steps, attempt=1, recovers=f"{lift}/t2a0")
+            continue
         records += _verified(lift, t, outcome, steps)
     for t in (1, 2, 4, 5):
         records += _verified(stack, t, "success", 500)
@@ -79,6 +84,10 @@ def test_every_kind_of_slot_scores_as_worked_by_hand(every_kind_of_slot):
     with RunReader(every_kind_of_slot) as reader:
         results = build_results(reader, RUN)
     series = {m.task: m for m in results.series}
+    with RunReader(every_kind_of_slot) as reader:
+        recovered = [v for v in reader.trials(f"{RUN}/Lift") if v.start.index == 2]
+    assert [v.end.outcome for v in recovered] == ["incomplete", "failure"]  # both attempts kept
+    assert recovered[0].recovered_by == recovered[1].trial_id
     assert series["Lift"].y == [0, 0, 1, 1, 1] and series["Lift"].completed
     assert series["Lift"].A == pytest.approx(0.6) and series["Lift"].Q == pytest.approx(0.6)
     assert series["Lift"].trajectory == "sustained_conversion" and series["Lift"].conversion_trial == 3
