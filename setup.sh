@@ -37,6 +37,12 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv || { echo "setup.sh: '$PYTHON -m venv' failed; install python3-venv" >&2; exit 1; }
 fi
 .venv/bin/python -m pip install -q --upgrade pip
+# PyPI's robosuite (an older checkout's pin) and praxis-robosuite both own the `robosuite` import
+# package: remove the former before installing, or its files and the new ones get mixed.
+if .venv/bin/python -m pip show -q robosuite >/dev/null 2>&1; then
+    .venv/bin/python -m pip uninstall -q -y robosuite mink
+    .venv/bin/python -m pip uninstall -q -y praxis-robosuite 2>/dev/null || true  # reinstalled whole below
+fi
 .venv/bin/python -m pip install -q -e '.[test]'
 
 # Docker engine for the docker sandbox backend (bubblewrap is used when none answers).

@@ -256,7 +256,8 @@ def admit_dataset(dataset_ref: str | Path, *, run_config: Path | None = None, ho
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {}
-    for package in ("robosuite", "mujoco", "numpy"):  # metadata only: importing robosuite is slow and noisy
+    # metadata only: importing robosuite is slow and noisy. robosuite comes as praxis-robosuite.
+    for package in ("praxis-robosuite", "praxis-robocasa", "mujoco", "numpy"):
         try:
             versions[package] = version(package)
         except PackageNotFoundError:
