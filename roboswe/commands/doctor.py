@@ -91,7 +91,7 @@ def check_packages() -> Check:
             continue
         if req.specifier and not req.specifier.contains(version, prereleases=True):
             bad.append(f"{req.name} {version} (wants {req.specifier})")
-        if req.name in ("mujoco", "robosuite", "numpy"):
+        if any(name in req.name for name in ("mujoco", "robosuite", "robocasa", "numpy")):
             shown.append(f"{req.name} {version}")
     if bad:
         return Check(check="packages", status="fail", detail="; ".join(bad),

@@ -366,7 +366,7 @@ def _package_dir(name: str) -> Path | None:
 @asset_check("robosuite")
 def robosuite_assets(manifests: list[TaskManifest]) -> list[Problem]:
     """robosuite ships its assets in the wheel: the package, its arena/object/robot folders and each task's robot."""
-    fix = "reinstall robosuite: .venv/bin/pip install --force-reinstall robosuite==1.5.2"
+    fix = "reinstall the simulator at the project's pins: re-run ./setup.sh (or .venv/bin/pip install -e .)"
     root = _package_dir("robosuite")
     if root is None:
         return [Problem(check="simulator assets", where="robosuite", what="robosuite is not installed",

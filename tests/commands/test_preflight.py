@@ -179,7 +179,7 @@ def test_missing_robosuite_assets_are_refused(tmp_path, admitted_file, no_actors
     run_dir = tmp_path / "run"
     code, out, err = refuse(capsys, "run", str(admitted_file), "--config", DEMO, "--out", str(run_dir))
     assert_refused(code, out, err, run_dir, no_actors, "[simulator assets]", "missing asset folders",
-                   "pip install --force-reinstall robosuite")
+                   "re-run ./setup.sh")
 
 
 def test_a_task_whose_robot_has_no_assets_is_named(tmp_path, monkeypatch):
