@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from fractions import Fraction
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import msgspec
@@ -31,6 +32,17 @@ log = structlog.get_logger()
 VIDEO_INDEX_VERSION = 1
 RESULTS_SCHEMA_VERSION = 2  # 2: replay-agreed scoring, denominators, usage, context policy
 _PREFERRED_CODECS = ("libx264", "mpeg4")  # H.264 where the av wheel has it, MPEG-4 part 2 otherwise
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(text: str) -> str:
+    """``text`` as one file-name part: each run of characters outside ``[A-Za-z0-9._-]`` becomes ``_``."""
+    return _UNSAFE.sub("_", text)
+
+
+def video_relpath(trial: str, camera: str) -> PurePosixPath:
+    """``videos/<trial>/<camera>.mp4`` with safe names: a trial camera's video under RUN_DIR and in an exported site."""
+    return PurePosixPath("videos", safe_name(trial), f"{safe_name(camera)}.mp4")
 
 
 class ArtifactError(Exception):

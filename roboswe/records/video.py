@@ -23,7 +23,6 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any, Self
@@ -31,13 +30,12 @@ from typing import Any, Self
 import structlog
 
 from roboswe.protocol.recorder import ArtifactRecord
-from roboswe.records.artifacts import StoredVideo, VideoWriter, artifact_record
+from roboswe.records.artifacts import StoredVideo, VideoWriter, artifact_record, video_relpath
 from roboswe.records.reader import RunReader
 from roboswe.sim.physics_state import states_from_traces
 
 log = structlog.get_logger()
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 RENDER_BATCH = 64  # rows rendered per VideoRenderer call: bounds memory on long trials
 
 
@@ -46,8 +44,8 @@ class VideoError(Exception):
 
 
 def video_path(run_dir: str | Path, trial_id: str, camera: str) -> Path:
-    """RUN_DIR/videos/<trial>/<camera>.mp4, the same place the recorder writes streamed frames."""
-    return Path(run_dir) / "videos" / _UNSAFE.sub("_", trial_id) / f"{_UNSAFE.sub('_', camera)}.mp4"
+    """RUN_DIR/videos/<trial>/<camera>.mp4 (records.artifacts.video_relpath)."""
+    return Path(run_dir) / video_relpath(trial_id, camera)
 
 
 def render_trial_video(run_dir: str | Path, trial_id: str, manifest: Any, states: Any = None, *, run_id: str,

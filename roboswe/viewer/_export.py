@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from roboswe.records.artifacts import ArtifactError, check_stored, load_video_index
+from roboswe.records.artifacts import ArtifactError, check_stored, load_video_index, safe_name, video_relpath
 from roboswe.records.reader import RunReader
 
 from ._readable import readable_parts
@@ -36,7 +36,6 @@ log = structlog.get_logger()
 
 MAX_TEXT = 256 * 1024  # larger workspace files and written contents are shown truncated
 MAX_FEEDBACK_TEXT = 64 * 1024
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _json = msgspec.json.Encoder()
 
 
@@ -46,7 +45,7 @@ class ExportError(Exception):
 
 def trial_key(trial_id: str) -> str:
     """A file-name-safe, collision-free key for a trial id."""
-    return f"{_UNSAFE.sub('_', trial_id)[-60:]}-{hashlib.sha256(trial_id.encode()).hexdigest()[:8]}"
+    return f"{safe_name(trial_id)[-60:]}-{hashlib.sha256(trial_id.encode()).hexdigest()[:8]}"
 
 
 def _write_data(site: Path, rel: str, key: str, data: Any) -> None:
@@ -185,7 +184,7 @@ def _export_videos(run_dir: Path, site: Path, key: str, artifacts: list[Any]) ->
             entry["error"] = str(e)  # shown on the page; a damaged video is never linked
             out.append(entry)
             continue
-        rel = f"videos/{key}/{_UNSAFE.sub('_', a.camera)}.mp4"
+        rel = str(video_relpath(key, a.camera))
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(run_dir / a.path, site / rel)
         entry.update(src=rel, first_step=index.first_step, control_timestep=index.control_timestep,
