@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from roboswe.protocol.bridge import ExecFeedback, ScriptLimits
 from roboswe.sandbox import backend_class
-from roboswe.sandbox.images import ImageError, load_image
+from roboswe.sandbox.images import ImageError, load_image, stale_files
 
 from ..conftest import require_in_ci
 from .stand_in_sim import ToyRobot, serve_toy_robot
@@ -23,9 +23,14 @@ BACKENDS = ["bwrap", "docker"]
 @pytest.fixture(scope="session")
 def image():
     try:
-        return load_image()
+        image = load_image()
     except ImageError as e:
         require_in_ci(f"{e} (setup.sh builds it)")
+    # Scripts run the image's copy of the robot module: a stale image would test old code.
+    stale = stale_files(image)
+    if stale:
+        pytest.fail(f"the sandbox image {image.short} predates {', '.join(stale)}: run `roboswe images build`")
+    return image
 
 
 def _docker_skip_reason(image) -> str | None:
