@@ -1,0 +1,427 @@
+"""GR1 tabletop family (seed 002): the 29-D joint contract on the offline stand-in scenes, and native admission.
+
+A GR1 manifest says its ``fidelity``. ``offline-standin``: our robosuite scenes (sim/gr1_scenes.py)
+with the GR1ArmsAndWaistFourierHands robot, legs and head unactuated, a fixed base, the BASIC
+composite controller (arms and waist absolute joint positions, hands as unscaled grips) and
+``body_part_ordering`` [left, right, left_gripper, right_gripper, torso], which gives the
+contract's 29-D order. ``native``: a RoboCasa GR1 task class, which needs the user's RoboCasa
+GR1 assets; without them the backend refuses with AssetsMissing naming every missing path.
+
+What crosses the policy boundary is the contract's allowlist and nothing else: one uint8
+256x256 RGB egoview made by the native pipeline, the coarse-action language (the spec's
+instruction, ``unlocked_waist: ...``) and the 29 encoders in contract order. After every reset
+the compiled joint ranges, actuator mapping and encoder identities are checked against the
+contract; a mismatch refuses the scene.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+import numpy as np
+import structlog
+from roboswe.protocol.sim import CameraInfo, Fingerprint, Limits, TaskSpec
+
+from .backend import InvalidAction, NotLoaded, SimError, SuccessTracker, sim_backend
+from .gr1_contract import Contract, Fidelity, load_contract, policy_image_from_upright, validate_action
+from .manifest import ManifestError, TaskManifest
+from .physics_state import StateLog, snapshot
+from .render import CameraFrame, SceneRenderer
+from .robosuite_backend import RobosuiteBackend, _Part
+
+log = structlog.get_logger()
+
+# hash() of this string in a process started with PYTHONHASHSEED=0 (CPython >= 3.11, 64-bit: siphash13). The
+# seed asks for PYTHONHASHSEED=0 exactly; sys.flags only says whether hashing is randomized.
+HASH_SENTINEL = ("roboswe.gr1.hash-sentinel", 1904134221492686265)
+
+STANDIN_PREFIX = "gr1-standin-"
+STANDIN_ENV_PREFIX = "Gr1Standin"
+
+# Folders under the RoboCasa GR1 asset root that the native tabletop tasks load from
+# (robocasa_gr1/scripts/download_kitchen_assets.py and download_tabletop_assets.py).
+NATIVE_ASSET_FOLDERS = ("textures", "fixtures/fixture_registry", "objects/objaverse", "objects/sketchfab", "objects/lightwheel")
+
+
+class AssetsMissing(SimError):
+    """RoboCasa GR1's downloaded assets are not where a native task needs them; names the missing paths."""
+
+    code = "assets_missing"
+
+
+class ContractMismatch(SimError):
+    """The compiled scene differs from the GR1 contract (joint ranges, actuator mapping, encoders); never run."""
+
+    code = "contract_mismatch"
+
+
+# ---- manifest --------------------------------------------------------------------------------
+
+
+class Gr1Upstream(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Which GR1 tabletop task a manifest pins; ``registry_horizon`` is the native engine's, recorded only."""
+
+    package: Literal["gr1"] = "gr1"
+    version: str  # robosuite.__version__ (praxis-robosuite reports 1.5.2)
+    robocasa_gr1: str  # robocasa_gr1.__version__ (praxis-robocasa-gr1 0.2.0 reports 0.2.0.post1)
+    mujoco: str  # major.minor series
+    env: str  # stand-in: a Gr1Standin* class of sim/gr1_scenes.py; native: a robocasa_gr1 task class
+    robot: Literal["GR1ArmsAndWaistFourierHands"] = "GR1ArmsAndWaistFourierHands"
+    registry_horizon: int = 1000
+    contract: str = "gr1-tabletop"  # configs/contracts/<contract>.toml
+    layouts: list[int] = []  # native: the task's VALID_LAYOUTS (recorded; the gym factory does not force them)
+    styles: list[int] = []
+    assets_root: str = ""  # native: the user's RoboCasa GR1 asset root; "" = robocasa_gr1/models/assets
+
+
+class Gr1Manifest(TaskManifest, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A task manifest of the GR1 tabletop family; its ``fidelity`` is recorded with every result."""
+
+    fidelity: Fidelity
+    upstream: Gr1Upstream
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        standin = self.fidelity == "offline-standin"
+        if standin != self.id.startswith(STANDIN_PREFIX) or standin != self.upstream.env.startswith(STANDIN_ENV_PREFIX):
+            raise ManifestError(
+                f"task {self.id!r}: fidelity = {self.fidelity!r} with env {self.upstream.env!r}; stand-in tasks have ids "
+                f"starting {STANDIN_PREFIX!r} and {STANDIN_ENV_PREFIX}* scenes, native tasks neither (ids never collide)")
+        if self.controller.parts:
+            raise ManifestError(f"task {self.id!r}: the GR1 controller comes from the contract; remove [controller.parts]")
+        contract = load_contract(Path(__file__).resolve().parent.parent / "configs" / "contracts" / f"{self.upstream.contract}.toml")
+        if self.control_hz != contract.control_hz:
+            raise ManifestError(f"task {self.id!r}: control_hz = {self.control_hz} but the contract runs at {contract.control_hz} Hz")
+        obs = contract.observation
+        cams = [(c.name, c.width, c.height, c.depth, c.calibration) for c in self.observation.cameras]
+        want = [(obs.image, *obs.pipeline.output, False, False)]
+        if cams != want or self.observation.proprio != [obs.state] or self.observation.privileged or self.privileged:
+            raise ManifestError(
+                f"task {self.id!r}: the GR1 observation allowlist is exactly cameras = [{{name = {obs.image!r}, width = 256, "
+                f"height = 256, depth = false, calibration = false}}] and proprio = [{obs.state!r}], nothing privileged")
+
+
+def gr1_manifest(manifest: TaskManifest | dict) -> Gr1Manifest:
+    """The manifest as a Gr1Manifest (from its builtins form if needed); raises ManifestError."""
+    if isinstance(manifest, Gr1Manifest):
+        return manifest
+    data = manifest.to_builtins() if isinstance(manifest, TaskManifest) else manifest
+    try:
+        return msgspec.convert(data, Gr1Manifest)
+    except msgspec.ValidationError as e:
+        raise ManifestError(f"not a GR1 tabletop manifest: {e}") from None
+
+
+def check_hash_sentinel() -> None:
+    """Raise SimError unless this process hashes strings as PYTHONHASHSEED=0 does."""
+    text, expected = HASH_SENTINEL
+    if hash(text) != expected:
+        raise SimError("this simulator process does not run with PYTHONHASHSEED=0 (hash sentinel differs); "
+                       "start it with PYTHONHASHSEED=0 in its environment, as seed 002 requires")
+
+
+def _contract_for(manifest: Gr1Manifest) -> tuple[Contract, str]:
+    path = Path(__file__).resolve().parent.parent / "configs" / "contracts" / f"{manifest.upstream.contract}.toml"
+    return load_contract(path), hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ---- native: assets --------------------------------------------------------------------------
+
+
+def native_asset_root(manifest: Gr1Manifest) -> Path:
+    """Where a native task's assets are looked for: the manifest's ``assets_root`` or the package's own folder."""
+    if manifest.upstream.assets_root:
+        return Path(manifest.upstream.assets_root).expanduser()
+    import importlib.util
+
+    spec = importlib.util.find_spec("robocasa_gr1")  # locate without importing (its import is slow and noisy)
+    if spec is None or not spec.submodule_search_locations:
+        raise SimError(f"task {manifest.id!r}: robocasa_gr1 is not installed; pip install praxis-robocasa-gr1==0.2.0")
+    return Path(next(iter(spec.submodule_search_locations))) / "models" / "assets"
+
+
+def native_asset_problems(manifest: Gr1Manifest) -> list[str]:
+    """The asset folders a native task needs that are missing (empty when all are present)."""
+    root = native_asset_root(manifest)
+    return [str(root / folder) for folder in NATIVE_ASSET_FOLDERS if not (root / folder).is_dir()]
+
+
+# ---- the stand-in backend ------------------------------------------------------------------------
+
+
+class Gr1StandinBackend(RobosuiteBackend):
+    """A stand-in GR1 tabletop scene under the seed-002 contract. One thread must own it (GL context)."""
+
+    def __init__(self, manifest: TaskManifest | dict, *, trial_steps: int | None = None,
+                 require_fixed_hash_seed: bool = False):
+        manifest = gr1_manifest(manifest)
+        if manifest.fidelity != "offline-standin":
+            raise SimError(f"task {manifest.id!r} is {manifest.fidelity}; Gr1StandinBackend runs offline stand-ins only")
+        if require_fixed_hash_seed:
+            check_hash_sentinel()
+        import mujoco
+        import robocasa_gr1
+        import robosuite
+
+        from . import gr1_scenes
+
+        up = manifest.upstream
+        self.contract, self._contract_sha256 = _contract_for(manifest)
+        versions = {"robosuite": robosuite.__version__, "robocasa_gr1": robocasa_gr1.__version__,
+                    "mujoco": mujoco.__version__, "numpy": np.__version__}
+        if (versions["robosuite"] != up.version or versions["robocasa_gr1"] != up.robocasa_gr1
+                or not versions["mujoco"].startswith(up.mujoco + ".")):
+            raise SimError(f"task {manifest.id!r} pins robosuite {up.version} / robocasa_gr1 {up.robocasa_gr1} / mujoco "
+                           f"{up.mujoco}.x but this process has {versions}; install praxis-robocasa-gr1==0.2.0")
+        if up.env not in gr1_scenes.STANDIN_ENVS:
+            raise SimError(f"task {manifest.id!r}: no stand-in scene {up.env!r}; known: {sorted(gr1_scenes.STANDIN_ENVS)}")
+        self.manifest = manifest
+        self._mujoco = mujoco
+        self._trial_steps = trial_steps if trial_steps is not None else manifest.budgets.trial.steps
+        t0 = time.perf_counter()
+        try:
+            self.env = robosuite.make(
+                up.env, robots=self.contract.robot.name, controller_configs=self.controller_config(),
+                has_renderer=False, has_offscreen_renderer=False,  # we render from a scratch copy of the state
+                use_camera_obs=False, control_freq=manifest.control_hz,
+                horizon=self.contract.protocol.native_horizon, ignore_done=True,  # our budgets govern
+                hard_reset=False, seed=manifest.seed)
+        except Exception as e:
+            raise SimError(f"task {manifest.id!r}: robosuite could not build {up.env} with {self.contract.robot.name}: {e}") from e
+        self.build_seconds = time.perf_counter() - t0
+        self.model = self.env.sim.model._model
+        self.data = self.env.sim.data._data
+        self.control_dt = float(self.env.control_timestep)
+        self._robot = self.env.robots[0]
+        self._parts = self._derive_parts()
+        self._low, self._high = self.contract.low, self.contract.high
+        self._names = self.contract.component_names
+        self._units = [u for p in self._parts for u in p.units]
+        pipe = self.contract.observation.pipeline
+        video = manifest.video
+        self._renderer = SceneRenderer(self.model, max(pipe.width, video.width), max(pipe.height, video.height))
+        xml = self.env.model.get_xml()
+        for path, token in sorted({str(Path(robosuite.__file__).parent): "{robosuite}",
+                                   str(Path(robocasa_gr1.__file__).parent): "{robocasa_gr1}"}.items(), key=lambda kv: -len(kv[0])):
+            xml = xml.replace(path, token)
+        self._xml_sha256 = hashlib.sha256(xml.encode()).hexdigest()
+        self._versions = {**versions, "fidelity": manifest.fidelity, "contract_sha256": self._contract_sha256}
+        self._tracker = SuccessTracker(manifest.success.interval)
+        self._states = StateLog()
+        self._loaded = False
+        self._step = 0
+        self._last = np.zeros(len(self._low))
+        self._physics_s = self._render_s = 0.0
+        self._frames = self._observes = self._rejected = self._total_steps = 0
+        self.fingerprint: Fingerprint | None = None
+        self.check_contract()
+
+    def controller_config(self) -> dict:
+        """The robot's robosuite parts as BASIC: arms and waist absolute joint positions, hands unscaled grips, in contract order."""
+        from robosuite.controllers import load_composite_controller_config
+
+        robot = self.contract.robot
+        cfg = load_composite_controller_config(controller=None, robot=robot.name)
+        cfg["type"] = robot.composite
+        cfg["composite_controller_specific_configs"] = {"body_part_ordering": list(robot.body_part_ordering)}
+        parts = {p for p in robot.body_part_ordering if not p.endswith("_gripper")}
+        cfg["body_parts"] = {k: v for k, v in cfg["body_parts"].items() if k in parts}
+        for name, part in cfg["body_parts"].items():
+            if part.get("type") != "JOINT_POSITION" or part.get("input_type") != "absolute":
+                raise SimError(f"{robot.name}'s default {name} controller is {part.get('type')} {part.get('input_type')}, "
+                               "the contract needs absolute JOINT_POSITION")
+        return cfg
+
+    def _derive_parts(self) -> list[_Part]:
+        """Action parts straight from the contract (check_contract proves the compiled model agrees)."""
+        parts = []
+        for s in self.contract.action.slices:
+            hand = s.part.endswith("_gripper")
+            unit = "rad, absolute finger joint target (0 = open)" if hand else "rad, absolute joint position target"
+            parts.append(_Part(
+                name=s.part, start=s.start, low=np.array(s.low, dtype=float), high=np.array(s.high, dtype=float),
+                names=[f"{s.name}.{j}" for j in s.joints], units=[unit] * (s.stop - s.start), hold="last",
+                doc=(f"[{s.start}:{s.stop}] {s.name}: absolute targets in rad for {s.joints}"
+                     + ("; each command drives two coupled finger actuators (thumb yaw one)" if hand else "")
+                     + "; out-of-bound values are rejected, never clipped; repeating holds."),
+            ))
+        return parts
+
+    # ---- the contract recheck ---------------------------------------------------------------
+
+    def contract_problems(self) -> list[str]:
+        """Every way the compiled scene differs from the contract (empty when it agrees)."""
+        mj, m, c = self._mujoco, self.model, self.contract
+        robot, cc = self._robot, self._robot.composite_controller
+        problems: list[str] = []
+        name = lambda kind, i: mj.mj_id2name(m, kind, int(i))  # noqa: E731
+        J, A = mj.mjtObj.mjOBJ_JOINT, mj.mjtObj.mjOBJ_ACTUATOR
+        if type(cc).__name__ != "CompositeController" or getattr(cc, "name", "") != c.robot.composite:
+            problems.append(f"composite controller is {type(cc).__name__}, not {c.robot.composite}")
+        split = {k: tuple(v) for k, v in cc._action_split_indexes.items()}
+        want = {s.part: (s.start, s.stop) for s in c.action.slices}
+        if split != want or list(split) != c.robot.body_part_ordering:
+            problems.append(f"action split {split} differs from the contract's {want}")
+        for part in c.robot.unactuated:
+            if robot._ref_actuators_indexes_dict.get(part):
+                problems.append(f"{part} still has actuators")
+        if any(m.jnt_type[j] == mj.mjtJoint.mjJNT_FREE for j in range(m.njnt) if (name(J, j) or "").startswith("robot0_")):
+            problems.append("the robot base has a free joint (the contract needs a fixed base)")
+        expansion = np.asarray(c.action.hand.expansion)
+        for s in c.action.slices:
+            if s.part.endswith("_gripper"):
+                gripper = cc.grippers[s.part]
+                mapping = np.asarray(gripper.format_action(np.arange(s.stop - s.start, dtype=float))).astype(int)
+                if mapping.tolist() != expansion.tolist():
+                    problems.append(f"{s.name} expands commands as {mapping.tolist()}, not {expansion.tolist()}")
+                    continue
+                acts = np.asarray(robot._ref_actuators_indexes_dict[s.part])
+                short = [name(A, a).split("_", 3)[-1].removesuffix("_drive") for a in acts]
+                if short != c.action.hand.actuators:
+                    problems.append(f"{s.name} actuators are {short}, not {c.action.hand.actuators}")
+                    continue
+                gear = m.actuator_gear[acts, 0]
+                joints = m.actuator_trnid[acts, 0]
+                lo = np.maximum(m.actuator_ctrlrange[acts, 0] * gear, m.jnt_range[joints, 0])
+                hi = np.minimum(m.actuator_ctrlrange[acts, 1] * gear, m.jnt_range[joints, 1])
+                for i in range(s.stop - s.start):
+                    sel = expansion == i
+                    bound = (float(lo[sel].max()), float(hi[sel].min()))
+                    if not np.allclose(bound, (s.low[i], s.high[i]), rtol=0, atol=1e-9):
+                        problems.append(f"{s.name}.{s.joints[i]}: compiled joint/actuator bound {bound} != contract "
+                                        f"[{s.low[i]}, {s.high[i]}]")
+            else:
+                ctrl = cc.part_controllers[s.part]
+                if type(ctrl).__name__ != "JointPositionController" or ctrl.input_type != "absolute":
+                    problems.append(f"{s.part} is {type(ctrl).__name__} ({ctrl.input_type}), not absolute joint position")
+                if list(ctrl.joint_names) != s.joints:
+                    problems.append(f"{s.name} joints are {list(ctrl.joint_names)}, not {s.joints}")
+                    continue
+                ids = [mj.mj_name2id(m, J, j) for j in s.joints]
+                if not all(m.jnt_limited[i] for i in ids):
+                    problems.append(f"{s.name} has unlimited joints")
+                rng = np.array([m.jnt_range[i] for i in ids])
+                if not (np.allclose(rng[:, 0], s.low, atol=1e-9, rtol=0) and np.allclose(rng[:, 1], s.high, atol=1e-9, rtol=0)):
+                    problems.append(f"{s.name} compiled ranges {rng.tolist()} differ from the contract bounds")
+                acts = [name(A, a) for a in robot._ref_actuators_indexes_dict[s.part]]
+                if acts != s.joints:
+                    problems.append(f"{s.name} actuators are {acts}, not {s.joints}")
+        # Encoders: the native reader's identities (gather_robot_observations + unformat_gripper_space).
+        for part, names in c.state.parts.items():
+            robot_part = {"left_arm": "left", "right_arm": "right", "left_hand": "left_gripper",
+                          "right_hand": "right_gripper", "waist": "torso"}.get(part)
+            if robot_part is None:
+                problems.append(f"encoder part {part!r} has no robot part")
+                continue
+            joints = [name(J, j) for j in robot._ref_joints_indexes_dict[robot_part]]
+            if robot_part.endswith("_gripper"):
+                joints = [joints[i] for i in (0, 1, 4, 6, 8, 10)][::-1] if len(joints) == 11 else joints
+            if joints != names:
+                problems.append(f"encoders {part} read {joints}, not {names}")
+            elif any(m.jnt_type[mj.mj_name2id(m, J, j)] != mj.mjtJoint.mjJNT_HINGE for j in names):
+                problems.append(f"encoders {part} include a joint that is not a hinge")
+        pipe = c.observation.pipeline
+        cam = mj.mj_name2id(m, mj.mjtObj.mjOBJ_CAMERA, pipe.camera)
+        if cam < 0:
+            problems.append(f"no {pipe.camera} camera")
+        elif abs(float(m.cam_fovy[cam]) - pipe.camera_fovy) > 1e-9 or name(mj.mjtObj.mjOBJ_BODY, m.cam_bodyid[cam]) != pipe.camera_parent_body:
+            problems.append(f"{pipe.camera} camera is not mounted on {pipe.camera_parent_body} with fovy {pipe.camera_fovy}")
+        return problems
+
+    def check_contract(self) -> None:
+        """Raise ContractMismatch (and unload) if the compiled scene differs from the contract."""
+        problems = self.contract_problems()
+        if problems:
+            self._loaded = False
+            raise ContractMismatch(f"task {self.manifest.id!r}: the compiled scene does not match contract "
+                                   f"{self.contract.id!r}: " + "; ".join(problems))
+        idx = [self._mujoco.mj_name2id(self.model, self._mujoco.mjtObj.mjOBJ_JOINT, j) for j in self.contract.encoder_names]
+        self._encoder_qpos = np.array([self.model.jnt_qposadr[i] for i in idx])
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def reset(self, seed: int) -> Fingerprint:
+        """One seeded reset, then the contract recheck; success at reset is a ResetError, never resampled."""
+        fingerprint = super().reset(seed)
+        self.check_contract()
+        return fingerprint
+
+    # ---- the allowlist ----------------------------------------------------------------------
+
+    def language(self) -> str:
+        """``annotation.human.coarse_action`` as the native wrapper builds it."""
+        return self.contract.observation.language_prefix + str(self.env.get_ep_meta().get("lang", ""))
+
+    def spec(self) -> TaskSpec:
+        m, obs = self.manifest, self.contract.observation
+        action = self.action_spec()
+        w, h = obs.pipeline.output
+        return TaskSpec(
+            task_id=m.id, instruction=self.language(), privileged=False,
+            action_dim=action.dim, action_low=action.low, action_high=action.high, action=action,
+            control_hz=m.control_hz, control_dt=self.control_dt,
+            cameras=[CameraInfo(name=obs.image, width=w, height=h, depth=False, calibration=False)],
+            state_keys=[obs.state],
+            script_limits=Limits(steps=m.budgets.script.steps, seconds=m.budgets.script.seconds),
+            trial_limits=Limits(steps=self._trial_steps, seconds=m.budgets.trial.seconds),
+        )
+
+    def validate(self, action: Sequence[float]) -> np.ndarray:
+        return validate_action(self.contract, action)
+
+    def observe(self, cameras: Sequence[str] = (), depth: bool = True) -> list[CameraFrame]:
+        """The one allowed image, whatever else is asked for is refused; no depth, no calibration."""
+        if not self._loaded:
+            raise NotLoaded("no task is loaded; reset(seed) first")
+        image = self.contract.observation.image
+        unknown = [c for c in cameras if c != image]
+        if unknown:
+            raise SimError(f"cameras {unknown} are not allowed for task {self.manifest.id!r}; allowed: [{image!r}]")
+        pipe = self.contract.observation.pipeline
+        t0 = time.perf_counter()
+        self._renderer.load_state(snapshot(self.data))
+        upright = self._renderer.render(pipe.camera, pipe.width, pipe.height, depth=False, calibration=False).rgb
+        rgb = policy_image_from_upright(upright, pipe)
+        self._render_s += time.perf_counter() - t0
+        self._frames += 1
+        self._observes += 1
+        return [CameraFrame(camera=image, rgb=rgb)]
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The 29 measured encoders (rad) in contract order, under the contract's one state key."""
+        if not self._loaded:
+            raise NotLoaded("no task is loaded; reset(seed) first")
+        return {self.contract.observation.state: np.array(self.data.qpos[self._encoder_qpos], dtype=np.float64)}
+
+
+# ---- native --------------------------------------------------------------------------------------
+
+
+def check_native(manifest: Gr1Manifest) -> None:
+    """Raise AssetsMissing naming every missing asset folder of a native task; SimError where native runs are not built."""
+    missing = native_asset_problems(manifest)
+    if missing:
+        raise AssetsMissing(
+            f"task {manifest.id!r} ({manifest.upstream.env}, native): RoboCasa GR1 assets missing: {missing}. Download them "
+            "with robocasa_gr1's scripts (python -m robocasa_gr1.scripts.download_kitchen_assets and "
+            "download_tabletop_assets) on a machine that can, then set upstream.assets_root to that folder")
+    raise SimError(f"task {manifest.id!r}: the native GR1 adapter is not built yet in roboswe; its assets are present, "
+                   "but only offline stand-in tasks run today")
+
+
+# Registration: sim/backend.py's registry, like the robocasa family. sim/backend.py's create_backend
+# imports a family's module on first use, so nothing else needs to import this one.
+@sim_backend("gr1")
+def _gr1(manifest: TaskManifest | dict, **kwargs) -> Gr1StandinBackend:
+    m = gr1_manifest(manifest)
+    if m.fidelity == "native":
+        if kwargs.get("require_fixed_hash_seed"):
+            check_hash_sentinel()
+        check_native(m)
+    return Gr1StandinBackend(m, **kwargs)
+
