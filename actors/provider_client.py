@@ -15,8 +15,9 @@ import structlog
 from roboswe.actors import Actor, actor_main
 from roboswe.protocol import Decoded
 from roboswe.protocol.control import Error
-from roboswe.protocol.participant import Participant, ProviderFailure, join_images
+from roboswe.protocol.participant import ProviderFailure, join_images
 from roboswe.protocol.provider import PROVIDER_CODEC, CountTokens, Counted, Decide, Decided, ProviderFailed
+from roboswe.providers import Participant
 
 log = structlog.get_logger()
 
@@ -52,7 +53,7 @@ def _refusing(detail: str) -> Any:
 
 
 async def main(actor: Actor) -> None:
-    from roboswe.protocol.participant import create_participant
+    from roboswe.providers import create_participant
 
     config = actor.config.provider
     if config is None:

@@ -26,7 +26,6 @@ from roboswe.protocol.participant import (
     Decision,
     DecisionRequest,
     InvalidOperation,
-    Participant,
     ProviderFailure,
     TextPart,
     TokenCount,
@@ -38,6 +37,7 @@ from roboswe.protocol.participant import (
 
 from ._config import MissingKey, MissingSDK, ProviderConfig
 from ._estimate import estimate_request
+from ._registry import Participant
 
 log = structlog.get_logger()
 

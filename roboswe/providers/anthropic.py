@@ -32,12 +32,19 @@ from roboswe.protocol.participant import (
     ToolResultPart,
     Turn,
     Usage,
-    participant_kind,
 )
 
 from ._common import call_arguments, image_b64, merge_roles, native_items
 from ._config import ProviderConfig
-from ._hosted import HostedParticipant, Retryable, import_sdk, new_turn_id, read_key, token_count
+from ._hosted import (
+    HostedParticipant,
+    Retryable,
+    import_sdk,
+    new_turn_id,
+    read_key,
+    token_count,
+)
+from ._registry import participant_kind
 
 CONTINUATION = "(Earlier conversation continues.)"
 INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"

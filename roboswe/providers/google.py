@@ -29,7 +29,6 @@ from roboswe.protocol.participant import (
     ToolResultPart,
     Turn,
     Usage,
-    participant_kind,
 )
 
 from ._common import call_arguments
@@ -43,6 +42,7 @@ from ._hosted import (
     recording_sync_client,
     token_count,
 )
+from ._registry import participant_kind
 
 GENERATED = "gen-"  # prefix of call ids we made up because Gemini sent none
 

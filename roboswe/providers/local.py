@@ -13,19 +13,16 @@ from roboswe.protocol.participant import (
     Decision,
     DecisionRequest,
     Operation,
-    Participant,
     TokenCount,
     ToolCallPart,
     Turn,
-    load_object,
-    maybe_await,
     operation_name,
-    participant_kind,
 )
 
 from ._config import ProviderConfig
 from ._estimate import estimate_request
 from ._hosted import new_turn_id, sha256
+from ._registry import Participant, load_object, maybe_await, participant_kind
 
 _json = msgspec.json.Encoder()
 

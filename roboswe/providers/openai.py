@@ -30,13 +30,20 @@ from roboswe.protocol.participant import (
     ToolResultPart,
     Turn,
     Usage,
-    participant_kind,
 )
 
 from ._common import data_url, native_items
 from ._config import ProviderConfig
 from ._estimate import estimate_request
-from ._hosted import HostedParticipant, Retryable, import_sdk, new_turn_id, read_key, token_count
+from ._hosted import (
+    HostedParticipant,
+    Retryable,
+    import_sdk,
+    new_turn_id,
+    read_key,
+    token_count,
+)
+from ._registry import participant_kind
 
 # Models that produce reasoning items (docs: guides/reasoning): o1/o3/o4..., gpt-5 and later, codex.
 REASONING_MODELS = re.compile(r"^(o\d|gpt-([5-9]|\d\d)|codex|computer-use)", re.IGNORECASE)

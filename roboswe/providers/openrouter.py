@@ -25,13 +25,20 @@ from roboswe.protocol.participant import (
     ToolResultPart,
     Turn,
     Usage,
-    participant_kind,
 )
 
 from ._common import data_url, native_items
 from ._config import ProviderConfig
 from ._estimate import estimate_request
-from ._hosted import HostedParticipant, Retryable, classify_status, import_sdk, new_turn_id, read_key
+from ._hosted import (
+    HostedParticipant,
+    Retryable,
+    classify_status,
+    import_sdk,
+    new_turn_id,
+    read_key,
+)
+from ._registry import participant_kind
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 

@@ -24,7 +24,7 @@ def _adapter_turn(provider: str, raw: bytes) -> Turn | None:
     """Read hosted-provider bytes with that provider's adapter (no credentials, no network)."""
     import importlib
 
-    from roboswe.protocol import participant as registry
+    from roboswe.providers import _registry as registry
 
     module = registry._KIND_MODULES.get(provider)
     if module is None:
