@@ -135,6 +135,12 @@ def _prepare_assets(manifest: KitchenManifest, assets_root: Path | None, kit_dir
     """The asset root this task runs on, made current for RoboCasa before it is imported."""
     from . import robocasa_kit, robocasa_shims
 
+    current = sys.modules.get("robocasa.models")
+    if current is not None and kit_dir is None and assets_root is None:
+        # RoboCasa's asset root is fixed for the process once imported; a caller that names no
+        # root (a video renderer, replay) gets the one this process already serves, if it fits.
+        if robocasa_kit.is_kit(current.assets_root) == (manifest.upstream.assets == "placeholder"):
+            return Path(current.assets_root).resolve()
     if manifest.upstream.assets == "placeholder":
         package = robocasa_kit.robocasa_package_dir()
         root = (kit_dir or DEFAULT_KIT_DIR / manifest.upstream.version)
@@ -171,6 +177,25 @@ def _sha256(data: bytes) -> str:
 
 
 _FILE_ATTR = re.compile(r'\bfile="([^"]+)"')
+
+
+def compiled_model_digest(model) -> str:
+    """sha256 over every array of the compiled model except its file paths.
+
+    ``mj_saveModel`` bytes (the robosuite backend's choice) embed the absolute path of every
+    asset file and the paths' total length, so the same kitchen built from a kit in another
+    folder would look different; the arrays (meshes, textures, bodies, options' effects) are
+    what a changed asset would change.
+    """
+    h = hashlib.sha256()
+    for name in sorted(dir(model)):
+        if "path" in name or name.startswith("_"):
+            continue
+        value = getattr(model, name, None)
+        if isinstance(value, np.ndarray):
+            h.update(f"{name}:{value.dtype.str}:{value.shape};".encode())
+            h.update(np.ascontiguousarray(value).tobytes())
+    return h.hexdigest()
 
 
 class RobocasaBackend(RobosuiteBackend):
@@ -269,10 +294,14 @@ class RobocasaBackend(RobosuiteBackend):
         self._renderer = SceneRenderer(self.model, max(w for w, _ in sizes), max(h for _, h in sizes))
         xml = self.env.model.get_xml()
         files = sorted(set(_FILE_ATTR.findall(xml)))
-        for path, token in self._paths:
-            xml = xml.replace(path, token)
-        self._xml_sha256 = _sha256(xml.encode())
+        self._xml_sha256 = _sha256(self._normalise(xml.encode()))
         self._assets_sha256 = self._asset_digest(files)
+
+    def _normalise(self, data: bytes) -> bytes:
+        """Where the assets and packages live is not part of a scene: the compiled model keeps file paths."""
+        for path, token in self._paths:
+            data = data.replace(path.encode(), token.encode())
+        return data
 
     def _asset_digest(self, files: list[str]) -> str:
         """sha256 over (normalised path, content sha256) of every file the model names: the asset tree it uses."""
@@ -380,9 +409,7 @@ class RobocasaBackend(RobosuiteBackend):
                              "this seed cannot be admitted (pick another seed in the manifest)")
         self._loaded = True
         state_sha = _sha256(fingerprint_bytes(initial))
-        compiled = np.zeros(self._mujoco.mj_sizeModel(self.model), dtype=np.uint8)
-        self._mujoco.mj_saveModel(self.model, None, compiled)
-        compiled_sha = _sha256(compiled.tobytes())
+        compiled_sha = compiled_model_digest(self.model)
         versions = {**self._versions, "assets_sha256": self._assets_sha256}
         body = json.dumps({"model_xml_sha256": self._xml_sha256, "compiled_model_sha256": compiled_sha,
                            "initial_state_sha256": state_sha, "seed": seed, "versions": versions}, sort_keys=True)
