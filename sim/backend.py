@@ -203,6 +203,12 @@ def sim_backend(name: str):
 
 def create_backend(name: str, manifest: TaskManifest, **kwargs) -> SimBackend:
     """Build a registered backend for a manifest; raises KeyError naming the known backends."""
+    if name not in _REGISTRY and name.isidentifier():
+        # A family whose module registers itself (sim/<family>_backend.py) is imported on first use.
+        import importlib.util
+
+        if importlib.util.find_spec(f"{__package__}.{name}_backend") is not None:
+            importlib.import_module(f"{__package__}.{name}_backend")
     try:
         factory = _REGISTRY[name]
     except KeyError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -142,12 +143,31 @@ class Dataset(_Config, frozen=True, kw_only=True, forbid_unknown_fields=True):
     excluded: dict[Name, str] = {}  # task id -> recorded reason it is not in `tasks`
 
 
+# A simulator family whose manifests carry more than TaskManifest names its manifest type here
+# ("module:Struct", a subclass of TaskManifest); the module is imported only when a manifest
+# names that family (``upstream.package``).
+FAMILY_MANIFESTS: dict[str, str] = {"gr1": "roboswe.sim.gr1_backend:Gr1Manifest"}
+
+
+def manifest_type(data: Any) -> type[TaskManifest]:
+    """The manifest Struct for decoded manifest data: its family's type, else TaskManifest."""
+    upstream = data.get("upstream") if isinstance(data, dict) else None
+    ref = FAMILY_MANIFESTS.get(upstream.get("package")) if isinstance(upstream, dict) else None
+    if ref is None:
+        return TaskManifest
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def _decode(path: Path, kind: type, what: str):
     try:
         data = path.read_bytes()
     except OSError as e:
         raise ManifestError(f"cannot read {what} {path}: {e.strerror}") from None
     try:
+        if kind is TaskManifest:  # a family's manifest type, chosen by its upstream.package
+            raw = msgspec.toml.decode(data)
+            return msgspec.convert(raw, manifest_type(raw))
         return msgspec.toml.decode(data, type=kind)
     except msgspec.ValidationError as e:
         raise ManifestError(f"{path}: invalid {what}: {e}. Fix that field (compare configs/tasks/lift-panda.toml).") from None
@@ -165,7 +185,7 @@ def load_manifest(path: str | Path) -> TaskManifest:
 def manifest_from_builtins(data: dict[str, Any]) -> TaskManifest:
     """Rebuild a manifest from its to_builtins() form (admitted.json, wire); raises ManifestError."""
     try:
-        return msgspec.convert(data, TaskManifest)
+        return msgspec.convert(data, manifest_type(data))
     except msgspec.ValidationError as e:
         raise ManifestError(f"invalid task manifest: {e}") from None
 

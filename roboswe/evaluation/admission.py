@@ -117,7 +117,7 @@ def _probe(manifest: TaskManifest, hold_steps: int, full: bool) -> dict[str, Any
     from roboswe.sim.backend import create_backend
 
     t0 = time.perf_counter()
-    sim = create_backend("robosuite", manifest, require_fixed_hash_seed=True)
+    sim = create_backend(manifest.upstream.package, manifest, require_fixed_hash_seed=True)  # the manifest's simulator family
     build_s = time.perf_counter() - t0
     try:
         t0 = time.perf_counter()
@@ -257,7 +257,7 @@ def admit_dataset(dataset_ref: str | Path, *, run_config: Path | None = None, ho
 
     versions = {}
     # metadata only: importing robosuite is slow and noisy. robosuite comes as praxis-robosuite.
-    for package in ("praxis-robosuite", "praxis-robocasa", "mujoco", "numpy"):
+    for package in ("praxis-robosuite", "praxis-robocasa", "praxis-robocasa-gr1", "mujoco", "numpy"):
         try:
             versions[package] = version(package)
         except PackageNotFoundError:

@@ -385,6 +385,17 @@ def robosuite_assets(manifests: list[TaskManifest]) -> list[Problem]:
     return out
 
 
+@asset_check("gr1")
+def gr1_assets(manifests: list[TaskManifest]) -> list[Problem]:
+    """GR1 tabletop: robosuite and robocasa_gr1 (the robot class) installed. A native task's RoboCasa GR1
+    assets are checked per task by the backend, so admission excludes it naming the missing folders."""
+    missing = [name for name in ("robosuite", "robocasa_gr1") if _package_dir(name) is None]
+    if missing:
+        return [Problem(check="simulator assets", where=f"tasks {[m.id for m in manifests]}",
+                        what=f"{missing} not installed", fix="run ./setup.sh (or .venv/bin/pip install -e .)")]
+    return []
+
+
 # ---- Ray (for a future --ray ADDRESS) ------------------------------------------------------------
 
 
