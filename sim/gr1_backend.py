@@ -403,7 +403,20 @@ class Gr1StandinBackend(RobosuiteBackend):
 
 
 def check_native(manifest: Gr1Manifest) -> None:
-    """Raise AssetsMissing naming every missing asset folder of a native task; SimError where native runs are not built."""
+    """Raise AssetsMissing naming every missing asset folder of a native task; SimError where native runs are not built.
+
+    The task class must be robocasa_gr1's, with the manifest's layouts as its VALID_LAYOUTS.
+    """
+    from robocasa_gr1.environments.tabletop.tabletop import Tabletop  # registers its task classes with robosuite
+    from robosuite.environments.base import REGISTERED_ENVS
+
+    up = manifest.upstream
+    task_cls = REGISTERED_ENVS.get(up.env)
+    if not (isinstance(task_cls, type) and issubclass(task_cls, Tabletop)):
+        raise SimError(f"task {manifest.id!r}: robocasa_gr1 has no task class {up.env!r}")
+    valid = list(getattr(task_cls, "VALID_LAYOUTS", []) or [])
+    if valid != up.layouts:
+        raise SimError(f"task {manifest.id!r}: {up.env}.VALID_LAYOUTS is {valid} but the manifest says layouts = {up.layouts}")
     missing = native_asset_problems(manifest)
     if missing:
         raise AssetsMissing(
