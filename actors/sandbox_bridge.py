@@ -50,6 +50,9 @@ from roboswe.sandbox import (
     remove_orphan_containers,
 )
 from roboswe.sandbox.images import SandboxImage, load_image
+from roboswe.sandbox.volume import WORKSPACE_MB, VolumeError, WorkspaceVolume
+from roboswe.sandbox.volume import available as volume_available
+from roboswe.sandbox.volume import sweep as sweep_volumes
 
 log = structlog.get_logger()
 
@@ -327,8 +330,12 @@ async def open_trial(
     heartbeat_interval: float = 1.0,
     liveness: int = 5,
     curve: Any = None,
+    workspace_mb: int | None = WORKSPACE_MB,
 ) -> AsyncIterator[TrialSandbox]:
-    """Open a trial's sandbox and bridge socket against the simulator's robot endpoint; closes both on exit."""
+    """Open a trial's sandbox and bridge socket against the simulator's robot endpoint; closes both on exit.
+
+    With ``workspace_mb`` (and root), the workspace is a filesystem of that size while the trial is open.
+    """
     image = image or load_image()
     chosen = choose_backend(backend, image)
     # Short path: unix socket paths are limited to ~107 bytes.
@@ -336,7 +343,10 @@ async def open_trial(
     os.chmod(bridge_dir, 0o755)
     sandbox = backend_class(chosen)(image, workspace, bridge_dir, trial=trial)
     log.info("sandbox_backend_chosen", trial=trial, backend=chosen, requested=backend, image=image.digest)
+    volume = None
     try:
+        if workspace_mb:
+            volume = await _mount_volume(trial, sandbox.workspace, workspace_mb, image)
         link = Client(name, sim_endpoint, simp.SIM_ROBOT_CODEC, peer="simulator", heartbeat_interval=heartbeat_interval,
                       liveness=liveness, curve=curve)
         async with link as sim:
@@ -353,6 +363,27 @@ async def open_trial(
                     await sandbox.cleanup()
     finally:
         shutil.rmtree(bridge_dir, ignore_errors=True)
+        if volume is not None:
+            with trio.CancelScope(shield=True):
+                try:
+                    await trio.to_thread.run_sync(volume.unmount)
+                except VolumeError as e:  # the trial's checkpoints still hold its files
+                    log.error("workspace_volume_unmount_failed", trial=trial, error=str(e))
+
+
+async def _mount_volume(trial: str, workspace: Path, size_mb: int, image: SandboxImage) -> WorkspaceVolume | None:
+    """The trial's sized workspace, mounted; None (and an event saying why) where it cannot be had."""
+    why = volume_available()
+    if why is None:
+        workspace.mkdir(parents=True, exist_ok=True)
+        volume = WorkspaceVolume(workspace, size_mb=size_mb, uid=image.uid, gid=image.gid)
+        try:
+            await trio.to_thread.run_sync(volume.mount)
+            return volume
+        except VolumeError as e:
+            why = str(e)
+    log.warning("workspace_volume_unavailable", trial=trial, reason=why, bound_by="checkpoint caps only")
+    return None
 
 
 # --- the actor ------------------------------------------------------------------------------
@@ -362,7 +393,7 @@ def _sim_curve(keys_dir: str | None) -> Any:
     """CURVE client keys for a remote simulator's robot endpoint (OpenTrial.sim_keys), or None."""
     if not keys_dir:
         return None
-    from roboswe.commands.keys import client_keys
+    from roboswe.actors import client_keys
 
     return client_keys(keys_dir)
 
@@ -378,9 +409,11 @@ def _sim_robot_endpoint(actor: Actor) -> str:
 async def main(actor: Actor) -> None:
     # trial id -> (its sandbox, set to close it, set once it is fully closed)
     trials: dict[str, tuple[TrialSandbox, trio.Event, trio.Event]] = {}
-    # Containers a crashed bridge or a killed `roboswe exec` left behind: removed before serving.
+    # Containers and workspace volumes a crashed bridge or a killed `roboswe exec` left behind:
+    # removed before serving.
     with trio.move_on_after(30):
         await trio.to_thread.run_sync(remove_orphan_containers, abandon_on_cancel=True)
+        await trio.to_thread.run_sync(sweep_volumes, abandon_on_cancel=True)
 
     async with trio.open_nursery() as nursery:
 

@@ -151,7 +151,16 @@ def remove_tree(path: str | os.PathLike) -> None:
     except OSError:  # not a directory (or a symlink to one): remove the entry itself
         os.unlink(path)
         return
-    stack: list[tuple[int, str | None]] = [(top, None)]  # (dir fd, its name in the parent below it)
+    try:
+        clear_dir(top)
+    finally:
+        os.close(top)
+    os.rmdir(path)
+
+
+def clear_dir(top: int) -> None:
+    """Remove everything inside the directory open as ``top`` (iteratively, never following links)."""
+    stack: list[tuple[int, str | None]] = [(top, None)]  # (dir fd, its name in the directory below it)
     try:
         while stack:
             fd, _ = stack[-1]
@@ -171,10 +180,10 @@ def remove_tree(path: str | os.PathLike) -> None:
             if descended:
                 continue
             fd, name = stack.pop()
-            os.close(fd)
             if name is not None:
+                os.close(fd)
                 os.rmdir(name, dir_fd=stack[-1][0])
     finally:
-        for fd, _ in stack:
-            os.close(fd)
-    os.rmdir(path)
+        for fd, name in stack:
+            if name is not None:
+                os.close(fd)

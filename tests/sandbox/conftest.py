@@ -73,6 +73,7 @@ class Trial:
 
 
 TEST_LIMITS = {"seconds": 10.0}
+TEST_WORKSPACE_MB = 64  # small, so filling it is quick
 
 
 @pytest.fixture
@@ -84,5 +85,6 @@ async def trial(backend, image, scratch, nursery):
     await nursery.start(serve_toy_robot, endpoint, robot)
     workspace = scratch / "workspace"
     workspace.mkdir()
-    async with open_trial("test-trial", workspace, endpoint, backend=backend, image=image) as sandbox:
+    async with open_trial("test-trial", workspace, endpoint, backend=backend, image=image,
+                          workspace_mb=TEST_WORKSPACE_MB) as sandbox:
         yield Trial(sandbox, robot, workspace, scratch)

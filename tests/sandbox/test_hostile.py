@@ -546,3 +546,61 @@ async def test_an_observe_flood_renders_each_allowed_camera_once(trial):
     assert "refused: bridge: unknown camera(s) 'top_secret'" in fb.stdout, fb.stdout
     assert trial.robot.observed == [["front"]]  # one frame rendered; the unknown names never reached the simulator
     await _still_serving(trial)
+
+
+async def test_the_workspace_is_a_filesystem_of_fixed_size(trial):
+    from roboswe.sandbox.volume import available
+
+    from .conftest import TEST_WORKSPACE_MB
+
+    if available():
+        pytest.skip(f"no sized workspace here: {available()}")
+    assert os.path.ismount(trial.workspace)
+    fb = await trial.run(
+        """
+        import os
+        written = 0
+        try:
+            while True:
+                with open(f"fill{written >> 23}", "wb") as f:
+                    f.write(b"x" * (8 << 20))
+                written += 8 << 20
+        except OSError as e:
+            print("stopped", e.errno, "after", written >> 20, "MiB")
+        options = [line.split()[5] for line in open("/proc/self/mountinfo") if line.split()[4] == "/workspace"]
+        print("options", options)
+        os.system("cp /bin/true ./tool && chmod u+s ./tool")
+        """,
+        seconds=30,
+    )
+    assert "stopped 28 after" in fb.stdout, (fb.stdout, fb.stderr)
+    assert int(fb.stdout.split(" after ")[1].split()[0]) <= TEST_WORKSPACE_MB
+    assert "nosuid" in fb.stdout and "nodev" in fb.stdout, fb.stdout
+    assert not (trial.workspace / "tool").stat().st_mode & 0o6000
+    await _still_serving(trial)
+
+
+async def test_closing_a_trial_leaves_its_files_in_a_plain_directory(backend, image, scratch, nursery):
+    from roboswe.actors.sandbox_bridge import open_trial
+    from roboswe.sandbox.volume import VOLUME_DIR, available
+
+    from .conftest import Trial
+    from .stand_in_sim import ToyRobot, serve_toy_robot
+
+    if available():
+        pytest.skip(f"no sized workspace here: {available()}")
+    robot = ToyRobot()
+    await nursery.start(serve_toy_robot, f"ipc://{scratch}/sim.sock", robot)
+    workspace = scratch / "workspace"
+    workspace.mkdir()
+    (workspace / "kept.py").write_text("print('from before')\n")
+    async with open_trial("vol-trial", workspace, f"ipc://{scratch}/sim.sock", backend=backend, image=image,
+                          workspace_mb=32) as sandbox:
+        homes = set(os.listdir(VOLUME_DIR))
+        trial = Trial(sandbox, robot, workspace, scratch)
+        fb = await trial.run("print(open('kept.py').read().strip()); open('made.txt', 'w').write('made')")
+        assert fb.stdout == "print('from before')\n", fb.stderr
+        assert os.path.ismount(workspace)
+    assert not os.path.ismount(workspace)
+    assert (workspace / "made.txt").read_text() == "made" and (workspace / "kept.py").exists()
+    assert not homes & set(os.listdir(VOLUME_DIR))  # image and mount point removed
