@@ -22,11 +22,19 @@ def cube_manifest():
 
 
 @pytest.fixture(scope="session")
-def cube_scene(cube_manifest):
-    """The cube-to-bin stand-in, reset with the manifest's seed; tests that change it reset it again."""
-    from roboswe.sim.backend import create_backend
+def cube_session(cube_manifest):
+    """A simulator session holding the cube-to-bin stand-in (the backend the manifest's family names)."""
+    from roboswe.sim.session import SimSession
 
-    sim = create_backend("gr1", cube_manifest)
+    session = SimSession(require_fixed_hash_seed=False)  # pytest's own hash seed; the sentinel has its own test
+    session.load(cube_manifest.to_builtins(), cube_manifest.seed, None)
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def cube_scene(cube_session, cube_manifest):
+    """The stand-in backend, freshly reset with the manifest's seed for each test."""
+    sim = cube_session.backend
     sim.reset(cube_manifest.seed)
-    yield sim
-    sim.close()
+    return sim
