@@ -218,7 +218,7 @@ class ContextWindow:
         if base is None:  # instructions + tool schemas (+ request framing)
             base = await self._counted(msgspec.structs.replace(request, conversation=[], images={}))
             self._bases[key[:2]] = base
-        new = [t for t in request.conversation if t.id not in self._turn_tokens]
+        new = _with_partners(request.conversation, {t.id for t in request.conversation if t.id not in self._turn_tokens})
         if new:
             part = await self._counted(_subrequest(request, new))
             share = max(part.tokens - base.tokens, len(new))
@@ -412,6 +412,21 @@ def format_hits(query: str, hits: list[SearchHit], *, max_chars: int = SEARCH_MA
         lines.append(entry)
         used += len(entry)
     return "\n".join(lines)
+
+
+def _with_partners(turns: list[Turn], ids: set[str]) -> list[Turn]:
+    """The turns named by `ids`, each with the other half of its exchange (a tool result with
+    its call and a call with its result), in order: a count request is a request too, and a
+    provider refuses a tool result whose call is not in front of it."""
+    wanted = set(ids)
+    for i, t in enumerate(turns):
+        if t.id not in ids:
+            continue
+        if t.tool_results() and i > 0:
+            wanted.add(turns[i - 1].id)
+        if t.tool_calls() and i + 1 < len(turns) and turns[i + 1].tool_results():
+            wanted.add(turns[i + 1].id)
+    return [t for t in turns if t.id in wanted]
 
 
 def _subrequest(request: DecisionRequest, turns: list[Turn]) -> DecisionRequest:

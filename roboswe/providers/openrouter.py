@@ -39,6 +39,7 @@ from ._hosted import (
     read_key,
 )
 from ._registry import participant_kind
+from .openai import wire_ready
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 
@@ -135,7 +136,9 @@ class OpenRouterParticipant(HostedParticipant):
         return body
 
     async def send(self, body: dict[str, Any]) -> None:
-        await self.client.chat.completions.with_raw_response.create(**body)
+        # The messages ride in extra_body, sent as given (see openai.wire_ready); the required
+        # argument gets an empty list that extra_body replaces.
+        await self.client.chat.completions.with_raw_response.create(messages=[], **wire_ready(body))
 
     async def count_tokens(self, request: DecisionRequest) -> TokenCount:
         """N for the proxy ceil(m*N) + 8192 (the context policy applies m and the 8192)."""

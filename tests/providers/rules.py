@@ -206,6 +206,7 @@ def check_openai(body: dict[str, Any], memory: Memory, *, count: bool, max_image
     ids: set[str] = set()
     outputs = {i.get("call_id") for i in items if i.get("type") == "function_call_output"}
     seen_calls: set[str] = set()
+    earlier: set[str] = set()  # reasoning item ids so far
     images = 0
     for n, item in enumerate(items):
         kind = item.get("type")
@@ -215,6 +216,7 @@ def check_openai(body: dict[str, Any], memory: Memory, *, count: bool, max_image
                              "and try again.", f"input[{n}]")
             ids.add(item["id"])
         if kind == "reasoning":
+            earlier.add(item.get("id", ""))
             following = items[n + 1] if n + 1 < len(items) else None
             if following is None or following.get("type") not in ("function_call", "message") and following.get("role") != "assistant":
                 raise Broken(f"Item '{item.get('id')}' of type 'reasoning' was provided without its required "
@@ -234,7 +236,6 @@ def check_openai(body: dict[str, Any], memory: Memory, *, count: bool, max_image
             # A function call sent back with the item id it was produced under needs the reasoning
             # item produced before it; one without an id is a plain client-side call.
             wanted = memory.openai_reasoning.get(item.get("id") or "")
-            earlier = {i.get("id") for i in items[:n] if i.get("type") == "reasoning"}
             if wanted and store is False and wanted not in earlier:
                 raise Broken(f"Item '{item.get('id') or item.get('call_id')}' of type 'function_call' was provided "
                              f"without its required 'reasoning' item: '{wanted}'.", "input")
