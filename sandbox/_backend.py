@@ -91,9 +91,14 @@ class SandboxBackend(abc.ABC):
         as_root = os.geteuid() == 0
         refused: list[Refused] = []
         try:
-            if as_root:
-                os.lchown(self.workspace, uid, gid)
-            os.close(os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW))
+            root = os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                if as_root:
+                    os.fchown(root, uid, gid)
+                # A script may chmod its own workspace to 000: the next program must still start in it.
+                os.fchmod(root, (stat.S_IMODE(os.fstat(root).st_mode) | 0o755) & 0o777)
+            finally:
+                os.close(root)
         except OSError as e:
             return [Refused(".", "directory", f"the workspace could not be walked: {e.strerror}")]
         for item in walk(self.workspace):  # fds in each item are valid only within its iteration

@@ -604,3 +604,9 @@ async def test_closing_a_trial_leaves_its_files_in_a_plain_directory(backend, im
     assert not os.path.ismount(workspace)
     assert (workspace / "made.txt").read_text() == "made" and (workspace / "kept.py").exists()
     assert not homes & set(os.listdir(VOLUME_DIR))  # image and mount point removed
+
+
+async def test_a_workspace_made_unreachable_is_reachable_again_for_the_next_script(trial):
+    fb = await trial.run("import os\nos.mkdir('locked', 0)\nos.chmod('.', 0)\nprint('locked')\n")
+    assert fb.stdout == "locked\n", fb.stderr
+    await _still_serving(trial)
