@@ -1,0 +1,36 @@
+"""Participants for the restart tests (importable by the provider_client actor process)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from roboswe.protocol.participant import DecisionRequest, Finish, ListFiles, Wait
+
+
+class SlowWaitAgent:
+    """Trial 1 never ends by itself: a short wait per decision, a little apart, so a test can kill an actor
+    while it is under way. Later trials list files and finish at once."""
+
+    def __init__(self, pause: float = 0.2):
+        self.pause = pause
+
+    def decide(self, request: DecisionRequest):
+        if request.trial == 1:
+            time.sleep(self.pause)
+            return Wait(steps=2)
+        mine = sum(1 for t in request.conversation if t.role == "assistant" and t.trial == request.trial)
+        return ListFiles() if mine == 0 else Finish(reason="done")
+
+
+class StallingAgent:
+    """Marks ``marker`` when asked for its first decision, then takes ``seconds`` to answer: a slow provider."""
+
+    def __init__(self, marker: str, seconds: float = 120.0):
+        self.marker = Path(marker)
+        self.seconds = seconds
+
+    def decide(self, request: DecisionRequest):
+        self.marker.write_text(str(time.time()))
+        time.sleep(self.seconds)
+        return Finish(reason="too late")

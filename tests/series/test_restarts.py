@@ -1,0 +1,144 @@
+"""Actors killed while a trial is under way, with stated deadlines.
+
+- The simulator killed mid-trial (SIGKILL; the supervisor restarts it): the trial ends ``incomplete``
+  within SIMULATOR_DEADLINE seconds of the kill, and the next trial runs.
+- The supervisor killed (SIGKILL) while the coordinator waits on a slow provider: every actor process
+  is gone within SUPERVISOR_DEADLINE seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from roboswe.records.reader import RunReader
+
+from .conftest import ROOT, cli_env, write_config
+
+pytestmark = pytest.mark.slow
+
+# Heartbeats here are 1.0 s x 5 (TOLERANT_HEARTBEATS): a peer is declared dead after ~5 s; the rest is the
+# restart back-off and closing the trial on a busy 2-core machine.
+SIMULATOR_DEADLINE = 30.0
+SUPERVISOR_DEADLINE = 10.0  # README: every actor notices the lifeline pipe close and exits
+
+
+def _operations_of(run_dir, trial_suffix: str) -> int:
+    """Operations recorded so far for the trial whose id ends with ``trial_suffix`` (read-only, tolerant)."""
+    db = run_dir / "run.sqlite"
+    if not db.exists():
+        return 0
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            (n,) = conn.execute("SELECT count(*) FROM operations WHERE trial_id LIKE ?", (f"%{trial_suffix}",)).fetchone()
+        finally:
+            conn.close()
+        return n
+    except sqlite3.Error:
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _start(run_dir, config, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "roboswe.cli", "run", str(config.admitted), "--config", str(config.path),
+                             "--out", str(run_dir), "--no-verify", *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=cli_env(), cwd=ROOT)
+
+
+class _Config:
+    def __init__(self, admitted, path):
+        self.admitted, self.path = admitted, path
+
+
+def _actors(run_dir) -> dict:
+    return json.loads((run_dir / "supervisor.json").read_text())
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "found by this test, 2026-11-30: the killed trial's last assistant turn keeps a tool call without a result; "
+    "the context manager answers it with an extra turn at the next append (roboswe/context/history.py answer_turn), "
+    "so Conversation.append counts one turn more than expected, reads it as a restart, and trial 2 ends incomplete "
+    "too ('the context manager holds 10 turns, expected 9'). Remove this mark when trial 2 runs."))
+def test_simulator_killed_mid_trial_ends_it_incomplete_within_the_deadline_and_the_next_trial_runs(work_dir, admitted):
+    path = write_config(work_dir, "simkill", agent='agent = "tests.series.restart_agents:SlowWaitAgent"',
+                        series="trials = 2\ntrial_steps = 400")
+    run_dir = work_dir / "simkill"
+    run = _start(run_dir, _Config(admitted, path))
+    try:
+        deadline = time.monotonic() + 600
+        while _operations_of(run_dir, "/t1a0") < 3:  # trial 1 is under way: it has waited a few times
+            assert run.poll() is None, run.stdout.read()
+            assert time.monotonic() < deadline, "trial 1 never got going"
+            time.sleep(0.1)
+        simulator = _actors(run_dir)["actors"]["simulator"]["pid"]
+        killed_at = time.time()
+        os.kill(simulator, signal.SIGKILL)
+        output, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, output
+    with RunReader(run_dir) as reader:
+        (series,) = reader.series()
+        one, two = reader.trials(series.series_id)
+        assert (one.end.outcome, one.end.reason.split(":")[0]) == ("incomplete", "infrastructure"), one.end.reason
+        assert one.end.ended_at - killed_at < SIMULATOR_DEADLINE, one.end.ended_at - killed_at
+        assert one.end.control_steps < 400  # it did not run on to its budget
+        assert two.start.index == 2 and two.end.outcome == "failure" and two.end.reason == "finish", two.end.reason
+        assert two.start.fingerprint == one.start.fingerprint  # a fresh simulator, the same admitted scene
+        died = [e for _, e in reader.events() if e.event in ("actor_died", "actor_restarted")]
+    assert "simulator" in output or died
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "found by this test, 2026-11-30: with the supervisor SIGKILLed during a 120 s provider call, the coordinator "
+    "and the provider client stay until the call returns (measured: gone 120.6 s after the kill), not within the "
+    "deadline; the lifeline does not cancel a request in flight. Remove this mark when they exit in time."))
+def test_supervisor_killed_while_the_coordinator_waits_on_a_slow_provider_every_actor_exits(work_dir, admitted):
+    marker = work_dir / "stalling.marker"
+    marker.unlink(missing_ok=True)
+    path = write_config(work_dir, "supkill", agent='agent = "tests.series.restart_agents:StallingAgent"',
+                        series="trials = 1", extra=f'\n[provider.options]\nmarker = "{marker}"\nseconds = 120.0\n')
+    run_dir = work_dir / "supkill"
+    run = _start(run_dir, _Config(admitted, path))
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists():  # the coordinator has asked for a decision and is waiting on it
+            assert run.poll() is None, run.stdout.read()
+            assert time.monotonic() < deadline, "the provider was never asked"
+            time.sleep(0.1)
+        state = _actors(run_dir)
+        pids = [a["pid"] for a in state["actors"].values() if a.get("pid")]
+        assert len(pids) == 6 and all(_alive(p) for p in pids), state
+        assert state["supervisor_pid"] == run.pid
+        run.kill()  # SIGKILL: the supervisor runs no shutdown path
+        run.wait(10)
+        killed = time.monotonic()
+        while time.monotonic() - killed < SUPERVISOR_DEADLINE and any(_alive(p) for p in pids):
+            time.sleep(0.1)
+        left = {p: open(f"/proc/{p}/cmdline").read().replace("\0", " ")[:120] for p in pids if _alive(p)}
+        assert left == {}, f"still running {SUPERVISOR_DEADLINE} s after the supervisor was killed: {left}"
+    finally:
+        for p in pids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+        if run.poll() is None:
+            run.kill()
+            run.wait()
