@@ -1,4 +1,4 @@
-"""Participants for the restart tests (importable by the provider_client actor process)."""
+"""Participants for the restart and replay tests (importable by the provider_client actor process)."""
 
 from __future__ import annotations
 
@@ -34,3 +34,26 @@ class StallingAgent:
         self.marker.write_text(str(time.time()))
         time.sleep(self.seconds)
         return Finish(reason="too late")
+
+
+class NoisyMoveAgent:
+    """Writes a script whose actions come from os.urandom but whose output is fixed, runs it, finishes:
+    a replay moves the robot differently while every exec figure (steps, exit status, output) agrees."""
+
+    SCRIPT = (
+        "import os, robot\n"
+        "spec = robot.spec()\n"
+        "hold = list(spec['action']['hold'])\n"
+        "for _ in range(5):\n"
+        "    a = list(hold)\n"
+        "    a[0] = (int.from_bytes(os.urandom(8), 'little') / 2**64 - 0.5) * 0.4\n"
+        "    robot.step(a)\n"
+        "print('moved 5 steps')\n"
+    )
+
+    def decide(self, request: DecisionRequest):
+        from roboswe.protocol.participant import Exec, WriteFile
+
+        mine = sum(1 for t in request.conversation if t.role == "assistant" and t.trial == request.trial)
+        plan = [WriteFile(path="noisy.py", content=self.SCRIPT), Exec(path="noisy.py"), Finish(reason="done")]
+        return plan[min(mine, len(plan) - 1)]
