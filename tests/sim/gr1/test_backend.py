@@ -216,3 +216,16 @@ def test_manifest_rules_keep_standins_and_native_apart(cube_manifest):
     missing = {k: v for k, v in data.items() if k != "fidelity"}
     with pytest.raises(ManifestError, match="fidelity"):
         manifest_from_builtins(missing)
+
+
+def test_video_is_rendered_from_recorded_states_with_the_manifests_cameras(cube_scene, cube_manifest):
+    """Evaluator-side video (not the policy image): the manifest's video cameras exist and draw recorded states."""
+    cube_scene.take_states()
+    cube_scene.wait(4)
+    states = cube_scene.take_states()
+    assert len(states) == 4
+    video = cube_manifest.video
+    for name in video.cameras:
+        cube_scene._renderer.load_state(states.row(3))
+        rgb = cube_scene._renderer.render(name, video.width, video.height, depth=False, calibration=False).rgb
+        assert rgb.shape == (video.height, video.width, 3) and rgb.std() > 5
