@@ -77,7 +77,7 @@ class RunConfig(Section, frozen=True, kw_only=True):
     supervisor: SupervisorConfig = msgspec.field(default_factory=SupervisorConfig)
     transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
-    # The participant: [provider] kind = "openai" | "anthropic" | "google" | "openrouter" | "python"
+    # The participant: [provider] kind = one of roboswe.providers.provider_kinds()
     provider: ProviderConfig | None = None
     # Trials per series, retention mode, tightened budgets: [series] (roboswe/series_config.py)
     series: SeriesConfig = msgspec.field(default_factory=SeriesConfig)

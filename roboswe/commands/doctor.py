@@ -21,12 +21,13 @@ from typing import Literal
 
 import msgspec
 
+import roboswe.providers as _providers
+
 Status = Literal["ok", "warn", "fail", "absent"]
 ROOT = Path(__file__).resolve().parents[2]
 RENDER_TIMEOUT_S = 90.0  # a loaded 2-core machine needs seconds just to import mujoco and make an EGL context
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromedriver")  # what the viewer tests drive
-KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "google": "GEMINI_API_KEY",
-                 "openrouter": "OPENROUTER_API_KEY"}
+KEY_VARIABLES = {k: _providers.provider_entry(k).key_env for k in _providers.hosted_kinds()}  # from the registry
 ASSET_VARIABLES = {"RoboCasa assets": "ROBOCASA_ASSETS", "GR1 assets": "GR1_ASSETS"}
 
 

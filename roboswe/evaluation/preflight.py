@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+import roboswe.providers as _providers
+
 if TYPE_CHECKING:
     from roboswe.providers import ProviderConfig
     from roboswe.sim.manifest import TaskManifest
 
-HOSTED = ("openai", "anthropic", "google", "openrouter")
+HOSTED = _providers.hosted_kinds()  # the provider registry names every kind once
 # The shipped configs carry `claude-EDIT-ME-model-id` and the like; such an id reaches the API and fails every trial.
 PLACEHOLDER = re.compile(r"EDIT[-_ ]?ME", re.IGNORECASE)
 MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")

@@ -1,7 +1,9 @@
 """Participants: hosted-model adapters (openai, anthropic, google, openrouter) and the local
-`python` kind, all behind `Participant` (``_registry``, where every provider kind is named once).
+`python` kind, all behind `Participant`.
 
-Build one with `create_participant(ProviderConfig(...))`; SDKs load only when a kind is used.
+The provider kinds are registered here, once, with light factories (`@provider`); each
+imports its adapter, and with it the provider's SDK, only when that kind is used. Build a
+participant with `create_participant(ProviderConfig(...))`.
 """
 
 from ._config import SAFETY_ALLOWANCE as SAFETY_ALLOWANCE
@@ -13,3 +15,49 @@ from ._config import images_per_request as images_per_request
 from ._estimate import estimate_request as estimate_request
 from ._registry import Participant as Participant
 from ._registry import create_participant as create_participant
+from ._registry import ProviderEntry as ProviderEntry
+from ._registry import hosted_kinds as hosted_kinds
+from ._registry import participant_class as participant_class
+from ._registry import provider as provider
+from ._registry import provider_entry as provider_entry
+from ._registry import provider_kinds as provider_kinds
+
+
+# Images per request, as documented. Anthropic (build-with-claude/vision): 100 for models with a
+# 200k-token window, 600 for the others. OpenAI (guides/images-vision): 500. Gemini
+# (image-understanding): 3,600. OpenRouter routes to many upstreams: the smallest of theirs, 100.
+
+
+@provider("openai", key_env="OPENAI_API_KEY", image_limit=lambda c: 500)
+def openai() -> type[Participant]:
+    from .openai import OpenAIParticipant
+
+    return OpenAIParticipant
+
+
+@provider("anthropic", key_env="ANTHROPIC_API_KEY", image_limit=lambda c: 100 if c.context_window <= 200_000 else 600)
+def anthropic() -> type[Participant]:
+    from .anthropic import AnthropicParticipant
+
+    return AnthropicParticipant
+
+
+@provider("google", key_env="GEMINI_API_KEY", image_limit=lambda c: 3600)
+def google() -> type[Participant]:
+    from .google import GoogleParticipant
+
+    return GoogleParticipant
+
+
+@provider("openrouter", key_env="OPENROUTER_API_KEY", image_limit=lambda c: 100)
+def openrouter() -> type[Participant]:
+    from .openrouter import OpenRouterParticipant
+
+    return OpenRouterParticipant
+
+
+@provider("python", hosted=False)
+def python() -> type[Participant]:
+    from .local import PythonParticipant
+
+    return PythonParticipant

@@ -8,8 +8,6 @@ import msgspec
 
 from roboswe.records.usage import Price
 
-Kind = Literal["openai", "anthropic", "google", "openrouter", "python"]
-
 
 class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A participant: a hosted model (model pin, limits, key variable NAME) or a local agent.
@@ -18,7 +16,7 @@ class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     variable that holds it, read once when the adapter is built.
     """
 
-    kind: Kind
+    kind: str  # a registered provider kind (roboswe.providers registers each one)
     model: str = ""  # exact model pin, e.g. a dated snapshot
     api_key_env: str = ""  # NAME of the environment variable holding the key
     base_url: str | None = None  # provider endpoint override (proxies, tests)
@@ -49,6 +47,11 @@ class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     agent: str = ""
     options: dict[str, Any] = msgspec.field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        from ._registry import provider_entry
+
+        provider_entry(self.kind)  # ValueError naming the known kinds (a ValidationError when decoded)
+
     @property
     def input_budget(self) -> int:
         """B = C - O - S (S = 4096): the most request tokens a decision may use."""
@@ -57,20 +60,15 @@ class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 
 SAFETY_ALLOWANCE = 4096
 
-# Documented images-per-request limits. Anthropic (build-with-claude/vision): 100 for models
-# with a 200k-token window, 600 for the others. OpenAI (guides/images-vision): 500.
-# Gemini (image-understanding): 3,600. OpenRouter routes to many upstreams: the smallest
-# of those, 100, unless the config says otherwise.
-IMAGE_LIMITS = {"openai": 500, "google": 3600, "openrouter": 100}
-
-
 def images_per_request(config: ProviderConfig) -> int | None:
-    """The most image blocks one request may carry for this provider (None: no limit)."""
+    """The most image blocks one request may carry (the config's, else the provider's documented
+    limit from the registry; None: no limit)."""
+    from ._registry import provider_entry
+
     if config.max_images_per_request:
         return config.max_images_per_request
-    if config.kind == "anthropic":
-        return 100 if config.context_window <= 200_000 else 600
-    return IMAGE_LIMITS.get(config.kind)
+    limit = provider_entry(config.kind).image_limit
+    return limit(config) if limit is not None else None
 
 
 class MissingKey(Exception):

@@ -1,7 +1,14 @@
-"""The participant interface and the provider registry: one place names every provider kind.
+"""The participant interface and the provider registry: the one place provider kinds are named.
 
-A provider adapter registers with ``@participant_kind("anthropic")``; ``create_participant``
-imports the adapter's module only when its kind is used, so a missing SDK fails only then.
+Each kind is registered in `roboswe.providers` with a light factory, inspect_ai style:
+
+    @provider("anthropic", key_env="ANTHROPIC_API_KEY")
+    def anthropic() -> type[Participant]:
+        from .anthropic import AnthropicParticipant  # the SDK is imported only here
+        return AnthropicParticipant
+
+so a missing SDK fails only when that kind is used. The config's `kind`, the preflight's
+hosted kinds, the doctor's key variables and the viewer's readers all come from here.
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any, ClassVar
+
+import msgspec
 
 from roboswe.protocol.participant import Decision, DecisionRequest, TokenCount
 
@@ -35,40 +44,59 @@ class Participant(abc.ABC):
         """Release connections; always safe to call."""
 
 
-_REGISTRY: dict[str, Callable[[Any], Participant]] = {}
-_KIND_MODULES = {
-    "openai": "roboswe.providers.openai",
-    "anthropic": "roboswe.providers.anthropic",
-    "google": "roboswe.providers.google",
-    "openrouter": "roboswe.providers.openrouter",
-    "python": "roboswe.providers.local",
-}
+class ProviderEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A registered provider kind: how to get its participant class, and what it needs."""
+
+    kind: str
+    load: Callable[[], type[Participant]]  # imports the adapter (and its SDK) when called
+    hosted: bool = True  # a model behind an API key (False: a local agent)
+    key_env: str = ""  # the conventional NAME of the key variable (doctor, example configs)
+    # The documented most images per request, given the config (None: no limit known).
+    image_limit: Callable[[Any], int | None] | None = None
 
 
-def participant_kind(kind: str) -> Callable[[Callable[[Any], Participant]], Callable[[Any], Participant]]:
-    """Class decorator / factory decorator registering a participant for a provider kind."""
+_PROVIDERS: dict[str, ProviderEntry] = {}
 
-    def register(factory: Callable[[Any], Participant]) -> Callable[[Any], Participant]:
-        _REGISTRY[kind] = factory
-        if isinstance(factory, type):
-            factory.kind = kind  # type: ignore[attr-defined]
-        return factory
+
+def provider(kind: str, *, hosted: bool = True, key_env: str = "",
+             image_limit: Callable[[Any], int | None] | None = None,
+             ) -> Callable[[Callable[[], type[Participant]]], Callable[[], type[Participant]]]:
+    """Register a light factory returning the participant class of a provider kind."""
+
+    def register(load: Callable[[], type[Participant]]) -> Callable[[], type[Participant]]:
+        _PROVIDERS[kind] = ProviderEntry(kind=kind, load=load, hosted=hosted, key_env=key_env, image_limit=image_limit)
+        return load
 
     return register
 
 
+def provider_kinds() -> tuple[str, ...]:
+    """Every registered provider kind, in registration order."""
+    return tuple(_PROVIDERS)
+
+
+def provider_entry(kind: str) -> ProviderEntry:
+    """The registry entry of a kind; raises ValueError naming the known kinds."""
+    entry = _PROVIDERS.get(kind)
+    if entry is None:
+        raise ValueError(f"unknown provider kind {kind!r} in the run config; expected one of {', '.join(_PROVIDERS)}")
+    return entry
+
+
+def hosted_kinds() -> tuple[str, ...]:
+    return tuple(k for k, e in _PROVIDERS.items() if e.hosted)
+
+
+def participant_class(kind: str) -> type[Participant] | None:
+    """The adapter class of a registered kind (imports it), or None for an unknown kind."""
+    entry = _PROVIDERS.get(kind)
+    return entry.load() if entry is not None else None
+
+
 def create_participant(config: Any) -> Participant:
     """Build the participant for a provider config (`config.kind`); raises ValueError for an
-    unknown kind."""
-    kind = config.kind
-    if kind not in _REGISTRY and kind in _KIND_MODULES:
-        importlib.import_module(_KIND_MODULES[kind])
-    factory = _REGISTRY.get(kind)
-    if factory is None:
-        raise ValueError(
-            f"unknown provider kind {kind!r} in the run config; expected one of {', '.join(sorted(_KIND_MODULES))}"
-        )
-    return factory(config)
+    unknown kind and MissingSDK when the kind's SDK is not installed."""
+    return provider_entry(config.kind).load()(config)
 
 
 def load_object(spec: str) -> Any:

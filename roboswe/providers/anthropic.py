@@ -44,7 +44,6 @@ from ._hosted import (
     read_key,
     token_count,
 )
-from ._registry import participant_kind
 
 CONTINUATION = "(Earlier conversation continues.)"
 INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
@@ -159,9 +158,10 @@ def read_usage(u: dict[str, Any] | None) -> Usage:
     )
 
 
-@participant_kind("anthropic")
 class AnthropicParticipant(HostedParticipant):
     """A model behind the Anthropic Messages API."""
+
+    kind = "anthropic"
 
     def __init__(self, config: ProviderConfig):
         super().__init__(config)

@@ -42,7 +42,6 @@ from ._hosted import (
     recording_sync_client,
     token_count,
 )
-from ._registry import participant_kind
 
 GENERATED = "gen-"  # prefix of call ids we made up because Gemini sent none
 
@@ -139,9 +138,10 @@ def tools_text(request: DecisionRequest) -> str:
     return json.dumps([{"name": t.name, "description": t.description, "parameters": t.parameters} for t in request.tools])
 
 
-@participant_kind("google")
 class GoogleParticipant(HostedParticipant):
     """A Gemini model behind google-genai (Developer API or an API-compatible base URL)."""
+
+    kind = "google"
 
     def __init__(self, config: ProviderConfig, *, model: str | None = None, key_env: str | None = None,
                  base_url: str | None = None):

@@ -22,15 +22,16 @@ from roboswe.protocol.participant import (
 from ._config import ProviderConfig
 from ._estimate import estimate_request
 from ._hosted import new_turn_id, sha256
-from ._registry import Participant, load_object, maybe_await, participant_kind
+from ._registry import Participant, load_object, maybe_await
 
 _json = msgspec.json.Encoder()
 
 
-@participant_kind("python")
 class PythonParticipant(Participant):
     """Wraps a local agent. Its `decide(request)` (sync or async) returns an Operation, or a
     full Decision; an Operation becomes an assistant turn with one tool call."""
+
+    kind = "python"
 
     def __init__(self, config: ProviderConfig, agent: Any = None):
         self.config = config

@@ -43,7 +43,6 @@ from ._hosted import (
     read_key,
     token_count,
 )
-from ._registry import participant_kind
 
 # Models that produce reasoning items (docs: guides/reasoning): o1/o3/o4..., gpt-5 and later, codex.
 REASONING_MODELS = re.compile(r"^(o\d|gpt-([5-9]|\d\d)|codex|computer-use)", re.IGNORECASE)
@@ -130,9 +129,10 @@ def read_usage(usage: dict[str, Any] | None) -> Usage:
     )
 
 
-@participant_kind("openai")
 class OpenAIParticipant(HostedParticipant):
     """A model behind the OpenAI Responses API."""
+
+    kind = "openai"
 
     def __init__(self, config: ProviderConfig):
         super().__init__(config)

@@ -38,7 +38,6 @@ from ._hosted import (
     new_turn_id,
     read_key,
 )
-from ._registry import participant_kind
 from .openai import wire_ready
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
@@ -96,9 +95,10 @@ def chat_messages(request: DecisionRequest, kind: str, detail: str) -> list[dict
     return out
 
 
-@participant_kind("openrouter")
 class OpenRouterParticipant(HostedParticipant):
     """A model routed by OpenRouter's OpenAI-compatible chat completions endpoint."""
+
+    kind = "openrouter"
 
     def __init__(self, config: ProviderConfig):
         super().__init__(config)

@@ -22,15 +22,9 @@ _turn_decoder = msgspec.json.Decoder(Turn)
 
 def _adapter_turn(provider: str, raw: bytes) -> Turn | None:
     """Read hosted-provider bytes with that provider's adapter (no credentials, no network)."""
-    import importlib
+    from roboswe.providers import participant_class
 
-    from roboswe.providers import _registry as registry
-
-    module = registry._KIND_MODULES.get(provider)
-    if module is None:
-        return None
-    importlib.import_module(module)
-    cls = registry._REGISTRY.get(provider)
+    cls = participant_class(provider)
     if not isinstance(cls, type) or not hasattr(cls, "read_response"):
         return None
     reader = cls.__new__(cls)  # read_response needs no configuration: skip __init__ (which wants a key)
