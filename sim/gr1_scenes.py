@@ -172,4 +172,103 @@ class Gr1StandinCupToTray(Gr1StandinTabletop):
                     and self._upright("cup") and not self._touches_hand(self.cup))
 
 
-STANDIN_ENVS = {c.__name__: c for c in (Gr1StandinCubeToBin, Gr1StandinCupToTray)}
+# A cabinet with one drawer on a slide joint (opening towards the robot, -x), fixed to the table.
+_DRAWER_XML = """<mujoco model="standin_drawer">
+  <worldbody>
+    <body>
+      <body name="object">
+        <geom name="top" type="box" pos="0 0 0.165" size="0.12 0.15 0.005" rgba="0.55 0.4 0.25 1" group="0"/>
+        <geom name="base" type="box" pos="0 0 0.005" size="0.12 0.15 0.005" rgba="0.55 0.4 0.25 1" group="0"/>
+        <geom name="side_left" type="box" pos="0 0.145 0.085" size="0.12 0.005 0.075" rgba="0.55 0.4 0.25 1" group="0"/>
+        <geom name="side_right" type="box" pos="0 -0.145 0.085" size="0.12 0.005 0.075" rgba="0.55 0.4 0.25 1" group="0"/>
+        <geom name="back" type="box" pos="0.115 0 0.085" size="0.005 0.14 0.075" rgba="0.55 0.4 0.25 1" group="0"/>
+        <body name="drawer" pos="0 0 0.012">
+          <joint name="slide" type="slide" axis="1 0 0" range="-0.16 0" damping="20" frictionloss="1" limited="true"/>
+          <geom name="drawer_floor" type="box" pos="0 0 0.004" size="0.105 0.135 0.004" rgba="0.8 0.7 0.55 1" group="0"/>
+          <geom name="drawer_front" type="box" pos="-0.11 0 0.07" size="0.006 0.14 0.07" rgba="0.7 0.55 0.35 1" group="0"/>
+          <geom name="drawer_back" type="box" pos="0.1 0 0.05" size="0.005 0.135 0.05" rgba="0.8 0.7 0.55 1" group="0"/>
+          <geom name="drawer_left" type="box" pos="0 0.13 0.05" size="0.105 0.005 0.05" rgba="0.8 0.7 0.55 1" group="0"/>
+          <geom name="drawer_right" type="box" pos="0 -0.13 0.05" size="0.105 0.005 0.05" rgba="0.8 0.7 0.55 1" group="0"/>
+          <geom name="handle" type="box" pos="-0.135 0 0.08" size="0.02 0.06 0.008" rgba="0.2 0.2 0.2 1" group="0"/>
+        </body>
+      </body>
+      <site rgba="0 0 0 0" size="0.005" pos="0 0 0" name="bottom_site"/>
+      <site rgba="0 0 0 0" size="0.005" pos="0 0 0.17" name="top_site"/>
+      <site rgba="0 0 0 0" size="0.005" pos="0.12 0.15 0" name="horizontal_radius_site"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def drawer_cabinet(name: str):
+    """The drawer cabinet as a robosuite object without a free joint (it stands where the scene puts it)."""
+    import tempfile
+    from pathlib import Path
+
+    from robosuite.models.objects import MujocoXMLObject
+
+    with tempfile.TemporaryDirectory() as tmp:  # parsed in the constructor; the model keeps no file path
+        path = Path(tmp) / "standin_drawer.xml"
+        path.write_text(_DRAWER_XML)
+        return MujocoXMLObject(str(path), name=name, joints=None, obj_type="all", duplicate_collision_geoms=True)
+
+
+class Gr1StandinCupToDrawer(Gr1StandinTabletop):
+    """Put the cup in the open drawer and close it: the cup's centre inside the drawer, the drawer within 1 cm of shut."""
+
+    language = "put the cup in the drawer and close the drawer"
+    cabinet_pos = (0.02, -0.2)
+    initial_opening = -0.14  # slide joint: 0 = shut, -0.16 = fully open (towards the robot)
+    closed_within = 0.01
+
+    def _objects(self):
+        self.cup = CylinderObject(name="cup", size_min=[0.028, 0.04], size_max=[0.028, 0.04],
+                                  rgba=[0.15, 0.35, 0.85, 1], rng=self.rng)
+        self.cabinet = drawer_cabinet("cabinet")
+        return [self.cup, self.cabinet]
+
+    def _sampler(self):
+        s = SequentialCompositeSampler(name="placement")
+        s.append_sampler(UniformRandomSampler(
+            name="cabinet", mujoco_objects=self.cabinet, x_range=[self.cabinet_pos[0]] * 2,
+            y_range=[self.cabinet_pos[1]] * 2, rotation=0.0, ensure_object_boundary_in_range=False,
+            ensure_valid_placement=False, reference_pos=self.table_offset, z_offset=0.0, rng=self.rng))
+        s.append_sampler(UniformRandomSampler(
+            name="cup", mujoco_objects=self.cup, x_range=[-0.16, -0.06], y_range=[0.10, 0.22], rotation=0.0,
+            ensure_object_boundary_in_range=False, ensure_valid_placement=True, reference_pos=self.table_offset,
+            z_offset=0.01, rng=self.rng))
+        return s
+
+    def _setup_references(self):
+        super()._setup_references()
+        m = self.sim.model
+        self.drawer_body_id = m.body_name2id(self.cabinet.naming_prefix + "drawer")
+        self.slide_qpos_addr = m.get_joint_qpos_addr(self.cabinet.naming_prefix + "slide")
+
+    def _reset_internal(self):
+        # the cabinet has no free joint: its placement moves the body itself (as robosuite's Door does)
+        super(Gr1StandinTabletop, self)._reset_internal()
+        if not self.deterministic_reset:
+            for pos, quat, obj in self.placement_initializer.sample().values():
+                if obj is self.cabinet:
+                    body = self.sim.model.body_name2id(obj.root_body)
+                    self.sim.model.body_pos[body] = pos
+                    self.sim.model.body_quat[body] = quat
+                else:
+                    self.sim.data.set_joint_qpos(obj.joints[0], np.concatenate([np.array(pos), np.array(quat)]))
+            self.sim.data.qpos[self.slide_qpos_addr] = self.initial_opening
+            self.sim.forward()
+
+    def drawer_opening(self) -> float:
+        """How far the drawer is out, in metres (0 = shut)."""
+        return float(-self.sim.data.qpos[self.slide_qpos_addr])
+
+    def _check_success(self):
+        cup = self._pos("cup")
+        drawer = np.array(self.sim.data.body_xpos[self.drawer_body_id])
+        inside = abs(cup[0] - drawer[0]) < 0.1 and abs(cup[1] - drawer[1]) < 0.125 and drawer[2] < cup[2] < drawer[2] + 0.12
+        return bool(inside and self.drawer_opening() <= self.closed_within and not self._touches_hand(self.cup))
+
+
+STANDIN_ENVS = {c.__name__: c for c in (Gr1StandinCubeToBin, Gr1StandinCupToTray, Gr1StandinCupToDrawer)}
