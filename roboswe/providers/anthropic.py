@@ -11,17 +11,27 @@ the manual form `{"type": "enabled", "budget_tokens": N}` with the interleaved-t
 beta header, so the model thinks at every decision, not only the first of a trial.
 Requests the SDK would refuse to send unstreamed (long generations: its 10-minute rule)
 are streamed; the event stream is recorded as it came and assembled into the message.
+
+Newer models bind each thinking block to the conversation before it (Opus 5.5, Fable 5.1:
+"thinking blocks are tied to the model and conversation that produced them"); a block
+sent back after that prefix changed -- a context slide, images left out -- is a 400. For
+those models each assistant turn records a digest of the request it answered, and a turn
+whose prefix no longer matches is sent back without its thinking blocks (logged), so the
+prefix is stable again from there on.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
 
 import msgspec
+import structlog
 
 from roboswe.protocol.participant import (
+    Decision,
     DecisionRequest,
     ImagePart,
     OpaquePart,
@@ -45,6 +55,8 @@ from ._hosted import (
     token_count,
 )
 
+log = structlog.get_logger()
+
 CONTINUATION = "(Earlier conversation continues.)"
 INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 # Thinking forms by model (docs: adaptive-thinking). Adaptive only: Opus 4.7 and later,
@@ -52,6 +64,10 @@ INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 # A model name this does not know is treated as a newer one (adaptive).
 ADAPTIVE_ONLY = re.compile(r"opus-4-[7-9]|mythos|fable|claude-(opus|sonnet|haiku)-([5-9]|\d\d)")
 MANUAL_ONLY = re.compile(r"claude-3|claude-(opus|sonnet|haiku)-4-[0-5](-|$)|claude-(opus|sonnet|haiku)-4-20\d\d")
+# Models that bind a thinking block to the conversation before it (whats-new-opus-5-5).
+BINDS_THINKING = re.compile(r"opus-5-[5-9]|fable-5-[1-9]|claude-(opus|sonnet|haiku|fable|mythos)-([6-9]|\d\d)")
+PREFIX = "prefix"  # OpaquePart kind: digest of the request an assistant turn answered
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
 EFFORT_BUDGET = {"low": 2048, "medium": 8192, "high": 16_384, "xhigh": 24_576, "max": 32_768}
 MIN_BUDGET = 1024
 
@@ -106,16 +122,40 @@ def _image(request: DecisionRequest, im: ImagePart) -> dict[str, Any]:
     return {"type": "image", "source": {"type": "base64", "media_type": im.media_type, "data": image_b64(request, im)}}
 
 
-def messages(request: DecisionRequest, kind: str) -> list[dict[str, Any]]:
-    """The neutral conversation as Messages API messages (user first, roles alternating)."""
+def tool_params(request: DecisionRequest) -> list[dict[str, Any]]:
+    return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools]
+
+
+def _chain(previous: str, item: Any) -> str:
+    return hashlib.sha256(previous.encode() + json.dumps(item, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def prefix_digests(request: DecisionRequest, out: list[dict[str, Any]]) -> list[str]:
+    """digests[i]: the conversation before message i (instructions, tools, messages[:i]);
+    digests[-1] covers every message."""
+    digests = [_chain("", [request.system, tool_params(request)])]
+    for m in out:
+        digests.append(_chain(digests[-1], m))
+    return digests
+
+
+def messages(request: DecisionRequest, kind: str, *, bound: bool = False) -> list[dict[str, Any]]:
+    """The neutral conversation as Messages API messages (user first, roles alternating).
+    With `bound`, an assistant turn whose recorded prefix differs from the one it is sent
+    after loses its thinking blocks (the model would refuse them)."""
     out: list[dict[str, Any]] = []
+    recorded: dict[int, str] = {}  # id(message) -> prefix digest its turn was produced after
     for turn in request.conversation:
         native = native_items(turn, kind)
         if native is not None:
             # An empty text block would be refused on the way back; thinking stays as it came.
             content = [b for b in native if b.get("type") != "text" or b.get("text")]
             if content:
-                out.append({"role": "assistant", "content": content})
+                message = {"role": "assistant", "content": content}
+                digest = next((p.data.decode() for p in turn.parts if isinstance(p, OpaquePart) and p.kind == PREFIX), "")
+                if digest:
+                    recorded[id(message)] = digest
+                out.append(message)
             continue
         blocks: list[dict[str, Any]] = []
         if turn.role == "assistant":
@@ -125,7 +165,7 @@ def messages(request: DecisionRequest, kind: str) -> list[dict[str, Any]]:
                         blocks.append({"type": "text", "text": t})
                     case ToolCallPart(call_id=c, name=n, arguments=a):
                         blocks.append({"type": "tool_use", "id": c, "name": n, "input": call_arguments(a)})
-                    case OpaquePart(provider=pv, data=d) if pv == kind:
+                    case OpaquePart(provider=pv, kind=k, data=d) if pv == kind and k != PREFIX:
                         blocks.append(json.loads(d))
         else:
             results = [p for p in turn.parts if isinstance(p, ToolResultPart)]
@@ -144,7 +184,22 @@ def messages(request: DecisionRequest, kind: str) -> list[dict[str, Any]]:
     out = merge_roles(out)
     if not out or out[0]["role"] != "user":
         out.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUATION}]})
-    return out
+    return unbind_stale_thinking(request, out, recorded) if bound and recorded else out
+
+
+def unbind_stale_thinking(request: DecisionRequest, out: list[dict[str, Any]], recorded: dict[int, str]) -> list[dict[str, Any]]:
+    """Drop the thinking blocks of assistant messages sent after a changed prefix; each drop
+    changes the prefix of what follows, which the running digest carries forward."""
+    digest = _chain("", [request.system, tool_params(request)])
+    result: list[dict[str, Any]] = []
+    for m in out:
+        want = recorded.get(id(m))
+        if want is not None and want != digest and any(b.get("type") in THINKING_BLOCKS for b in m["content"]):
+            m = {**m, "content": [b for b in m["content"] if b.get("type") not in THINKING_BLOCKS]}
+            log.info("thinking_unbound", reason="the conversation before this turn changed (slide or images left out)")
+        result.append(m)
+        digest = _chain(digest, m)
+    return result
 
 
 def read_usage(u: dict[str, Any] | None) -> Usage:
@@ -167,6 +222,8 @@ class AnthropicParticipant(HostedParticipant):
         super().__init__(config)
         anthropic = import_sdk("anthropic", "anthropic")
         self.thinking, self.output_config, betas = thinking_settings(config)
+        self.bound = bool(BINDS_THINKING.search(config.model))
+        self._last_body: dict[str, Any] | None = None
         self.headers = {"anthropic-beta": ",".join(betas)} if betas else {}
         self.client = anthropic.AsyncAnthropic(
             api_key=read_key(config), base_url=config.base_url, max_retries=0, http_client=self.http
@@ -189,8 +246,8 @@ class AnthropicParticipant(HostedParticipant):
         body: dict[str, Any] = {
             "model": cfg.model,
             "system": request.system,
-            "messages": messages(request, self.kind),
-            "tools": [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools],
+            "messages": messages(request, self.kind, bound=self.bound),
+            "tools": tool_params(request),
             # "auto" is the only choice compatible with extended thinking.
             "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
         }
@@ -202,11 +259,23 @@ class AnthropicParticipant(HostedParticipant):
 
     def build_body(self, request: DecisionRequest) -> dict[str, Any]:
         body = self._common(request)
+        self._last_body = body
         body["max_tokens"] = self.config.max_output_tokens
         if self.stream:
             body["stream"] = True
         body.update(self.config.extra_body)
         return body
+
+    async def decide(self, request: DecisionRequest) -> Decision:
+        decision = await super().decide(request)
+        if not self.bound:
+            return decision
+        # The prefix this turn's thinking is bound to: the whole request it answered.
+        body = self._last_body
+        digest = prefix_digests(request, body["messages"])[-1] if body else ""
+        turn = msgspec.structs.replace(decision.turn, parts=[*decision.turn.parts,
+                                                             OpaquePart(provider=self.kind, kind=PREFIX, data=digest.encode())])
+        return msgspec.structs.replace(decision, turn=turn)
 
     async def send(self, body: dict[str, Any]) -> None:
         # The transport reads a stream to its end and records it, so this returns when it is complete.

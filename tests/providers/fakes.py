@@ -143,7 +143,7 @@ class FakeProvider:
         reply = item(seen) if callable(item) else item
         if reply.status == 200 and not reply.stall_s:
             with self._lock:
-                self.memory.learn(self.wire, reply.body)
+                self.memory.learn(self.wire, reply.body, seen.json())
             if self.wire == "anthropic" and seen.json().get("stream"):
                 reply = Reply(body=sse_stream(reply.body), headers={"content-type": "text/event-stream"})
         return reply

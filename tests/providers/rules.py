@@ -10,6 +10,7 @@ come back unchanged, as the services do with their signatures.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -45,12 +46,14 @@ class Memory:
     """What a fake produced, keyed so a replay can be checked against it."""
 
     anthropic_turns: dict[str, list[Any]] = field(default_factory=dict)  # tool_use id -> original content
+    anthropic_prefix: dict[str, str] = field(default_factory=dict)  # tool_use id -> digest of the producing request
     openai_reasoning: dict[str, str] = field(default_factory=dict)  # function_call item id -> reasoning item id
     google_signatures: dict[str, str] = field(default_factory=dict)  # function call key -> thoughtSignature
     openrouter_details: dict[str, Any] = field(default_factory=dict)  # tool call id -> reasoning_details
 
-    def learn(self, wire: str, reply: bytes) -> None:
-        """Remember the items of a 200 generation reply the fake is about to send."""
+    def learn(self, wire: str, reply: bytes, request: dict[str, Any] | None = None) -> None:
+        """Remember the items of a 200 generation reply the fake is about to send (and, for
+        Anthropic, the conversation it answers, to which its thinking is bound)."""
         try:
             data = json.loads(reply)
         except ValueError:
@@ -59,9 +62,11 @@ class Memory:
             return
         if wire == "anthropic":
             content = data.get("content") or []
+            prefix = _conversation_digests(request)[-1] if request else ""
             for block in content:
                 if block.get("type") == "tool_use":
                     self.anthropic_turns[block["id"]] = content
+                    self.anthropic_prefix[block["id"]] = prefix
         elif wire == "openai":
             reasoning = ""
             for item in data.get("output") or []:
@@ -92,6 +97,9 @@ def _call_key(call: dict[str, Any]) -> str:
 # later, Mythos, Fable and the Claude 5 family. Models before 4.6 take only the manual form.
 _ADAPTIVE_ONLY = re.compile(r"opus-4-[7-9]|mythos|fable|claude-(opus|sonnet|haiku)-5")
 _MANUAL_ONLY = re.compile(r"claude-(3|opus-4-[015]|sonnet-4-[05]|haiku-4-5|opus-4-2025|sonnet-4-2025)")
+# Models that bind a thinking block to the conversation before it (docs: models/whats-new-opus-5-5,
+# "thinking blocks are tied to the model and conversation that produced them").
+_BINDS_THINKING = re.compile(r"opus-5-[5-9]|fable-5-[1-9]")
 SDK_NONSTREAMING_TOKENS = 21_333  # 60 min * max_tokens / 128,000 must stay under 10 min (SDK check)
 
 
@@ -122,6 +130,8 @@ def check_anthropic(body: dict[str, Any], memory: Memory, *, count: bool, max_im
     if messages[0].get("role") != "user":
         raise Broken("messages: first message must use the \"user\" role")
     images = 0
+    binds = bool(_BINDS_THINKING.search(model))
+    prefixes = _conversation_digests(body) if binds else []
     for i, m in enumerate(messages):
         content = m.get("content")
         last = i == len(messages) - 1
@@ -159,11 +169,33 @@ def check_anthropic(body: dict[str, Any], memory: Memory, *, count: bool, max_im
                 raise Broken(f"messages.{i + 1 if nxt else i}: `tool_use` ids were found without `tool_result` blocks "
                              f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a corresponding "
                              "`tool_result` block in the next message.")
+        if m.get("role") == "assistant" and binds and _prefix_changed(blocks, memory, prefixes[i]):
+            if any(b.get("type") in ("thinking", "redacted_thinking") for b in blocks):
+                raise Broken(f"messages.{i}.content.0: this thinking block failed the conversation check "
+                             "(prefix_binding_mismatch): the messages before it have changed since it was created. "
+                             "Send it back only in the conversation it was created in, or set "
+                             "thinking.block_binding.prefix_mismatch_behavior to \"drop_block\".")
+            continue  # without its thinking the turn is taken as it is (what drop_block would send on)
         if m.get("role") == "assistant" and kind in ("enabled", "adaptive"):
             _check_thinking_replay(i, blocks, memory, final=_is_final_tool_loop_turn(messages, i), manual=kind == "enabled")
     if images > max_images:
         raise Broken(f"messages: too many images in this request: {images} > {max_images} (at most {max_images} "
                      "images per request for this model)")
+
+
+def _conversation_digests(body: dict[str, Any]) -> list[str]:
+    """digests[i] names the conversation before message i: system, tools and messages[:i]."""
+    h = hashlib.sha256(json.dumps([body.get("system"), body.get("tools")], sort_keys=True).encode()).hexdigest()
+    out = [h]
+    for m in body.get("messages") or []:
+        h = hashlib.sha256((h + json.dumps(m, sort_keys=True)).encode()).hexdigest()
+        out.append(h)
+    return out
+
+
+def _prefix_changed(blocks: list[Any], memory: Memory, prefix: str) -> bool:
+    ids = [b["id"] for b in blocks if b.get("type") == "tool_use" and b["id"] in memory.anthropic_prefix]
+    return bool(ids) and memory.anthropic_prefix[ids[0]] != prefix
 
 
 def _is_final_tool_loop_turn(messages: list[dict[str, Any]], i: int) -> bool:

@@ -255,3 +255,25 @@ def test_openrouter_fake_refuses_reasoning_details_that_were_not_echoed():
         stripped = {k: v for k, v in message.items() if k not in ("reasoning_details", "reasoning")}
         openrouter_rejects(fake, "reasoning_details", [{"role": "user", "content": "go"}, stripped,
                                                        {"role": "tool", "tool_call_id": cid, "content": "ok"}])
+
+
+def test_anthropic_fake_refuses_thinking_sent_back_after_its_conversation_changed():
+    """Opus 5.5 and Fable 5.1 bind a thinking block to the conversation before it."""
+    import anthropic
+
+    with FakeProvider("anthropic") as fake:
+        client = anthropic_client(fake)
+        fake.queue(anthropic_reply(tool=("list_files", {})))
+        msg = client.messages.create(model="claude-opus-5-5", max_tokens=2048, messages=[user("first")],
+                                     thinking={"type": "adaptive"})
+        content = json.loads(msg.model_dump_json())["content"]
+        cid = next(b["id"] for b in content if b["type"] == "tool_use")
+        with pytest.raises(anthropic.BadRequestError, match="prefix_binding_mismatch"):
+            client.messages.create(model="claude-opus-5-5", max_tokens=2048, thinking={"type": "adaptive"}, messages=[
+                user("first, edited"), {"role": "assistant", "content": content}, tool_result(cid)])
+        fake.queue(anthropic_reply(tool=("finish", {})), anthropic_reply(tool=("finish", {})))
+        without = [b for b in content if b["type"] != "thinking"]  # the changed conversation, thinking left out
+        client.messages.create(model="claude-opus-5-5", max_tokens=2048, thinking={"type": "adaptive"}, messages=[
+            user("first, edited"), {"role": "assistant", "content": without}, tool_result(cid)])
+        client.messages.create(model="claude-opus-5-5", max_tokens=2048, thinking={"type": "adaptive"}, messages=[
+            user("first"), {"role": "assistant", "content": content}, tool_result(cid)])  # unchanged: accepted

@@ -121,12 +121,15 @@ class Series:
         await self.participant.aclose()
 
 
-@pytest.mark.parametrize("wire", WIRES)
-async def test_five_trials_with_thinking_a_slide_an_infrastructure_failure_and_an_empty_reply(wire):
+@pytest.mark.parametrize(("wire", "model"), [(w, None) for w in WIRES] + [("anthropic", "claude-opus-5-5")])
+async def test_five_trials_with_thinking_a_slide_an_infrastructure_failure_and_an_empty_reply(wire, model):
+    """claude-opus-5-5 binds each thinking block to the conversation before it: after the slide
+    the older turns go back without their thinking, the newer ones with it."""
     with FakeProvider(wire) as fake:
         # A small window so the retained conversation slides during the series (OpenRouter's proxy
         # adds 8,192 units to every count, so its window is larger).
-        series = Series(wire, fake, context_window=24_000 if wire == "openrouter" else 16_000, max_output_tokens=2048)
+        series = Series(wire, fake, context_window=24_000 if wire == "openrouter" else 16_000, max_output_tokens=2048,
+                        **({"model": model} if model else {}))
         plan(fake, PLAN)
         await series.trial(1, len(PLAN))
         plan(fake, PLAN[:3])  # trial 2: the harness fails while running write_file
@@ -138,8 +141,13 @@ async def test_five_trials_with_thinking_a_slide_an_infrastructure_failure_and_a
             plan(fake, PLAN)
             await series.trial(index, len(PLAN))
         slides = list(series.window.slides)
+        bodies = [g.json() for g in fake.generations()]
         await series.aclose()
     assert fake.rejected == []  # every request was one the service documents as valid
+    if model:  # turns sent after a slide changed their prefix lose their thinking; later turns keep it
+        assistants = [m for b in bodies for m in b["messages"] if m["role"] == "assistant"]
+        thinking = [any(c["type"] == "thinking" for c in m["content"]) for m in assistants]
+        assert True in thinking and False in thinking
     assert slides, "the series was meant to slide its window at least once"
     # Trial 3's first request answers the call trial 2 left open, with an error result.
     opened = next(r for r in series.requests if any("Trial 3 of 5" in t.text() for t in r.conversation))
