@@ -88,6 +88,10 @@ class Client:
     async def __aenter__(self) -> Client:
         stack = contextlib.AsyncExitStack()
         nursery: trio.Nursery | None = None
+        # The link's own loops are shielded from the caller's cancellation and end only when the
+        # link closes: a request the caller shields while it is being cancelled (closing a
+        # sandbox, committing a trial's end) still gets its reply, or PeerDead, not silence.
+        loops = trio.CancelScope(shield=True)
         try:
             raw = self._context.socket(zmq.DEALER)
             raw.linger = 0
@@ -98,14 +102,15 @@ class Client:
             stack.callback(self._socket.close, 0)
             self._last_seen = trio.current_time()
             nursery = await stack.enter_async_context(trio.open_nursery())
-            nursery.start_soon(self._receive_loop)
-            nursery.start_soon(self._heartbeat_loop)
+            nursery.start_soon(self._run_loops, loops)
             stack.callback(nursery.cancel_scope.cancel)
+            stack.callback(loops.cancel)
             if self._handshake:
                 await self.connect()
         except BaseException:
             # Close without handing the error to the nursery, so callers see PeerDead etc.
             # itself rather than wrapped in an ExceptionGroup.
+            loops.cancel()
             if nursery is not None:
                 nursery.cancel_scope.cancel()
             await stack.aclose()
@@ -196,6 +201,12 @@ class Client:
         if isinstance(pending.reply.message, Error):
             raise RemoteError(pending.reply.message)
         return pending.reply
+
+    async def _run_loops(self, loops: trio.CancelScope) -> None:
+        with loops:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._receive_loop)
+                nursery.start_soon(self._heartbeat_loop)
 
     async def _receive_loop(self) -> None:
         assert self._socket is not None

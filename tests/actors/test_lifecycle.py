@@ -233,3 +233,35 @@ async def test_records_queued_in_the_recorder_at_sigterm_are_in_the_database(tmp
         f"{total - len(notes)} of {total} records lost ({handled_before} handled when SIGTERM was sent)")
     print(f"records handled when SIGTERM was sent: {handled_before} of {total}")
     assert msgspec.structs.asdict(stats)  # a typed snapshot crossed the wire
+
+
+# --- a link keeps working for a caller that shields a request while being cancelled ------------
+
+
+async def test_a_shielded_request_during_cancellation_still_gets_its_reply(tmp_path):
+    endpoint = f"ipc://{tmp_path}/echo.sock"
+
+    async def handler(decoded: Decoded) -> Ok:
+        await trio.sleep(0.05)
+        return Ok()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(Server("echo", endpoint, NOTE_CODEC, handler).serve)
+        with trio.CancelScope() as job:
+            async with Client("tester", endpoint, NOTE_CODEC) as client:
+                job.cancel()  # e.g. the actor is stopping: the trial closes its sandbox under a shield
+                with trio.CancelScope(shield=True), trio.fail_after(5):
+                    reply = await client.request(Note(n=1))
+        assert isinstance(reply.message, Ok)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_shielded_request_to_a_dead_peer_during_cancellation_fails_within_the_liveness_window(tmp_path):
+    started = time.monotonic()
+    with trio.CancelScope() as job:
+        async with Client("tester", f"ipc://{tmp_path}/nobody.sock", NOTE_CODEC, handshake=False,
+                          heartbeat_interval=0.05, liveness=3) as client:
+            job.cancel()
+            with trio.CancelScope(shield=True), trio.fail_after(30), pytest.raises(PeerDead):
+                await client.request(Note(n=1))
+    assert time.monotonic() - started < 5.0
