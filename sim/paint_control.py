@@ -409,7 +409,7 @@ class PaintRig:
         return self.data.xpos[b].copy(), quat_wxyz_to_xyzw(self.data.xquat[b])
 
     def upload_canvas(self) -> None:
-        """Copy the canvas into the model's texture (rows flipped: MuJoCo textures start at the bottom row)."""
+        """Copy the canvas into the model's texture (on the paper box's top face texture row 0 lies at the +y edge, as canvas row 0)."""
         adr = self.model.tex_adr[self.canvas_tex]
         n = ps.CANVAS_PX * ps.CANVAS_PX * 3
-        self.model.tex_data[adr:adr + n] = self.canvas.rgb()[::-1].reshape(-1)
+        self.model.tex_data[adr:adr + n] = self.canvas.rgb().reshape(-1)

@@ -32,7 +32,6 @@ CONTROL_HZ = 100  # IK rate; 5 physics ticks per control step
 TICKS_PER_CONTROL = 5
 CANVAS_PX = 512
 PAPER_SIZE = 0.30  # m, square paper
-PAPER_TOP_Z = 0.032  # m: board top 0.025 plus paper 0.002 thick... see _add_world
 PIGMENT_RGB = np.array([22.0, 38.0, 92.0])  # dark ultramarine
 PAPER_RGB = np.array([246.0, 243.0, 234.0])
 ROBOT_XML = Path("models") / "assets" / "robots" / "panda" / "robot.xml"
@@ -122,8 +121,9 @@ def _add_world(spec, mujoco) -> None:
                   rgba=[0.85, 0.85, 0.85, 1], contype=1, conaffinity=1)
     dish.add_geom(name="pigment", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.042, 0.0025, 0], pos=[0, 0, 0.0165],
                   rgba=[*(PIGMENT_RGB / 255), 1], contype=1, conaffinity=1, friction=[0.3, 0.005, 0.0001])
-    world.add_camera(name="workspace", pos=[0.0, -0.35, 0.75], xyaxes=[1, 0, 0, 0, 0.72, 0.69], fovy=55)
-    world.add_camera(name="overhead", pos=[0.0, 0.5, 0.75], xyaxes=[1, 0, 0, 0, 1, 0], fovy=35)
+    # Seen from the front-right corner of the table, so the arm rarely hides the paper.
+    world.add_camera(name="workspace", pos=[0.55, 1.05, 0.80], xyaxes=[-0.7071, 0.7071, 0, -0.5007, -0.5007, 0.7061], fovy=45)
+    world.add_camera(name="overhead", pos=[0.0, 0.5, 1.1], xyaxes=[1, 0, 0, 0, 1, 0], fovy=22)  # image up = +y
     # The brush on the flange.
     hand = spec.body(FLANGE_BODY)
     brush = hand.add_body(name="brush_handle", pos=[0, 0, 0])
@@ -131,7 +131,7 @@ def _add_world(spec, mujoco) -> None:
                    rgba=[0.3, 0.3, 0.32, 1], mass=0.1, contype=2, conaffinity=1)
     brush.add_geom(name="handle", type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[0.007, HANDLE_LEN / 2, 0],
                    pos=[0, 0, 0.012 + HANDLE_LEN / 2], rgba=[0.6, 0.35, 0.15, 1], mass=0.05, contype=2, conaffinity=1)
-    brush.add_camera(name="brushcam", pos=[0.12, -0.12, 0.02], xyaxes=[0.707, 0.707, 0, 0.5, -0.5, 0.707], fovy=50)
+    brush.add_camera(name="brushcam", pos=[0.15, 0, 0.05], xyaxes=[0, -1, 0, -0.5145, 0, -0.8575], fovy=60)  # looks at the tip
     ferrule = brush.add_body(name="brush_ferrule", pos=[0, 0, 0.012 + HANDLE_LEN])
     ferrule.add_joint(name="mount_slide", type=mujoco.mjtJoint.mjJNT_SLIDE, axis=[0, 0, 1], range=[-MOUNT_TRAVEL, 0.001],
                       limited=mujoco.mjtLimited.mjLIMITED_TRUE, stiffness=MOUNT_STIFFNESS, damping=6.0, armature=0.01)

@@ -1,0 +1,383 @@
+"""The RoboPaint family (seed 004): the paint scene behind the simulator backend interface, one round per reset.
+
+The participant's environment actions are ``move_flange(waypoints)`` and ``submit_painting()``;
+one MoveFlange is one action whatever its waypoint count, and a rejected batch also uses one
+(it is an action the participant took; seed 004 counts a rejected no-movement step the same
+way). Submitting, or reaching the manifest's action limit (96 by default), ends the round and
+saves the canvas (PNG bytes and its SHA-256). The observation is the rendered workspace
+camera(s) and the flange pose in the robot-base frame; nothing about the paper, pigment or
+brush mount. ``brushcam`` follows the brush for video and is never an observation camera.
+
+The generic vector interface maps one waypoint to one 8-vector
+``[x, y, z, qx, qy, qz, qw, duration_s]``: ``step(chunk)`` is one MoveFlange with the chunk as
+its waypoints, ``wait(n)`` holds the arm for n control steps (100 Hz).
+Every action (accepted or not) is appended to ``action_log``; ``replay_round`` re-executes a
+log in a fresh scene, which must reproduce the canvas hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import msgspec
+import numpy as np
+from roboswe.protocol.sim import ActionComponent, ActionSpec, CameraInfo, Fingerprint, Limits, TaskSpec
+
+from . import paint_control as pc
+from . import paint_scene as ps
+from .backend import BackendStatistics, InvalidAction, NotLoaded, SimBackend, SimError, StepOutcome, SuccessRecord, SuccessTracker, sim_backend
+from .manifest import ManifestError, TaskManifest
+from .physics_state import PhysicsStates, StateLog, fingerprint_bytes, snapshot
+from .render import CameraFrame
+
+SCENE_VERSION = "robopaint-1"
+STATE_KEYS = ("flange_pos", "flange_quat_xyzw")
+VIDEO_ONLY_CAMERAS = ("brushcam",)
+WAYPOINT_NAMES = ("x", "y", "z", "qx", "qy", "qz", "qw", "duration_s")
+
+
+class PaintUpstream(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    package: Literal["paint"] = "paint"
+    version: str = SCENE_VERSION  # our scene's version (sim/paint_scene.py)
+    robosuite: str  # the package whose Panda MJCF the scene loads
+    mujoco: str  # major.minor series
+    env: Literal["RoboPaint"] = "RoboPaint"
+    robot: Literal["Panda"] = "Panda"
+    registry_horizon: int = 96
+
+
+class PaintGoal(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    kind: Literal["image", "text"]
+    text: str = ""  # the written goal (kind = text), or a caption shown with the image
+    image: str = ""  # kind = image: a recipe of sim/paint_goals.py, drawn at 1280x800
+    image_sha256: str = ""  # the goal PNG's SHA-256; checked when the backend loads
+
+
+class PaintSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    action_limit: int = 96  # environment actions per round (one MoveFlange = one action)
+    rounds: int = 3  # ICL rounds per session (a retained series of this many trials)
+    goal: PaintGoal
+
+
+class PaintManifest(TaskManifest, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    upstream: PaintUpstream
+    paint: PaintSettings
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.control_hz != ps.CONTROL_HZ:
+            raise ManifestError(f"task {self.id!r}: control_hz = {self.control_hz}; the paint controller runs at {ps.CONTROL_HZ} Hz")
+        if set(self.observation.proprio) - set(STATE_KEYS) or self.observation.privileged or self.privileged:
+            raise ManifestError(f"task {self.id!r}: the paint observation is the flange pose only: proprio within {list(STATE_KEYS)}, "
+                                "nothing privileged")
+        leaked = [c.name for c in self.observation.cameras if c.name in VIDEO_ONLY_CAMERAS]
+        if leaked:
+            raise ManifestError(f"task {self.id!r}: {leaked} is a video-only camera; remove it from observation.cameras")
+        g = self.paint.goal
+        if (g.kind == "image") != bool(g.image) or (g.kind == "text" and not g.text):
+            raise ManifestError(f"task {self.id!r}: goal kind {g.kind!r} needs {'image (a recipe)' if g.kind == 'image' else 'text'}")
+
+
+def paint_manifest(manifest: TaskManifest | dict) -> PaintManifest:
+    if isinstance(manifest, PaintManifest):
+        return manifest
+    data = manifest.to_builtins() if isinstance(manifest, TaskManifest) else manifest
+    try:
+        return msgspec.convert(data, PaintManifest)
+    except msgspec.ValidationError as e:
+        raise ManifestError(f"not a paint manifest: {e}") from None
+
+
+class RoundOver(SimError):
+    """An action after the round ended (submitted or action limit); the round takes none."""
+
+    code = "round_over"
+
+
+class SavedCanvas(msgspec.Struct, frozen=True, kw_only=True):
+    sha256: str  # paint_scene.canvas_sha256: shape header + raw RGB bytes
+    shape: tuple[int, int, int]
+    png: bytes
+    ended_by: Literal["submitted", "action_limit"]
+    actions_used: int
+    control_step: int
+
+
+class MoveFlangeResult(msgspec.Struct, frozen=True, kw_only=True):
+    action_index: int  # 0-based within the round
+    accepted: bool
+    rule: str | None = None  # the violated rule when rejected
+    waypoint_index: int | None = None
+    detail: str = ""
+    report: pc.MoveReport | None = None
+    actions_left: int
+    saved: SavedCanvas | None = None  # the round ended at the action limit
+
+
+class PaintBackend(SimBackend):
+    """One paint scene; see the module docs. One thread owns it (GL context)."""
+
+    def __init__(self, manifest: TaskManifest | dict, *, trial_steps: int | None = None, require_fixed_hash_seed: bool = False):
+        import mujoco
+
+        self.manifest = paint_manifest(manifest)
+        self._mujoco = mujoco
+        if self.manifest.paint.goal.kind == "image":
+            from .paint_goals import goal_image
+
+            self.goal_image = goal_image(self.manifest.paint.goal.image)
+            want = self.manifest.paint.goal.image_sha256
+            if want and want != self.goal_image.sha256:
+                raise SimError(f"task {self.manifest.id!r}: goal image {self.manifest.paint.goal.image!r} hashes "
+                               f"{self.goal_image.sha256}, the manifest records {want}; the goal drawing changed")
+        else:
+            self.goal_image = None
+        self.rig = pc.PaintRig()
+        self.model, self.data = self.rig.model, self.rig.data
+        self.control_dt = 1.0 / ps.CONTROL_HZ
+        self._trial_steps = trial_steps if trial_steps is not None else self.manifest.budgets.trial.steps
+        self._tracker = SuccessTracker(self.manifest.success.interval)
+        self._states = StateLog()
+        self.rig.on_control_step = lambda rig: self._states.append(rig.control_step, self.sim_time, snapshot(rig.data))
+        self._renderer = None
+        self._loaded = False
+        self.fingerprint: Fingerprint | None = None
+        self.action_log: list[dict[str, Any]] = []
+        self.results: list[MoveFlangeResult] = []
+        self.saved: SavedCanvas | None = None
+        self._physics_s = self._render_s = 0.0
+        self._frames = self._observes = self._rejected = self._total_steps = 0
+
+    # ---- round ---------------------------------------------------------------------------
+
+    def reset(self, seed: int) -> Fingerprint:
+        """Fresh paper and brush, the seed's layout, the arm at home; a new round with no actions."""
+        self.rig.reset(ps.Layout.from_seed(seed))
+        self._tracker.reset()
+        self._states = StateLog()
+        self.action_log, self.results, self.saved = [], [], None
+        self._loaded = True
+        compiled = np.zeros(self._mujoco.mj_sizeModel(self.model), dtype=np.uint8)
+        self._mujoco.mj_saveModel(self.model, None, compiled)
+        versions = {"paint_scene": SCENE_VERSION, "mujoco": self._mujoco.__version__, "numpy": np.__version__,
+                    "robosuite_panda_xml": self.rig.compiled.xml_sha256[:16]}
+        initial = hashlib.sha256(fingerprint_bytes(snapshot(self.data))).hexdigest()
+        compiled_sha = hashlib.sha256(compiled.tobytes()).hexdigest()
+        body = f"{self.rig.compiled.xml_sha256}|{compiled_sha}|{initial}|{seed}|{sorted(versions.items())}"
+        self.fingerprint = Fingerprint(digest=hashlib.sha256(body.encode()).hexdigest(), seed=seed,
+                                       model_xml_sha256=self.rig.compiled.xml_sha256, initial_state_sha256=initial,
+                                       versions=versions, compiled_model_sha256=compiled_sha)
+        return self.fingerprint
+
+    @property
+    def actions_used(self) -> int:
+        return len(self.action_log)
+
+    @property
+    def actions_left(self) -> int:
+        return max(0, self.manifest.paint.action_limit - self.actions_used)
+
+    def _require_open(self) -> None:
+        if not self._loaded:
+            raise NotLoaded("no task is loaded; reset(seed) first")
+        if self.saved is not None:
+            raise RoundOver(f"the round ended ({self.saved.ended_by}) after {self.saved.actions_used} actions; reset for the next round")
+
+    def move_flange(self, waypoints: Sequence[pc.Waypoint] | Sequence[dict]) -> MoveFlangeResult:
+        """One MoveFlange action: validate the whole batch, execute it, and end the round at the action limit.
+
+        Raises RoundOver after the round ended. A rule violation is returned (accepted = False), not raised.
+        """
+        self._require_open()
+        index = self.actions_used
+        raw = [msgspec.to_builtins(w) for w in waypoints]
+        self.action_log.append({"kind": "move_flange", "waypoints": raw})
+        t0 = time.perf_counter()
+        try:
+            plan = pc.validate_batch(pc.parse_batch(raw), self.rig.target_pos, self.rig.target_quat)
+        except pc.BatchRejected as e:
+            self._rejected += 1
+            result = MoveFlangeResult(action_index=index, accepted=False, rule=e.rule, waypoint_index=e.index, detail=str(e),
+                                      actions_left=self.actions_left)
+        else:
+            report = self.rig.move(plan, max_steps=self.steps_left)
+            self._total_steps += report.control_steps
+            result = MoveFlangeResult(action_index=index, accepted=True, report=report, actions_left=self.actions_left)
+        self._physics_s += time.perf_counter() - t0
+        if self.actions_left == 0:
+            result = msgspec.structs.replace(result, saved=self._save("action_limit"))
+        self.results.append(result)
+        return result
+
+    def submit_painting(self) -> SavedCanvas:
+        """End the round and save the canvas; raises RoundOver if it already ended."""
+        self._require_open()
+        self.action_log.append({"kind": "submit_painting"})
+        return self._save("submitted")
+
+    def _save(self, ended_by: Literal["submitted", "action_limit"]) -> SavedCanvas:
+        rgb = self.rig.canvas.rgb()
+        self.saved = SavedCanvas(sha256=ps.canvas_sha256(rgb), shape=rgb.shape, png=ps.png_bytes(rgb), ended_by=ended_by,
+                                 actions_used=self.actions_used, control_step=self.rig.control_step)
+        self._tracker.update(self.rig.control_step, True)  # task reward: a canvas was saved (integrity, not quality)
+        return self.saved
+
+    def canvas(self) -> np.ndarray:
+        return self.rig.canvas.rgb()
+
+    # ---- the generic backend interface ---------------------------------------------------
+
+    def action_spec(self) -> ActionSpec:
+        w = pc.WORKSPACE
+        low = [w["x"][0], w["y"][0], w["z"][0], -1.0, -1.0, -1.0, -1.0, pc.MIN_DURATION_S]
+        high = [w["x"][1], w["y"][1], w["z"][1], 1.0, 1.0, 1.0, 1.0, pc.MAX_BATCH_S]
+        units = ["m, robot base, x right", "m, robot base, y forward", "m, robot base, z up", "quaternion x", "quaternion y",
+                 "quaternion z", "quaternion w", "s"]
+        pos, quat = self.rig.target_pos, pc.quat_wxyz_to_xyzw(self.rig.target_quat)
+        return ActionSpec(
+            dim=8, low=low, high=high, hold=[*map(float, pos), *map(float, quat), pc.MIN_DURATION_S],
+            hold_rule="the arm holds its last target pose",
+            components=[ActionComponent(index=i, name=n, low=lo, high=hi, unit=u)
+                        for i, (n, lo, hi, u) in enumerate(zip(WAYPOINT_NAMES, low, high, units))],
+            doc=(f"One MoveFlange = 1..{pc.MAX_WAYPOINTS} waypoints [x, y, z, qx, qy, qz, qw, duration_s]: flange position "
+                 f"(robot-base metres, x right, y forward, z up), unit quaternion xyzw (norm within {pc.QUAT_NORM_TOL}), "
+                 f"duration_s >= {pc.MIN_DURATION_S}, batch total <= {pc.MAX_BATCH_S} s; linear speed <= {pc.MAX_LINEAR_SPEED} m/s, "
+                 f"angular <= {pc.MAX_ANGULAR_SPEED} rad/s per segment; tool axis within 75 deg of straight down; "
+                 f"workspace {pc.WORKSPACE}. Invalid batches are rejected whole, never clipped. "
+                 f"{self.manifest.paint.action_limit} actions per round; submit_painting ends the round."))
+
+    def spec(self) -> TaskSpec:
+        m, a = self.manifest, self.action_spec()
+        return TaskSpec(
+            task_id=m.id, instruction=m.instruction, privileged=False, action_dim=a.dim, action_low=a.low, action_high=a.high,
+            action=a, control_hz=m.control_hz, control_dt=self.control_dt,
+            cameras=[CameraInfo(name=c.name, width=c.width, height=c.height, depth=c.depth, calibration=c.calibration)
+                     for c in m.observation.cameras],
+            state_keys=m.allowed_state_keys,
+            script_limits=Limits(steps=m.budgets.script.steps, seconds=m.budgets.script.seconds),
+            trial_limits=Limits(steps=self._trial_steps, seconds=m.budgets.trial.seconds))
+
+    def validate(self, action: Sequence[float]) -> np.ndarray:
+        a = np.asarray(action, dtype=np.float64)
+        if a.shape != (8,):
+            raise InvalidAction(f"a waypoint is 8 numbers {list(WAYPOINT_NAMES)}, got shape {list(a.shape)}")
+        return a
+
+    def step(self, actions: Sequence[Sequence[float]]) -> StepOutcome:
+        """One MoveFlange whose waypoints are the chunk's 8-vectors; a rejected batch raises InvalidAction naming the rule."""
+        rows = []
+        for k, action in enumerate(actions):
+            try:
+                rows.append(self.validate(action))
+            except InvalidAction as e:
+                e.chunk_index = k
+                raise
+        before = self.control_step
+        r = self.move_flange([pc.Waypoint(position=tuple(a[:3]), quaternion=tuple(a[3:7]), duration_s=float(a[7])) for a in rows])
+        if not r.accepted:
+            err = InvalidAction(r.detail, index=None, component=r.rule)
+            err.chunk_index = r.waypoint_index
+            raise err
+        return StepOutcome(applied=self.control_step - before, control_step=self.control_step, sim_time=self.sim_time,
+                           steps_left=self.steps_left, stopped="trial_budget" if self.steps_left == 0 else "done")
+
+    def wait(self, steps: int) -> StepOutcome:
+        if not self._loaded:
+            raise NotLoaded("no task is loaded; reset(seed) first")
+        if steps < 0:
+            raise InvalidAction(f"wait steps must be >= 0, got {steps}")
+        n = min(steps, self.steps_left)
+        t0 = time.perf_counter()
+        self.rig.hold(n)
+        self._physics_s += time.perf_counter() - t0
+        self._total_steps += n
+        return StepOutcome(applied=n, control_step=self.control_step, sim_time=self.sim_time, steps_left=self.steps_left,
+                           stopped="done" if n == steps else "trial_budget")
+
+    def observe(self, cameras: Sequence[str] = (), depth: bool = True) -> list[CameraFrame]:
+        """Render the allowed cameras with the current canvas on the paper; physics does not advance."""
+        if not self._loaded:
+            raise NotLoaded("no task is loaded; reset(seed) first")
+        names = list(cameras) or [c.name for c in self.manifest.observation.cameras]
+        chosen = [self.manifest.camera(n) for n in names]  # KeyError names the allowed cameras (brushcam never is)
+        return self._render([(c.name, c.width, c.height, depth and c.depth) for c in chosen], count_observe=True)
+
+    def render_video_frame(self, camera: str, width: int, height: int) -> CameraFrame:
+        """A human-facing frame (e.g. brushcam) for video, from the live state; never sent to the participant."""
+        return self._render([(camera, width, height, False)], count_observe=False)[0]
+
+    def _render(self, views: list[tuple[str, int, int, bool]], *, count_observe: bool) -> list[CameraFrame]:
+        t0 = time.perf_counter()
+        if self._renderer is None:
+            from .render import SceneRenderer
+
+            sizes = [(c.width, c.height) for c in self.manifest.observation.cameras] + [(self.manifest.video.width, self.manifest.video.height)]
+            self._renderer = SceneRenderer(self.model, max(w for w, _ in sizes), max(h for _, h in sizes))
+        self.rig.upload_canvas()
+        # SceneRenderer keeps its mjrContext private; the canvas texture must be re-sent to the GL side after each change.
+        self._mujoco.mjr_uploadTexture(self.model, self._renderer._context, self.rig.canvas_tex)
+        self._renderer.load_state(snapshot(self.data))
+        frames = [self._renderer.render(name, w, h, depth=d, calibration=False) for name, w, h, d in views]
+        self._frames += len(frames)
+        self._observes += count_observe
+        self._render_s += time.perf_counter() - t0
+        return frames
+
+    def state(self) -> dict[str, np.ndarray]:
+        if not self._loaded:
+            raise NotLoaded("no task is loaded; reset(seed) first")
+        pos, quat = self.rig.flange()
+        values = {"flange_pos": pos, "flange_quat_xyzw": quat}
+        return {k: values[k] for k in self.manifest.allowed_state_keys}
+
+    def success(self) -> SuccessRecord:
+        return self._tracker.record()
+
+    def take_states(self) -> PhysicsStates:
+        return self._states.take()
+
+    def statistics(self) -> BackendStatistics:
+        return BackendStatistics(control_steps=self._total_steps, sim_time=self.sim_time, physics_seconds=self._physics_s,
+                                 render_seconds=self._render_s, frames_rendered=self._frames, observes=self._observes,
+                                 rejected_actions=self._rejected)
+
+    @property
+    def control_step(self) -> int:
+        return self.rig.control_step
+
+    @property
+    def sim_time(self) -> float:
+        return round(self.rig.control_step * self.control_dt, 9)
+
+    @property
+    def steps_left(self) -> int:
+        return max(0, self._trial_steps - self.rig.control_step)
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+
+
+def replay_round(manifest: TaskManifest | dict, seed: int, action_log: Sequence[dict[str, Any]],
+                 backend: PaintBackend | None = None) -> PaintBackend:
+    """Re-execute a round's action log on a reset scene (fresh unless ``backend`` is given); returns the backend."""
+    sim = backend or PaintBackend(manifest)
+    sim.reset(seed)
+    for k, action in enumerate(action_log):
+        match action.get("kind"):
+            case "move_flange":
+                sim.move_flange(action["waypoints"])
+            case "submit_painting":
+                sim.submit_painting()
+            case other:
+                raise SimError(f"action log entry {k}: unknown kind {other!r}; expected move_flange or submit_painting")
+    return sim
+
+
+@sim_backend("paint")
+def _paint(manifest: TaskManifest, **kwargs) -> SimBackend:
+    return PaintBackend(manifest, **kwargs)
