@@ -27,8 +27,14 @@ import numpy as np
 import structlog
 from roboswe.protocol.sim import CameraInfo, Fingerprint, Limits, TaskSpec
 
-from .backend import InvalidAction, NotLoaded, SimError, SuccessTracker, sim_backend
-from .gr1_contract import Contract, Fidelity, load_contract, policy_image_from_upright, validate_action
+from .backend import NotLoaded, SimError, SuccessTracker, sim_backend
+from .gr1_contract import (
+    Contract,
+    Fidelity,
+    load_contract,
+    policy_image_from_upright,
+    validate_action,
+)
 from .manifest import ManifestError, TaskManifest
 from .physics_state import StateLog, snapshot
 from .render import CameraFrame, SceneRenderer
@@ -259,7 +265,7 @@ class Gr1StandinBackend(RobosuiteBackend):
         mj, m, c = self._mujoco, self.model, self.contract
         robot, cc = self._robot, self._robot.composite_controller
         problems: list[str] = []
-        name = lambda kind, i: mj.mj_id2name(m, kind, int(i))  # noqa: E731
+        name = lambda kind, i: mj.mj_id2name(m, kind, int(i))
         J, A = mj.mjtObj.mjOBJ_JOINT, mj.mjtObj.mjOBJ_ACTUATOR
         if type(cc).__name__ != "CompositeController" or getattr(cc, "name", "") != c.robot.composite:
             problems.append(f"composite controller is {type(cc).__name__}, not {c.robot.composite}")
@@ -407,7 +413,9 @@ def check_native(manifest: Gr1Manifest) -> None:
 
     The task class must be robocasa_gr1's, with the manifest's layouts as its VALID_LAYOUTS.
     """
-    from robocasa_gr1.environments.tabletop.tabletop import Tabletop  # registers its task classes with robosuite
+    from robocasa_gr1.environments.tabletop.tabletop import (
+        Tabletop,  # registers its task classes with robosuite
+    )
     from robosuite.environments.base import REGISTERED_ENVS
 
     up = manifest.upstream

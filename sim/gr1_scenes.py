@@ -21,7 +21,10 @@ from robosuite.models.objects import BoxObject, CylinderObject
 from robosuite.models.objects.composite import Bin
 from robosuite.models.tasks import ManipulationTask
 from robosuite.utils.mjcf_utils import array_to_string, find_elements
-from robosuite.utils.placement_samplers import SequentialCompositeSampler, UniformRandomSampler
+from robosuite.utils.placement_samplers import (
+    SequentialCompositeSampler,
+    UniformRandomSampler,
+)
 from robosuite.utils.transform_utils import quat2mat
 
 from .gr1_contract import Pipeline, load_contract

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from roboswe.evaluation.admission import admit_task
 from roboswe.sim.gr1_backend import NATIVE_ASSET_FOLDERS, AssetsMissing, check_native
 from roboswe.sim.manifest import load_dataset
+
+from roboswe.evaluation.admission import admit_task
 
 from .conftest import TASKS
 
@@ -24,7 +25,7 @@ def test_a_standin_admits_with_the_same_fingerprint_in_fresh_processes(cube_mani
 
 
 def test_the_standin_dataset_lists_only_standins():
-    dataset, manifests = load_dataset(TASKS.parent / "datasets" / "gr1-tabletop-standin.toml")
+    _, manifests = load_dataset(TASKS.parent / "datasets" / "gr1-tabletop-standin.toml")
     assert [m.fidelity for m in manifests] == ["offline-standin"] * len(manifests) and len(manifests) >= 2
     assert all(m.id.startswith("gr1-standin-") for m in manifests)
 
