@@ -77,7 +77,11 @@ class Conversation:
             return
         state = await self.context.append([turn], digests, blobs)
         self.expected += 1
-        if state.archived != self.expected:
+        # A restarted context manager holds fewer turns than acknowledged. It may hold more: it
+        # answers a tool call a trial left unanswered (an incomplete trial) with a turn of its own.
+        if state.archived >= self.expected:
+            self.expected = state.archived
+        else:
             self.lost = True
             await self.recorder.event("context_lost", None, series=self.series_id, expected=self.expected,
                                       archived=state.archived)
@@ -89,7 +93,7 @@ class Conversation:
         if self.context is None:
             return True
         try:
-            return await self.context.archived() == self.expected
+            return await self.context.archived() >= self.expected
         except INFRA_ERRORS:
             return False
 

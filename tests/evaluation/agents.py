@@ -75,3 +75,14 @@ class BadPlanAgent:
             Finish(reason="done"),
         ]
         return plan[min(decided(request), len(plan) - 1)]
+
+
+class SandboxDiesAgent:
+    """Trial 1 runs a plan under which the sandbox dies (its call stays unanswered); later trials list and finish."""
+
+    def decide(self, request: DecisionRequest):
+        if request.trial == 1:
+            plan = [WriteFile(path="sandbox-dies.json", content="{}"), Exec(path="sandbox-dies.json")]
+        else:
+            plan = [ListFiles(), Finish(reason="done")]
+        return plan[min(decided(request), len(plan) - 1)]

@@ -8,6 +8,7 @@ instead of a Python program in a sandbox it runs a *plan file*, a JSON object
 simulator's robot endpoint, with the bridge's rules: a trial must be open, a script path
 must stay inside the workspace, at most the script's step limit is applied (then
 ``limit = "steps"``), an invalid action or an unreadable plan is a failing exit status.
+A plan named ``sandbox-dies.json`` is answered with a sandbox Error, as a failed sandbox is.
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ class FakeBridge:
                     return Error(code="bad_request", detail=f"script {script!r} must be a path relative to the workspace")
                 workspace, limits = self.trials[trial]
                 self.executed.append(script)
+                if path.name == "sandbox-dies.json":  # stands in for a sandbox that fails under the script
+                    return Error(code="sandbox", detail="the sandbox died under the script")
                 return await self._run(workspace / path, script, limits)
             case CloseTrial(trial=trial):
                 if self.trials.pop(trial, None) is None:

@@ -21,7 +21,7 @@ from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
 from roboswe.records.reader import RunReader
 
-from .agents import BadPlanAgent, ReachAgent, WanderAgent
+from .agents import BadPlanAgent, ReachAgent, SandboxDiesAgent, WanderAgent
 from .harness import admitted_task, peers, reach_manifest, reader_factory, series_plan
 
 
@@ -106,6 +106,14 @@ async def test_fresh_context_control_starts_every_trial_empty(tmp_path):
     with RunReader(run_dir) as reader:
         second = reader.operations(reader.trials(plan.series_id)[1].trial_id)
     assert second[0].operation == "observe"  # nothing carried over: it starts from scratch
+
+
+async def test_a_trial_cut_by_infrastructure_mid_call_leaves_the_next_trial_running(tmp_path):
+    # The context manager answers the cut trial's unanswered call with a turn of its own: the
+    # conversation count must not read that as a restarted context manager.
+    _, _, _, ends, _, _ = await _run(tmp_path, SandboxDiesAgent(), trials=2, verify=False)
+    assert ends[0].outcome == "incomplete" and "sandbox died" in ends[0].reason
+    assert (ends[1].outcome, ends[1].reason) == ("failure", "finish")
 
 
 async def test_a_wait_is_recorded_as_a_typed_feedback(tmp_path):
