@@ -107,6 +107,7 @@ def validate_batch(batch: Sequence[Waypoint], start_pos: np.ndarray, start_quat_
     if not 1 <= n <= MAX_WAYPOINTS:
         raise BatchRejected("count", f"{n} waypoints; a batch has 1 to {MAX_WAYPOINTS}")
     total = 0.0
+    elapsed_steps = 0
     out = []
     prev_p, prev_q = np.asarray(start_pos, float), np.asarray(start_quat_wxyz, float)
     for i, w in enumerate(batch):
@@ -138,7 +139,10 @@ def validate_batch(batch: Sequence[Waypoint], start_pos: np.ndarray, start_quat_
         omega = _angle_between(prev_q, q) / w.duration_s
         if omega > MAX_ANGULAR_SPEED:
             raise BatchRejected("angular_speed", f"{omega:.3f} rad/s from the previous target exceeds {MAX_ANGULAR_SPEED} rad/s", i)
-        out.append((p, q, max(1, round(w.duration_s * ps.CONTROL_HZ))))
+        # Each waypoint ends at the control step nearest its cumulative time, so rounding never drifts over a batch.
+        end = round(total * ps.CONTROL_HZ)
+        out.append((p, q, max(1, end - elapsed_steps)))
+        elapsed_steps = end
         prev_p, prev_q = p, q
     if total > MAX_BATCH_S + 1e-9:
         raise BatchRejected("batch_duration", f"durations sum to {total:g} s; a batch lasts at most {MAX_BATCH_S} s")
@@ -405,8 +409,9 @@ class PaintRig:
 
     def flange(self) -> tuple[np.ndarray, np.ndarray]:
         """The measured flange position (m) and quaternion (x, y, z, w) in the robot-base frame."""
-        b = self.arm.flange
-        return self.data.xpos[b].copy(), quat_wxyz_to_xyzw(self.data.xquat[b])
+        # Forward kinematics of the current joints (MjData's xpos lags qpos by one step after mj_step).
+        pos, quat = self.arm.flange_pose(self.data.qpos[self.arm.qadr])
+        return pos, quat_wxyz_to_xyzw(quat)
 
     def upload_canvas(self) -> None:
         """Copy the canvas into the model's texture (on the paper box's top face texture row 0 lies at the +y edge, as canvas row 0)."""
