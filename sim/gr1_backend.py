@@ -35,7 +35,7 @@ from .gr1_contract import (
     policy_image_from_upright,
     validate_action,
 )
-from .manifest import ManifestError, TaskManifest
+from .manifest import ManifestError, Name, TaskManifest
 from .physics_state import StateLog, snapshot
 from .render import CameraFrame, SceneRenderer
 from .robosuite_backend import RobosuiteBackend, _Part
@@ -79,7 +79,7 @@ class Gr1Upstream(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     env: str  # stand-in: a Gr1Standin* class of sim/gr1_scenes.py; native: a robocasa_gr1 task class
     robot: Literal["GR1ArmsAndWaistFourierHands"] = "GR1ArmsAndWaistFourierHands"
     registry_horizon: int = 1000
-    contract: str = "gr1-tabletop"  # configs/contracts/<contract>.toml
+    contract: Name = "gr1-tabletop"  # configs/contracts/<contract>.toml
     layouts: list[int] = []  # native: the task's VALID_LAYOUTS (recorded; the gym factory does not force them)
     styles: list[int] = []
     assets_root: str = ""  # native: the user's RoboCasa GR1 asset root; "" = robocasa_gr1/models/assets
