@@ -43,7 +43,7 @@ from roboswe.context.policy import (
     SearchUnavailable,
     format_hits,
 )
-from roboswe.providers import ProviderConfig, images_per_request
+from roboswe.providers import ProviderConfig, images_per_request, request_bytes
 
 log = structlog.get_logger()
 _json = msgspec.json.Encoder()
@@ -59,7 +59,8 @@ class ContextService:
 
     def _new_window(self, series: str) -> ContextWindow:
         return ContextWindow(context_window=self.config.context_window, max_output_tokens=self.config.max_output_tokens,
-                             counter=self.counter, series=series, max_images=images_per_request(self.config))
+                             counter=self.counter, series=series, max_images=images_per_request(self.config),
+                             max_request_bytes=request_bytes(self.config))
 
     def _state(self) -> ContextState:
         w = self.window

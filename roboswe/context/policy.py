@@ -129,6 +129,7 @@ class ContextWindow:
         clock: Callable[[], float] = time.time,
         slide_min_units: int = SLIDE_MIN_UNITS,
         max_images: int | None = None,
+        max_request_bytes: int | None = None,
     ):
         self.budget = input_budget(context_window, max_output_tokens)
         self.counter = counter
@@ -147,7 +148,9 @@ class ContextWindow:
         self._bases: dict[tuple[Any, ...], TokenCount] = {}  # instructions + tools, per tool set
         self._last: tuple[tuple[Any, ...], TokenCount] | None = None  # (request key, count)
         self._last_prepared: TokenCount | None = None
-        self.image_limit = ImageLimit(max_images)  # the provider's images-per-request limit (None: none)
+        # The provider's per-request image count and request byte limits (None: none).
+        self.image_limit = ImageLimit(max_images, max_request_bytes)
+        self._image_sizes: dict[str, int] = {}
         self._count_attempts: list[Attempt] = []  # count-endpoint exchanges since the last prepared request
 
     # ---- archive
@@ -161,6 +164,7 @@ class ContextWindow:
         self._add(turn)
         if images:
             self.images.update(images)
+            self._image_sizes.update({d: len(b) for d, b in images.items()})
 
     def _add(self, turn: Turn) -> None:
         self._ids.add(turn.id)
@@ -256,7 +260,7 @@ class ContextWindow:
             conversation.append(turn)
         if notice_due:
             conversation.append(self._notice())
-        conversation, stripped = self.image_limit.apply(conversation)
+        conversation, stripped = self.image_limit.apply(conversation, self._image_sizes)
         for turn_id in stripped:  # counted again as sent, without their images
             self._turn_tokens.pop(turn_id, None)
         request = DecisionRequest(system=system, tools=offered_tools(search_history=bool(self.slides)),

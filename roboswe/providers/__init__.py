@@ -12,6 +12,7 @@ from ._config import MissingSDK as MissingSDK
 from ._config import ProviderConfig as ProviderConfig
 from ._config import decode_provider_config as decode_provider_config
 from ._config import images_per_request as images_per_request
+from ._config import request_bytes as request_bytes
 from ._estimate import estimate_request as estimate_request
 from ._registry import Participant as Participant
 from ._registry import create_participant as create_participant
@@ -26,30 +27,35 @@ from ._registry import provider_kinds as provider_kinds
 # Images per request, as documented. Anthropic (build-with-claude/vision): 100 for models with a
 # 200k-token window, 600 for the others. OpenAI (guides/images-vision): 500. Gemini
 # (image-understanding): 3,600. OpenRouter routes to many upstreams: the smallest of theirs, 100.
+# Request bytes: Anthropic 32 MB (api/overview, request size limits), OpenAI 50 MB of images
+# per request (images-vision), Gemini 20 MB with inline data (image-understanding);
+# OpenRouter the smallest of those upstreams.
+MB = 1_000_000
 
 
-@provider("openai", key_env="OPENAI_API_KEY", image_limit=lambda c: 500)
+@provider("openai", key_env="OPENAI_API_KEY", image_limit=lambda c: 500, request_bytes=50 * MB)
 def openai() -> type[Participant]:
     from .openai import OpenAIParticipant
 
     return OpenAIParticipant
 
 
-@provider("anthropic", key_env="ANTHROPIC_API_KEY", image_limit=lambda c: 100 if c.context_window <= 200_000 else 600)
+@provider("anthropic", key_env="ANTHROPIC_API_KEY", image_limit=lambda c: 100 if c.context_window <= 200_000 else 600,
+          request_bytes=32 * MB)
 def anthropic() -> type[Participant]:
     from .anthropic import AnthropicParticipant
 
     return AnthropicParticipant
 
 
-@provider("google", key_env="GEMINI_API_KEY", image_limit=lambda c: 3600)
+@provider("google", key_env="GEMINI_API_KEY", image_limit=lambda c: 3600, request_bytes=20 * MB)
 def google() -> type[Participant]:
     from .google import GoogleParticipant
 
     return GoogleParticipant
 
 
-@provider("openrouter", key_env="OPENROUTER_API_KEY", image_limit=lambda c: 100)
+@provider("openrouter", key_env="OPENROUTER_API_KEY", image_limit=lambda c: 100, request_bytes=20 * MB)
 def openrouter() -> type[Participant]:
     from .openrouter import OpenRouterParticipant
 

@@ -71,6 +71,13 @@ def images_per_request(config: ProviderConfig) -> int | None:
     return limit(config) if limit is not None else None
 
 
+def request_bytes(config: ProviderConfig) -> int | None:
+    """The documented most bytes of one request for this provider (None: none known)."""
+    from ._registry import provider_entry
+
+    return provider_entry(config.kind).request_bytes
+
+
 class MissingKey(Exception):
     """The environment variable named by `api_key_env` is unset or empty."""
 

@@ -53,18 +53,20 @@ class ProviderEntry(msgspec.Struct, frozen=True, kw_only=True):
     key_env: str = ""  # the conventional NAME of the key variable (doctor, example configs)
     # The documented most images per request, given the config (None: no limit known).
     image_limit: Callable[[Any], int | None] | None = None
+    request_bytes: int | None = None  # the documented most bytes of one request (None: none known)
 
 
 _PROVIDERS: dict[str, ProviderEntry] = {}
 
 
 def provider(kind: str, *, hosted: bool = True, key_env: str = "",
-             image_limit: Callable[[Any], int | None] | None = None,
+             image_limit: Callable[[Any], int | None] | None = None, request_bytes: int | None = None,
              ) -> Callable[[Callable[[], type[Participant]]], Callable[[], type[Participant]]]:
     """Register a light factory returning the participant class of a provider kind."""
 
     def register(load: Callable[[], type[Participant]]) -> Callable[[], type[Participant]]:
-        _PROVIDERS[kind] = ProviderEntry(kind=kind, load=load, hosted=hosted, key_env=key_env, image_limit=image_limit)
+        _PROVIDERS[kind] = ProviderEntry(kind=kind, load=load, hosted=hosted, key_env=key_env, image_limit=image_limit,
+                                         request_bytes=request_bytes)
         return load
 
     return register

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from .rules import CHECKS, IMAGE_LIMITS, Broken, Memory, error_body
+from .rules import CHECKS, IMAGE_LIMITS, Broken, Memory, error_body, too_large
 
 WIRES = ("openai", "anthropic", "google", "openrouter")
 
@@ -123,6 +123,10 @@ class FakeProvider:
         with self._lock:
             self.seen.append(seen)
             counting = _is_count(seen.path)
+            refused = too_large(self.wire, len(seen.body))
+            if refused is not None:
+                self.rejected.append((seen, "request too large"))
+                return Reply(status=refused[0], body=refused[1])
             try:
                 CHECKS[self.wire](seen.json(), self.memory, count=counting, max_images=self.max_images)
             except Broken as e:

@@ -376,3 +376,19 @@ def check_openrouter(body: dict[str, Any], memory: Memory, *, count: bool, max_i
 
 CHECKS = {"anthropic": check_anthropic, "openai": check_openai, "google": check_google, "openrouter": check_openrouter}
 IMAGE_LIMITS = {"anthropic": 100, "openai": 500, "google": 3600, "openrouter": 100}
+# Request size limits (docs: Anthropic api/overview "request size limits" 32 MB, answered 413
+# request_too_large; Gemini image-understanding: 20 MB total request with inline data; OpenAI
+# images-vision: 50 MB payload).
+REQUEST_BYTES = {"anthropic": 32_000_000, "google": 20_000_000, "openai": 50_000_000, "openrouter": 20_000_000}
+
+
+def too_large(wire: str, size: int) -> tuple[int, bytes] | None:
+    """The service's answer to a request body over its size limit, or None."""
+    limit = REQUEST_BYTES[wire]
+    if size <= limit:
+        return None
+    if wire == "anthropic":
+        body = {"type": "error", "error": {"type": "request_too_large",
+                                           "message": f"Request exceeds the maximum allowed number of bytes ({limit})."}}
+        return 413, json.dumps(body).encode()
+    return 400, error_body(wire, f"Request payload size exceeds the limit: {limit} bytes.")

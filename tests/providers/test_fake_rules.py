@@ -277,3 +277,18 @@ def test_anthropic_fake_refuses_thinking_sent_back_after_its_conversation_change
             user("first, edited"), {"role": "assistant", "content": without}, tool_result(cid)])
         client.messages.create(model="claude-opus-5-5", max_tokens=2048, thinking={"type": "adaptive"}, messages=[
             user("first"), {"role": "assistant", "content": content}, tool_result(cid)])  # unchanged: accepted
+
+
+def test_anthropic_fake_refuses_a_request_over_32_mb():
+    import anthropic
+
+    with FakeProvider("anthropic") as fake:
+        with pytest.raises(anthropic.APIStatusError, match="maximum allowed number of bytes") as err:
+            anthropic_client(fake).messages.create(model="claude-sonnet-4-5", max_tokens=1024,
+                                                   messages=[image_message(1), user("x" * 33_000_000)])
+        assert err.value.status_code == 413 and err.value.body["error"]["type"] == "request_too_large"
+
+
+def test_google_fake_refuses_a_request_over_20_mb():
+    with FakeProvider("google") as fake:
+        google_rejects(fake, "payload size exceeds", [{"role": "user", "parts": [{"text": "x" * 21_000_000}]}])

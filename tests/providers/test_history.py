@@ -110,3 +110,19 @@ async def test_the_200k_unit_slide_rule_on_a_200k_and_a_1m_window(window, kept_s
     else:
         assert len(kept) / 2 > kept_share * n  # most of the history stays
         assert 200_000 <= p.slide.removed_units < 220_000
+
+
+async def test_images_also_stay_within_the_request_byte_limit():
+    """Gemini takes 20 MB per request with inline images: 300 KB camera frames reach that long before
+    3,600 images; base64 makes each 400 KB on the wire."""
+    w = ContextWindow(context_window=1_048_576, max_output_tokens=16_000, counter=ExactCounter(), max_images=3600,
+                      max_request_bytes=20_000_000)
+    w.append(opening())
+    for n in range(60):
+        a, r, _ = observation(n, images=1)
+        w.append(a)
+        w.append(r, {r.tool_results()[0].images[0].digest: b"x" * 300_000})
+        p = await w.prepare("sys", 1)
+        sent = [i for t in p.request.conversation for x in t.tool_results() for i in x.images]
+        assert len(sent) * 400_000 <= 0.75 * 20_000_000  # images fill at most three quarters of the request
+    assert p.count.images_dropped > 0 and "3600 images and 20 MB" in p.request.conversation[2].text()

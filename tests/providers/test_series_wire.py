@@ -26,7 +26,7 @@ from roboswe.protocol.participant import (
     image_part,
     result_turn,
 )
-from roboswe.providers import ProviderConfig, create_participant, images_per_request
+from roboswe.providers import ProviderConfig, create_participant, images_per_request, request_bytes
 
 from .fakes import REPLY, FakeProvider, Reply, Seen
 from .test_replies import _empty
@@ -83,7 +83,8 @@ class Series:
         self.window = ContextWindow(context_window=self.config.context_window,
                                     max_output_tokens=self.config.max_output_tokens,
                                     counter=self.participant.count_tokens, series="s1",
-                                    max_images=images_per_request(self.config))
+                                    max_images=images_per_request(self.config),
+                                    max_request_bytes=request_bytes(self.config))
         self.turns = 0
         self.observations = 0
         self.requests: list[DecisionRequest] = []
