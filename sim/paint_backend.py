@@ -117,6 +117,13 @@ class MoveFlangeResult(msgspec.Struct, frozen=True, kw_only=True):
     saved: SavedCanvas | None = None  # the round ended at the action limit
 
 
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays as plain numbers/lists, so the action log is JSON; anything else is refused."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    raise TypeError(f"a waypoint value of type {type(value).__name__} is not a number or list")
+
+
 class PaintBackend(SimBackend):
     """One paint scene; see the module docs. One thread owns it (GL context)."""
 
@@ -193,7 +200,7 @@ class PaintBackend(SimBackend):
         """
         self._require_open()
         index = self.actions_used
-        raw = [msgspec.to_builtins(w) for w in waypoints]
+        raw = [msgspec.to_builtins(w, enc_hook=_plain) for w in waypoints]
         self.action_log.append({"kind": "move_flange", "waypoints": raw})
         t0 = time.perf_counter()
         try:

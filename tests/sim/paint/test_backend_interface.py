@@ -1,0 +1,24 @@
+"""The paint family through the generic simulator session: loaded by its manifest's family, waypoints as 8-vectors."""
+
+from __future__ import annotations
+
+from roboswe.sim.session import SimSession
+
+
+def test_the_session_loads_the_paint_family_and_steps_one_moveflange_per_chunk(paint_manifest):
+    session = SimSession(require_fixed_hash_seed=False)
+    try:
+        loaded = session.load(paint_manifest.to_builtins(), paint_manifest.seed, None)
+        assert loaded.spec.action_dim == 8 and loaded.spec.control_hz == 100
+        assert loaded.fingerprint.seed == paint_manifest.seed and loaded.fingerprint.compiled_model_sha256
+        down = [1.0, 0.0, 0.0, 0.0]
+        ok = session.step([[0.05, 0.5, 0.3, *down, 0.5], [0.05, 0.5, 0.3, *down, 0.2]])
+        assert ok.stopped == "done" and ok.applied == 70 and ok.error is None
+        assert set(ok.values) == {"flange_pos", "flange_quat_xyzw"}
+        bad = session.step([[0.05, 0.5, 0.3, *down, 0.5], [0.05, 0.5, 0.3, 0.0, 0.0, 0.0, 1.0, 0.5]])
+        assert bad.stopped == "invalid_action" and bad.applied == 0
+        assert bad.error.component == "tilt" and bad.error.chunk_index == 1 and "rejected (tilt)" in bad.error.detail
+        states = session.take_states()[0]
+        assert states.count == 70  # one recorded physics state per control step, none for the rejected batch
+    finally:
+        session.close()
