@@ -314,10 +314,14 @@ class HostedParticipant(Participant):
                                            f"{len(turn.parts)} other part(s))")
         return turn, usage, model, stop
 
+    def annotate(self, turn: Turn, request: DecisionRequest, body: dict[str, Any]) -> Turn:
+        """The assistant turn as it enters the history; adapters add what replay needs later."""
+        return turn
+
     async def decide(self, request: DecisionRequest) -> Decision:
         body = self.build_body(request)
         (turn, usage, model, stop), attempts = await self.call(body, self.read_reply)
-        turn = msgspec.structs.replace(turn, trial=request.trial)
+        turn = self.annotate(msgspec.structs.replace(turn, trial=request.trial), request, body)
         return assemble_decision(turn, usage, attempts, model, stop)
 
     async def aclose(self) -> None:

@@ -31,7 +31,6 @@ import msgspec
 import structlog
 
 from roboswe.protocol.participant import (
-    Decision,
     DecisionRequest,
     ImagePart,
     OpaquePart,
@@ -223,7 +222,6 @@ class AnthropicParticipant(HostedParticipant):
         anthropic = import_sdk("anthropic", "anthropic")
         self.thinking, self.output_config, betas = thinking_settings(config)
         self.bound = bool(BINDS_THINKING.search(config.model))
-        self._last_body: dict[str, Any] | None = None
         self.headers = {"anthropic-beta": ",".join(betas)} if betas else {}
         self.client = anthropic.AsyncAnthropic(
             api_key=read_key(config), base_url=config.base_url, max_retries=0, http_client=self.http
@@ -259,23 +257,19 @@ class AnthropicParticipant(HostedParticipant):
 
     def build_body(self, request: DecisionRequest) -> dict[str, Any]:
         body = self._common(request)
-        self._last_body = body
         body["max_tokens"] = self.config.max_output_tokens
         if self.stream:
             body["stream"] = True
         body.update(self.config.extra_body)
         return body
 
-    async def decide(self, request: DecisionRequest) -> Decision:
-        decision = await super().decide(request)
+    def annotate(self, turn: Turn, request: DecisionRequest, body: dict[str, Any]) -> Turn:
         if not self.bound:
-            return decision
+            return turn
         # The prefix this turn's thinking is bound to: the whole request it answered.
-        body = self._last_body
-        digest = prefix_digests(request, body["messages"])[-1] if body else ""
-        turn = msgspec.structs.replace(decision.turn, parts=[*decision.turn.parts,
-                                                             OpaquePart(provider=self.kind, kind=PREFIX, data=digest.encode())])
-        return msgspec.structs.replace(decision, turn=turn)
+        digest = prefix_digests(request, body["messages"])[-1]
+        return msgspec.structs.replace(turn, parts=[*turn.parts, OpaquePart(provider=self.kind, kind=PREFIX,
+                                                                             data=digest.encode())])
 
     async def send(self, body: dict[str, Any]) -> None:
         # The transport reads a stream to its end and records it, so this returns when it is complete.
