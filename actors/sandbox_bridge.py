@@ -153,7 +153,7 @@ class TrialSandbox:
     async def serve_socket(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         await sock.bind(str(self.socket_path))
-        sock.listen(MAX_CONNECTIONS)
+        sock.listen(64)  # the kernel's queue, not the bridge's memory: refused connections drain fast
         os.chmod(self.socket_path, 0o666)  # the sandbox user connects; the directory itself stays read-only to it
         listener = trio.SocketListener(sock)
         async with listener, trio.open_nursery() as nursery:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os as _os
 import socket as _socket
+import time as _time
 
 import numpy as _np
 from roboswe.bridge import wire as _wire
@@ -43,6 +44,7 @@ from roboswe.protocol.control import Error as _Error
 __all__ = ["spec", "state", "observe", "step", "step_many", "steps_left", "InvalidAction", "LimitReached", "BridgeError"]
 
 _TIMEOUT_MS = 120_000  # a chunk of steps plus rendering; the bridge's own wall limit ends scripts sooner
+_CONNECT_SECONDS = 10.0
 
 
 class BridgeError(RuntimeError):
@@ -68,13 +70,7 @@ class _Connection:
         if not path:
             raise BridgeError("no bridge: this module only works inside a roboswe sandbox (ROBOSWE_BRIDGE unset)")
         self.token = _os.environ.get("ROBOSWE_TOKEN", "")
-        self.socket = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        self.socket.settimeout(_TIMEOUT_MS / 1000)
-        try:
-            self.socket.connect(path)
-        except OSError as e:
-            self.socket.close()
-            raise BridgeError(f"cannot reach the bridge at {path}: {e.strerror}") from None
+        self.socket = _connect(path)
 
     def _receive_exactly(self, n: int) -> bytes:
         buf = bytearray()
@@ -106,6 +102,27 @@ class _Connection:
                 raise LimitReached(reply.detail)
             raise BridgeError(f"{reply.code}: {reply.detail}")
         return reply, decoded.blobs
+
+
+def _connect(path: str) -> _socket.socket:
+    # A unix socket refuses connections (EAGAIN) while the bridge's backlog is full: wait a little.
+    deadline = _time.monotonic() + _CONNECT_SECONDS
+    delay = 0.01
+    while True:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        sock.settimeout(_TIMEOUT_MS / 1000)
+        try:
+            sock.connect(path)
+            return sock
+        except (BlockingIOError, ConnectionRefusedError) as e:
+            sock.close()
+            if _time.monotonic() > deadline:
+                raise BridgeError(f"cannot reach the bridge at {path}: {e.strerror}") from None
+        except OSError as e:
+            sock.close()
+            raise BridgeError(f"cannot reach the bridge at {path}: {e.strerror}") from None
+        _time.sleep(delay)
+        delay = min(delay * 2, 0.2)
 
 
 _connection: _Connection | None = None

@@ -15,6 +15,7 @@ start) unmounts volumes whose owning process is gone and deletes their images.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -166,14 +167,33 @@ def copy_tree(src: str | os.PathLike, dst: str | os.PathLike | int) -> None:
 
 
 def _copy_file(item: Found, parent: int, name: str) -> None:
+    """Copy one regular file, its holes kept as holes: a sparse file must not become real bytes on disk."""
     src = os.open(item.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=item.dir_fd)
     try:
         out = os.open(name, _NEW_FILE, 0o600, dir_fd=parent)
         try:
-            while chunk := os.read(src, 1 << 20):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view):]
+            size = os.fstat(src).st_size
+            at = 0
+            while at < size:
+                try:
+                    start = os.lseek(src, at, os.SEEK_DATA)
+                except OSError as e:
+                    if e.errno == errno.ENXIO:
+                        break  # only a hole is left
+                    raise
+                end = os.lseek(src, start, os.SEEK_HOLE)
+                while start < end:
+                    chunk = os.pread(src, min(end - start, 1 << 20), start)
+                    if not chunk:
+                        break
+                    view = memoryview(chunk)
+                    written = start
+                    while view:
+                        n = os.pwrite(out, view, written)
+                        view, written = view[n:], written + n
+                    start += len(chunk)
+                at = end
+            os.ftruncate(out, size)
             os.fchmod(out, stat.S_IMODE(item.st.st_mode) & 0o777)
             os.utime(out, ns=(item.st.st_atime_ns, item.st.st_mtime_ns))
         finally:
