@@ -15,14 +15,13 @@ from ._config import images_per_request as images_per_request
 from ._config import request_bytes as request_bytes
 from ._estimate import estimate_request as estimate_request
 from ._registry import Participant as Participant
-from ._registry import create_participant as create_participant
 from ._registry import ProviderEntry as ProviderEntry
+from ._registry import create_participant as create_participant
 from ._registry import hosted_kinds as hosted_kinds
 from ._registry import participant_class as participant_class
 from ._registry import provider as provider
 from ._registry import provider_entry as provider_entry
 from ._registry import provider_kinds as provider_kinds
-
 
 # Images per request, as documented. Anthropic (build-with-claude/vision): 100 for models with a
 # 200k-token window, 600 for the others. OpenAI (guides/images-vision): 500. Gemini

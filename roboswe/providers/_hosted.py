@@ -262,7 +262,7 @@ class HostedParticipant(Participant):
             failure: Exception | None = None
             try:
                 await (send or self.send)(body)
-            except BaseException as e:  # noqa: BLE001 - every SDK failure is classified below
+            except BaseException as e:
                 if isinstance(e, (KeyboardInterrupt, SystemExit)) or _is_cancellation(e):
                     raise
                 failure = e
@@ -331,7 +331,7 @@ class HostedParticipant(Participant):
 def _is_cancellation(e: BaseException) -> bool:
     try:
         return isinstance(e, anyio.get_cancelled_exc_class())
-    except Exception:  # noqa: BLE001 - outside an event loop
+    except Exception:
         return False
 
 
@@ -389,4 +389,4 @@ def token_count(raw: bytes, key: str, endpoint: str) -> int:
     return data[key]
 
 
-__all__ = ["HostedParticipant", "Retryable", "Refused"]
+__all__ = ["HostedParticipant", "Refused", "Retryable"]

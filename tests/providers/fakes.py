@@ -15,14 +15,15 @@ builders below (e.g. `anthropic_reply(tool=("write_file", {...}))`).
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import threading
 import time
 from collections import deque
-import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 from .rules import CHECKS, IMAGE_LIMITS, Broken, Memory, error_body, too_large
 
@@ -158,7 +159,7 @@ class FakeProvider:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server naming
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length)
                 seen = Seen("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)

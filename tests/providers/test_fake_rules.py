@@ -8,7 +8,14 @@ import json
 
 import pytest
 
-from .fakes import REPLY, FakeProvider, anthropic_reply, google_reply, openai_reply, openrouter_reply
+from .fakes import (
+    REPLY,
+    FakeProvider,
+    anthropic_reply,
+    google_reply,
+    openai_reply,
+    openrouter_reply,
+)
 
 KEY = "fake-key"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 32).decode()

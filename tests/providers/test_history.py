@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import pytest
 import structlog
+from roboswe.protocol.participant import (
+    ImagePart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Turn,
+)
 
 from roboswe.context.history import UNANSWERED
 from roboswe.context.policy import SAFETY_ALLOWANCE, ContextWindow
-from roboswe.protocol.participant import ImagePart, TextPart, ToolCallPart, ToolResultPart, Turn
 from roboswe.providers import ProviderConfig, images_per_request
 
 from .test_context import ExactCounter, assert_pairs_whole, exchange, opening

@@ -10,7 +10,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from roboswe.providers import ProviderConfig, hosted_kinds, participant_class, provider_kinds
+from roboswe.providers import (
+    ProviderConfig,
+    hosted_kinds,
+    participant_class,
+    provider_kinds,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,11 +6,18 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from roboswe.protocol.participant import OpaquePart, Turn, result_turn
+
 from roboswe.providers import ProviderConfig, create_participant
 
-from .fakes import REPLY, FakeProvider, Reply, anthropic_reply, google_reply, openai_reply
+from .fakes import (
+    REPLY,
+    FakeProvider,
+    Reply,
+    anthropic_reply,
+    google_reply,
+    openai_reply,
+)
 from .test_adapters import KEY_ENV, config, request
 
 

@@ -17,8 +17,6 @@ import struct
 import zlib
 
 import pytest
-
-from roboswe.context.policy import ContextWindow
 from roboswe.protocol.participant import (
     DecisionRequest,
     TextPart,
@@ -26,7 +24,14 @@ from roboswe.protocol.participant import (
     image_part,
     result_turn,
 )
-from roboswe.providers import ProviderConfig, create_participant, images_per_request, request_bytes
+
+from roboswe.context.policy import ContextWindow
+from roboswe.providers import (
+    ProviderConfig,
+    create_participant,
+    images_per_request,
+    request_bytes,
+)
 
 from .fakes import REPLY, FakeProvider, Reply, Seen
 from .test_replies import _empty

@@ -1,9 +1,11 @@
-"""A 5-trial Lift series through each hosted-model adapter: the real SDK against a loopback fake of the
-provider's HTTP API whose replies the demo agent computes from the request (tests/providers/fakes.py).
+"""A 5-trial Lift series through each hosted-model adapter: the real SDK against a strict loopback fake
+of the provider's HTTP API whose replies the demo agent computes from the request (tests/providers/fakes.py).
 
 This checks the whole hosted path of a series: instructions, tool schemas, PNG observations
-and tool results travel in each provider's wire format, the exact bytes are recorded, and the
-trial succeeds and replays verified.
+and tool results travel in each provider's wire format with thinking on (adaptive thinking,
+encrypted reasoning, thought signatures, reasoning_details sent back), every request is one
+the fake's documented rules accept, the exact bytes are recorded, and the trial succeeds and
+replays verified.
 """
 
 from __future__ import annotations
@@ -19,6 +21,14 @@ from .conftest import roboswe, write_config
 
 pytestmark = pytest.mark.slow
 
+# A model id and reasoning setting per wire that turn thinking on in the provider's own form.
+THINKING = {
+    "anthropic": ('claude-opus-4-7', 'effort = "high"'),
+    "openai": ("gpt-5.2-2026-01-01", 'effort = "high"'),
+    "google": ("gemini-3-pro-fake", "include_thoughts = true"),
+    "openrouter": ("anthropic/claude-opus-4.7", 'effort = "high"'),
+}
+
 
 @pytest.mark.parametrize("wire", ["anthropic", "openai", "google", "openrouter"])
 def test_a_five_trial_lift_series_through_the_hosted_adapter_wire(wire, work_dir, admitted, monkeypatch):
@@ -27,17 +37,20 @@ def test_a_five_trial_lift_series_through_the_hosted_adapter_wire(wire, work_dir
     monkeypatch.setenv("ROBOSWE_FAKE_KEY", "fake-key-not-secret")
     with FakeProvider(wire) as fake:
         fake.queue(*[agent_reply(LiftDemoAgent(), wire)] * 200)
-        provider = (f'model = "fake-{wire}-model"\napi_key_env = "ROBOSWE_FAKE_KEY"\nbase_url = "{fake.base_url}"\n'
+        model, reasoning = THINKING[wire]
+        provider = (f'model = "{model}"\napi_key_env = "ROBOSWE_FAKE_KEY"\nbase_url = "{fake.base_url}"\n'
                     "attempts = 1")
-        config = write_config(work_dir, f"wire-{wire}", agent=provider, series="trials = 5")
+        config = write_config(work_dir, f"wire-{wire}", agent=provider, series="trials = 5",
+                              extra=f"[provider.reasoning]\n{reasoning}\n")
         config.write_text(config.read_text().replace('kind = "python"', f'kind = "{wire}"'))
         run_dir = work_dir / f"wire-{wire}"
         proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), timeout=600)
         generations = fake.generations()
+    assert fake.rejected == [], fake.rejected[0][1]  # every request was one the service documents as valid
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
-        assert series.model == f"{wire}:fake-{wire}-model"
+        assert series.model == f"{wire}:{model}"
         views = reader.trials(series.series_id)
         assert [v.end.outcome for v in views] == ["success"] * 5, [v.end.reason for v in views]
         assert [v.verification.verdict for v in views] == ["verified"] * 5
