@@ -93,6 +93,7 @@ class Series:
         self.turns = 0
         self.observations = 0
         self.requests: list[DecisionRequest] = []
+        self.counts = []
         self.decisions = []
 
     def _id(self) -> str:
@@ -106,6 +107,7 @@ class Series:
         for n in range(ops):
             prepared = await self.window.prepare("You control a robot by writing Python.", index)
             self.requests.append(prepared.request)
+            self.counts.append(prepared.count)
             decision = await self.participant.decide(prepared.request)
             self.decisions.append(decision)
             self.window.append(decision.turn)
@@ -159,6 +161,14 @@ async def test_five_trials_with_thinking_a_slide_an_infrastructure_failure_and_a
     opened = next(r for r in series.requests if any("Trial 3 of 5" in t.text() for t in r.conversation))
     answered = [p for t in opened.conversation for p in t.tool_results() if p.is_error]
     assert answered and "did not complete" in answered[-1].text
+    # The count-endpoint exchanges travel with the count records, as evidence like the generations.
+    counted = [a for c in series.counts for a in c.attempts]
+    if wire == "openrouter":
+        assert counted == [] and all("proxy" in c.method for c in series.counts)
+    else:
+        assert counted and all(a.outcome == "ok" and a.request and a.response for a in counted)
+        assert {a.url.rsplit("/", 1)[-1] for a in counted} == {"anthropic": {"count_tokens"}, "openai": {"input_tokens"},
+                                                               "google": {f"{series.config.model}:countTokens"}}[wire]
     empty = [d for d in series.decisions if d.attempts[0].outcome == "empty_reply"]
     assert len(empty) == 1 and [a.outcome for a in empty[0].attempts] == ["empty_reply", "ok"]
     assert all(t.tool_calls() or t.role == "user" for t in series.window.archive)  # no empty turn in the history
