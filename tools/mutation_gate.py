@@ -10,8 +10,8 @@ every named test once unmutated (the baseline: all must pass), then per mutation
 tests (``-x``) and restores the file. A mutation is *caught* when its tests fail, *survived* when they
 pass. It prints a markdown table and exits 1 if any mutation survived or the baseline failed.
 
-    .venv/bin/python tools/mutation_gate.py                 # every mutation, copy of HEAD
-    .venv/bin/python tools/mutation_gate.py --source worktree --only verify-states-off docker-network-mode
+    .venv/bin/python tools/mutation_gate.py                 # every mutation, copy of the working tree
+    .venv/bin/python tools/mutation_gate.py --source head --only verify-states-off docker-network-mode
     .venv/bin/python tools/mutation_gate.py --list
 
 Sandbox tests need the sandbox image current with the copy's robot module (``roboswe images build``);
@@ -107,6 +107,9 @@ MUTATIONS: tuple[Mutation, ...] = (
              "roboswe/evaluation/admission.py", 'elif a["fingerprint"] != b["fingerprint"]:', "elif False:",
              ("tests/evaluation/test_readme_claims.py::"
               "test_admission_excludes_a_scene_whose_fingerprint_differs_between_two_fresh_processes",)),
+    Mutation("api-key-logged", "the API key is never written to disk",
+             "roboswe/providers/_hosted.py", "    return key\n", '    log.info("provider_key_read", key=key)\n    return key\n',
+             ("tests/series/test_secrets.py",)),
     Mutation("mismatch-scored", "a slot counts only once its replay agrees",
              "roboswe/records/metrics.py",
              '    if verification.verdict != "verified" or (reproduced is not None and reproduced != (end.outcome == "success")):\n',
@@ -258,8 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these mutations")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
-    parser.add_argument("--source", choices=["head", "worktree"], default="head",
-                        help="copy HEAD (default) or the working tree's tracked files")
+    # The sandbox image is built from the working tree, so its tracked files are what the image matches.
+    parser.add_argument("--source", choices=["head", "worktree"], default="worktree",
+                        help="copy the working tree's tracked files (default) or HEAD")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per mutation's test run (default 600)")
     parser.add_argument("--skip-baseline", action="store_true", help="do not run the tests unmutated first")
     parser.add_argument("--keep", action="store_true", help="keep the copy for inspection")
