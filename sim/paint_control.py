@@ -299,6 +299,7 @@ class PaintRig:
         self._paper_c = board_pos
         self.target_pos, self.target_quat = self.arm.flange_pose(q)
         self.canvas.clear()
+        self.upload_canvas()  # the model's texture is part of the compiled-model fingerprint: blank it too
         self.load = 0.0
         self.control_step = 0
 

@@ -48,10 +48,10 @@ def scripted_session(backend, seed: int, rounds: int = 3) -> list[dict]:
     """
     out = []
     for r in range(rounds):
-        backend.reset(seed)
+        fingerprint = backend.reset(seed)
         for batch in three_strokes(r):
             backend.move_flange(batch)
         saved = backend.submit_painting()
-        out.append({"round": r + 1, "seed": seed, "action_log": list(backend.action_log), "canvas_sha256": saved.sha256,
+        out.append({"round": r + 1, "seed": seed, "action_log": list(backend.action_log), "canvas_sha256": saved.sha256, "fingerprint": fingerprint.digest,
                     "ended_by": saved.ended_by, "actions_used": saved.actions_used})
     return out

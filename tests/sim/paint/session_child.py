@@ -1,7 +1,7 @@
 """A fresh process for the paint determinism tests.
 
 ``run SEED ROUNDS``: the scripted painter's session, printed as JSON (action logs and canvas hashes).
-``replay``: reads that JSON on stdin, re-executes each round's action log in a fresh scene and prints the hashes.
+``replay``: reads that JSON on stdin, re-executes each round's action log in a fresh scene and prints [canvas hash, fingerprint digest] per round.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def main() -> None:
         hashes = []
         for r in rounds:
             sim = replay_round(manifest, r["seed"], r["action_log"])  # a new scene per round
-            hashes.append(sim.saved.sha256 if sim.saved else None)
+            hashes.append([sim.saved.sha256 if sim.saved else None, sim.fingerprint.digest])
         print(json.dumps(hashes))
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from roboswe.sim.paint_backend import replay_round
-from roboswe.sim.paint_painter import scripted_session
+from roboswe.sim.paint_painter import scripted_session, stroke_batch
 
 from ..conftest import sim_env
 
@@ -34,7 +34,7 @@ def _children(*argvs: tuple[str, ...], stdin: str = "") -> list[object]:
 def test_the_same_action_log_gives_the_same_canvas_hash_in_two_fresh_processes(paint_sim):
     rounds = scripted_session(paint_sim, SEED, rounds=1)
     first, second = _children(("replay",), ("replay",), stdin=json.dumps(rounds))
-    assert first == second == [rounds[0]["canvas_sha256"]]
+    assert first == second == [[rounds[0]["canvas_sha256"], rounds[0]["fingerprint"]]]
 
 
 @pytest.mark.slow  # ~35 s on a loaded 2-core machine: three rounds here, three replays and a fresh session there
@@ -42,6 +42,7 @@ def test_three_rounds_reset_the_paper_and_each_canvas_replays_identically_in_a_f
     rounds = scripted_session(paint_sim, SEED, rounds=3)
     hashes = [r["canvas_sha256"] for r in rounds]
     assert [r["round"] for r in rounds] == [1, 2, 3] and len(set(hashes)) == 3  # the pressure changes per round
+    assert len({r["fingerprint"] for r in rounds}) == 1  # every round starts from the same admitted state
     assert all(r["ended_by"] == "submitted" and r["actions_used"] == 4 for r in rounds)
     # Each round started on blank paper: round 3's log replayed alone gives round 3's canvas.
     again = replay_round(paint_manifest, SEED, rounds[2]["action_log"], backend=paint_sim)
@@ -49,7 +50,7 @@ def test_three_rounds_reset_the_paper_and_each_canvas_replays_identically_in_a_f
     assert int((again.canvas().sum(axis=-1) < 450).sum()) > 3000  # three strokes of pigment, not a blank sheet
     # Fresh processes: one replays the logs, another runs the session from scratch; all agree.
     replayed, fresh = _children(("replay",), ("run", str(SEED), "1"), stdin=json.dumps(rounds))
-    assert replayed == hashes and [r["canvas_sha256"] for r in fresh] == hashes[:1]
+    assert [h for h, _ in replayed] == hashes and [r["canvas_sha256"] for r in fresh] == hashes[:1]
 
 
 def test_a_different_seed_moves_the_paper_and_changes_the_canvas(paint_sim):
@@ -58,3 +59,10 @@ def test_a_different_seed_moves_the_paper_and_changes_the_canvas(paint_sim):
     b = scripted_session(paint_sim, 2, rounds=1)[0]
     assert a["action_log"] == b["action_log"] and a["canvas_sha256"] != b["canvas_sha256"]
     assert not np.array_equal(canvas_a, paint_sim.canvas())
+
+
+def test_painting_and_observing_leave_the_next_reset_fingerprint_unchanged(paint_sim):
+    before = paint_sim.reset(5)
+    paint_sim.move_flange(stroke_batch(0.0, -0.05, 0.05, 0.008))
+    paint_sim.observe()  # uploads the painted canvas into the model's texture
+    assert paint_sim.reset(5) == before
