@@ -18,7 +18,10 @@ def test_the_session_loads_the_paint_family_and_steps_one_moveflange_per_chunk(p
         bad = session.step([[0.05, 0.5, 0.3, *down, 0.5], [0.05, 0.5, 0.3, 0.0, 0.0, 0.0, 1.0, 0.5]])
         assert bad.stopped == "invalid_action" and bad.applied == 0
         assert bad.error.component == "tilt" and bad.error.chunk_index == 1 and "rejected (tilt)" in bad.error.detail
+        held = session.wait(30)
+        assert held.applied == 30 and held.control_step == 100
+        assert abs(session.state().values["flange_pos"][2] - 0.3) < 3e-3  # the arm holds its last target
         states = session.take_states()[0]
-        assert states.count == 70  # one recorded physics state per control step, none for the rejected batch
+        assert states.count == 100  # one recorded physics state per control step, none for the rejected batch
     finally:
         session.close()
