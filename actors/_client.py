@@ -227,6 +227,8 @@ class Client:
                     waiting.failure = ProtocolError(f"reply from {self.peer} does not decode: {e.reason}")
                     waiting.done.set()
                 continue
+            if isinstance(decoded.message, Heartbeat) and decoded.message.pid is not None:
+                self._note_peer_pid(decoded.message.pid)
             waiting = self._pending.get(decoded.envelope.correlation_id or "")
             if waiting is not None:
                 waiting.reply = decoded
@@ -249,6 +251,15 @@ class Client:
                 self._declare_dead(silent)
             wake = next_beat if self._dead else min(next_beat, self._last_seen + window + 0.001)
             await trio.sleep_until(wake)
+
+    def _note_peer_pid(self, pid: int) -> None:
+        # A new pid at the same endpoint is a restarted peer (e.g. by the supervisor, faster than
+        # the liveness window): what we sent the old process will never be answered.
+        if self.peer_pid is not None and pid != self.peer_pid:
+            log.warning("peer_restarted", peer=self.peer, endpoint=self.endpoint, old_pid=self.peer_pid, pid=pid,
+                        failed_requests=len(self._pending))
+            self._fail_pending(lambda: PeerDead(self.peer, self.endpoint, 0.0, restarted=True))
+        self.peer_pid = pid
 
     def _declare_dead(self, silent: float) -> None:
         self._dead = True

@@ -6,13 +6,18 @@ from roboswe.protocol.control import Error
 
 
 class PeerDead(Exception):
-    """The peer stopped answering (no message within its liveness window)."""
+    """The peer stopped answering (no message within its liveness window), or was restarted
+    (``restarted``: a new process answers at its endpoint; requests sent to the old one are lost)."""
 
-    def __init__(self, peer: str, endpoint: str, silent_for: float):
-        super().__init__(f"peer {peer!r} at {endpoint} silent for {silent_for:.1f} s; declared dead")
+    def __init__(self, peer: str, endpoint: str, silent_for: float, *, restarted: bool = False):
+        if restarted:
+            super().__init__(f"peer {peer!r} at {endpoint} was restarted; requests in flight to it are lost")
+        else:
+            super().__init__(f"peer {peer!r} at {endpoint} silent for {silent_for:.1f} s; declared dead")
         self.peer = peer
         self.endpoint = endpoint
         self.silent_for = silent_for
+        self.restarted = restarted
 
 
 class RemoteError(Exception):

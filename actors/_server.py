@@ -208,7 +208,7 @@ class Server:
                     log.info("peer_connected", peer=peer, peer_pid=message.pid)
                     self._reply(identity, Ready(version=PROTOCOL_VERSION, actor=self.name, pid=os.getpid()), env.message_id)
             case Heartbeat():
-                self._reply(identity, Heartbeat(), env.message_id)
+                self._reply(identity, Heartbeat(pid=os.getpid()), env.message_id)
             case StatisticsRequest():
                 self._reply(identity, self.statistics(), env.message_id)
             case Shutdown(reason=reason):

@@ -52,7 +52,7 @@ class Error(Message, frozen=True, kw_only=True):
 
 
 class Heartbeat(Message, frozen=True, kw_only=True):
-    pass
+    pid: int | None = None  # the sender's process id: a client sees a restarted peer by a new pid
 
 
 class StatisticsRequest(Message, frozen=True, kw_only=True):

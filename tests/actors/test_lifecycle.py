@@ -265,3 +265,36 @@ async def test_a_shielded_request_to_a_dead_peer_during_cancellation_fails_withi
             with trio.CancelScope(shield=True), trio.fail_after(30), pytest.raises(PeerDead):
                 await client.request(Note(n=1))
     assert time.monotonic() - started < 5.0
+
+
+# --- a peer restarted faster than the liveness window ------------------------------------------
+
+
+async def test_a_request_to_a_peer_restarted_within_the_liveness_window_fails_at_once_as_restarted(
+        echo_server_factory, tmp_path):
+    from .echo_server import ECHO_CODEC, Nap
+
+    endpoint = f"ipc://{tmp_path}/echo.sock"
+    first = echo_server_factory(endpoint)
+    failures: list[PeerDead] = []
+    # A 20 s liveness window: without restart detection the request would wait for its own deadline.
+    async with Client("tester", endpoint, ECHO_CODEC, heartbeat_interval=0.1, liveness=200) as client:
+        assert client.peer_pid == first.process.pid
+
+        async def ask() -> None:
+            with pytest.raises(PeerDead) as caught:
+                await client.request(Nap(seconds=60))
+            failures.append(caught.value)
+
+        started = time.monotonic()
+        with trio.fail_after(15):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask)
+                await trio.sleep(0.2)
+                first.stop()  # SIGKILL mid-request, as a crash would
+                second = await trio.to_thread.run_sync(echo_server_factory, endpoint)
+        assert time.monotonic() - started < 10
+        assert failures[0].restarted and "restarted" in str(failures[0])
+        assert client.peer_alive and client.peer_pid == second.process.pid
+        with trio.fail_after(5):
+            assert (await client.request(Nap(seconds=0))).message == Ok()
