@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def measure_once() -> dict[str, float]:
     import mujoco
-
     from roboswe.sim.manifest import load_manifest
     from roboswe.sim.paint_backend import PaintBackend
     from roboswe.sim.paint_painter import DOWN, stroke_batch

@@ -24,11 +24,28 @@ from typing import Any, Literal
 
 import msgspec
 import numpy as np
-from roboswe.protocol.sim import ActionComponent, ActionSpec, CameraInfo, Fingerprint, Limits, TaskSpec
+from roboswe.protocol.sim import (
+    ActionComponent,
+    ActionSpec,
+    CameraInfo,
+    Fingerprint,
+    Limits,
+    TaskSpec,
+)
 
 from . import paint_control as pc
 from . import paint_scene as ps
-from .backend import BackendStatistics, InvalidAction, NotLoaded, SimBackend, SimError, StepOutcome, SuccessRecord, SuccessTracker, sim_backend
+from .backend import (
+    BackendStatistics,
+    InvalidAction,
+    NotLoaded,
+    SimBackend,
+    SimError,
+    StepOutcome,
+    SuccessRecord,
+    SuccessTracker,
+    sim_backend,
+)
 from .manifest import ManifestError, TaskManifest
 from .physics_state import PhysicsStates, StateLog, fingerprint_bytes, snapshot
 from .render import CameraFrame

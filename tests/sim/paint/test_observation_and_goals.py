@@ -6,9 +6,8 @@ import hashlib
 
 import numpy as np
 import pytest
-
 from roboswe.sim.manifest import ManifestError, load_dataset, manifest_from_builtins
-from roboswe.sim.paint_backend import PaintManifest, VIDEO_ONLY_CAMERAS
+from roboswe.sim.paint_backend import VIDEO_ONLY_CAMERAS, PaintManifest
 from roboswe.sim.paint_goals import GOAL_SIZE, fit_without_cropping, goal_image
 from roboswe.sim.paint_painter import stroke_batch
 from roboswe.sim.paint_scene import PAPER_RGB, canvas_sha256, png_bytes
@@ -50,6 +49,7 @@ def test_a_manifest_cannot_expose_the_video_camera_or_privileged_state(paint_man
 
 def test_the_paint_dataset_has_image_goals_with_recorded_hashes_and_a_text_goal():
     dataset, manifests = load_dataset("paint")
+    assert dataset.tasks == [m.id for m in manifests]
     assert all(isinstance(m, PaintManifest) and m.upstream.package == "paint" for m in manifests)
     kinds = {m.paint.goal.kind for m in manifests}
     assert kinds == {"image", "text"} and all(m.paint.action_limit == 96 and m.paint.rounds == 3 for m in manifests)

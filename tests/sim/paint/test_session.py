@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from roboswe.sim.paint_backend import replay_round
 from roboswe.sim.paint_painter import scripted_session, stroke_batch
 
