@@ -489,7 +489,7 @@ print("planted")
 async def test_hostile_workspace_contents_never_raise_in_the_harness(trial, scratch):
     from roboswe.evaluation.workspace import Workspace, WorkspaceError
     from roboswe.sandbox.checkpoints import BlobStore, capture, load_manifest, restore
-    from roboswe.sandbox.walk import remove_tree
+    from roboswe.sandbox.walk import clear_dir
 
     try:
         fb = await trial.run(PLANT_WORKSPACE, seconds=60)
@@ -525,9 +525,12 @@ async def test_hostile_workspace_contents_never_raise_in_the_harness(trial, scra
         assert not [p for p in os.listdir(trial.workspace) if p.startswith(".roboswe-tmp-")]
         fb = await trial.run("print(open('ok.py').read().strip())", name="after.py")
         assert fb.stdout == "print('written')\n"
-    finally:
-        await trio.to_thread.run_sync(remove_tree, trial.workspace)
-        trial.workspace.mkdir()
+    finally:  # shutil.rmtree (the scratch fixture's cleanup) recurses per level: empty it here
+        fd = os.open(trial.workspace, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            await trio.to_thread.run_sync(clear_dir, fd)
+        finally:
+            os.close(fd)
 
 
 async def test_an_observe_flood_renders_each_allowed_camera_once(trial):
@@ -596,7 +599,8 @@ async def test_closing_a_trial_leaves_its_files_in_a_plain_directory(backend, im
     (workspace / "kept.py").write_text("print('from before')\n")
     async with open_trial("vol-trial", workspace, f"ipc://{scratch}/sim.sock", backend=backend, image=image,
                           workspace_mb=32) as sandbox:
-        homes = set(os.listdir(VOLUME_DIR))
+        homes = {h for h in os.listdir(VOLUME_DIR) if h.startswith(f"{os.getpid()}-")}  # others run trials too
+        assert len(homes) == 1, homes
         trial = Trial(sandbox, robot, workspace, scratch)
         fb = await trial.run("print(open('kept.py').read().strip()); open('made.txt', 'w').write('made')")
         assert fb.stdout == "print('from before')\n", fb.stderr
