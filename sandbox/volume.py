@@ -54,7 +54,7 @@ def available() -> str | None:
 
 
 def _run(*argv: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=_TOOL_SECONDS)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=_TOOL_SECONDS, check=False)
     if proc.returncode != 0:
         raise VolumeError(f"{' '.join(argv[:3])} ... failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-500:]}")
 
@@ -98,7 +98,7 @@ class WorkspaceVolume:
                     raise
                 self._under = under
             except BaseException:
-                subprocess.run(["umount", "-l", str(staging)], capture_output=True, timeout=_TOOL_SECONDS)
+                subprocess.run(["umount", "-l", str(staging)], capture_output=True, timeout=_TOOL_SECONDS, check=False)
                 raise
         except (OSError, subprocess.SubprocessError) as e:
             self._remove_home()
@@ -121,7 +121,7 @@ class WorkspaceVolume:
             raise VolumeError(f"could not copy {self.workspace} out of its volume: {e}") from None
         finally:
             os.close(under)
-            subprocess.run(["umount", "-l", str(self.workspace)], capture_output=True, timeout=_TOOL_SECONDS)
+            subprocess.run(["umount", "-l", str(self.workspace)], capture_output=True, timeout=_TOOL_SECONDS, check=False)
             self._remove_home()
         log.info("workspace_volume_unmounted", workspace=str(self.workspace))
 
@@ -216,7 +216,7 @@ def sweep() -> int:
             continue
         image = str(home / "fs.img")
         for mount_point in mounts.get(image, []):
-            subprocess.run(["umount", "-l", mount_point], capture_output=True, timeout=_TOOL_SECONDS)
+            subprocess.run(["umount", "-l", mount_point], capture_output=True, timeout=_TOOL_SECONDS, check=False)
         try:
             remove_tree(home)
             removed += 1

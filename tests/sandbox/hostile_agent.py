@@ -3,7 +3,15 @@ sandbox: every class of issue 16 in one series. Importable by the provider_clien
 
 from __future__ import annotations
 
-from roboswe.protocol.participant import DecisionRequest, Exec, Finish, ListFiles, Observe, ReadFile, WriteFile
+from roboswe.protocol.participant import (
+    DecisionRequest,
+    Exec,
+    Finish,
+    ListFiles,
+    Observe,
+    ReadFile,
+    WriteFile,
+)
 
 PLANT = r"""
 import os

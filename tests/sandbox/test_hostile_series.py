@@ -7,16 +7,16 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from roboswe.records.reader import RunReader
 from roboswe.sandbox.checkpoints import load_manifest
 from roboswe.sandbox.volume import VOLUME_DIR
 from roboswe.sandbox.volume import available as volume_available
 
-from ..series.conftest import admitted as admitted  # noqa: F401 - session fixtures of the series tests
+from roboswe.records.reader import RunReader
+
+from ..series.conftest import admitted as admitted
 from ..series.conftest import roboswe, write_config
-from ..series.conftest import sandbox_image as sandbox_image  # noqa: F401
-from ..series.conftest import work_dir as work_dir  # noqa: F401
+from ..series.conftest import sandbox_image as sandbox_image
+from ..series.conftest import work_dir as work_dir
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ def _feedback(reader, trial_id: str, operation: str) -> list[dict]:
     return [o.feedback for o in reader.operations(trial_id) if o.operation == operation]
 
 
-def test_a_hostile_participant_fails_its_trials_and_leaves_nothing_behind(backend, work_dir, admitted):  # noqa: F811
+def test_a_hostile_participant_fails_its_trials_and_leaves_nothing_behind(backend, work_dir, admitted):
     volumes_before = set(os.listdir(VOLUME_DIR)) if VOLUME_DIR.exists() else set()
     config = write_config(work_dir, f"hostile-{backend}", agent='agent = "tests.sandbox.hostile_agent:HostileAgent"',
                           series="trials = 2").read_text().replace('backend = "bwrap"', f'backend = "{backend}"')
