@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from roboswe.config import ACTOR_NAMES, RunConfig
+from roboswe.config import ACTOR_NAMES, RunConfig, actor_kind
 
 # Unix socket paths are limited to 107 bytes (sun_path); keep a margin.
 _MAX_IPC_PATH = 100
@@ -15,17 +15,32 @@ def socket_dir(run_dir: str | Path) -> Path:
     """Directory holding the run's ipc socket files (inside the run dir when the path is short enough)."""
     run_dir = Path(run_dir).resolve()
     inside = run_dir / "sock"
-    longest = max(len(name) for name in ACTOR_NAMES) + len(".sock") + 1
+    longest = max(len(name) for name in ACTOR_NAMES) + len(".64") + len(".sock") + 1  # ".64": a worker instance
     if len(str(inside)) + longest <= _MAX_IPC_PATH:
         return inside
     digest = hashlib.sha256(str(run_dir).encode()).hexdigest()[:12]
     return Path("/tmp") / f"roboswe-{digest}"
 
 
+class Endpoints(dict):
+    """actor name -> endpoint; a fleet worker instance ("simulator.2") is added when first looked up."""
+
+    def __init__(self, sockets: Path, configured: dict[str, str]):
+        super().__init__()
+        self._sockets = sockets
+        self._configured = configured
+        for name in ACTOR_NAMES:
+            self[name] = configured.get(name, f"ipc://{sockets / name}.sock")
+
+    def __missing__(self, name: str) -> str:
+        try:
+            actor_kind(name)
+        except ValueError as e:
+            raise KeyError(str(e)) from None
+        endpoint = self[name] = self._configured.get(name, f"ipc://{self._sockets / name}.sock")
+        return endpoint
+
+
 def actor_endpoints(run_dir: str | Path, config: RunConfig) -> dict[str, str]:
     """actor name -> ZeroMQ endpoint, the same answer in every process of the run."""
-    sockets = socket_dir(run_dir)
-    return {
-        name: config.transport.endpoints.get(name, f"ipc://{sockets / name}.sock")
-        for name in ACTOR_NAMES
-    }
+    return Endpoints(socket_dir(run_dir), config.transport.endpoints)

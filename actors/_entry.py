@@ -97,7 +97,12 @@ def actor_main(name: str, main: Callable[[Actor], Awaitable[None]], argv: list[s
     parser = argparse.ArgumentParser(prog=f"python -m roboswe.actors.{name}")
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--config", type=Path, default=None)
+    parser.add_argument("--name", default=name, help=f"this instance's name: {name}, or {name}.N for fleet worker N")
     args = parser.parse_args(argv)
+    kind, dot, number = args.name.partition(".")
+    if kind != name or (dot and not number.isdigit()):
+        parser.error(f"--name {args.name!r}: expected {name} or {name}.N")
+    name = args.name
     run_dir = args.run_dir.resolve()
     try:
         config = load_config(args.config)

@@ -1,10 +1,11 @@
 """The supervisor: starts every actor as its own process, watches it, restarts it, stops them all.
 
-Each actor runs as ``python -m roboswe.actors.<name> --run-dir DIR [--config RUN.toml]`` in
-its own session (so its process group can be signalled as a whole). A pipe whose write end
-only the supervisor holds (the lifeline) makes every actor stop if the supervisor dies,
-however it dies. Death is noticed by process exit (at once) or heartbeat loss (liveness
-window, under 3 s by default). State goes to ``DIR/supervisor.json`` for ``roboswe status``.
+Each actor runs as ``python -m roboswe.actors.<kind> --run-dir DIR --name NAME [--config RUN.toml]``
+in its own session (so its process group can be signalled as a whole); a fleet worker's
+simulator is kind ``simulator``, name ``simulator.2``. A pipe whose write end only the
+supervisor holds (the lifeline) makes every actor stop if the supervisor dies, however it
+dies. Death is noticed by process exit (at once) or heartbeat loss (liveness window, under
+3 s by default). State goes to ``DIR/supervisor.json`` for ``roboswe status``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import structlog
 import trio
 
-from roboswe.config import ACTOR_NAMES, RunConfig
+from roboswe.config import ACTOR_NAMES, RunConfig, actor_kind
 from roboswe.protocol.control import CONTROL_CODEC
 
 from ._client import Client
@@ -224,7 +225,8 @@ class Supervisor:
         )
 
     async def _spawn(self, slot: ActorSlot) -> None:
-        command = [sys.executable, "-m", f"roboswe.actors.{slot.name}", "--run-dir", str(self.run_dir)]
+        command = [sys.executable, "-m", f"roboswe.actors.{actor_kind(slot.name)}", "--run-dir", str(self.run_dir),
+                   "--name", slot.name]
         if self.config_path:
             command += ["--config", str(self.config_path)]
         env = {**os.environ, "PYTHONHASHSEED": "0", LIFELINE_ENV: str(self._lifeline_read)}

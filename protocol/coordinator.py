@@ -23,6 +23,21 @@ class GetProgress(Message, frozen=True, kw_only=True):
     after: int = 0
 
 
+class WorkerProgress(msgspec.Struct, frozen=True, kw_only=True):
+    """What one fleet worker is doing (with --workers N > 1 every running series has one)."""
+
+    worker: int
+    series_id: str = ""
+    task: str = ""
+    trial: int = 0
+    trials: int = 0
+    operation: str = ""
+    steps_used: int = 0
+    steps_budget: int = 0
+    active_s: float = 0.0
+    last_outcome: str = ""
+
+
 class Progress(Message, frozen=True, kw_only=True):
     """Where the job stands: the live figures and the log lines after ``GetProgress.after``."""
 
@@ -44,6 +59,7 @@ class Progress(Message, frozen=True, kw_only=True):
     last_outcome: str = ""
     lines: list[str] = msgspec.field(default_factory=list)
     line_count: int = 0  # total log lines so far (pass as the next ``after``)
+    running: list[WorkerProgress] = msgspec.field(default_factory=list)  # each busy worker's series (--workers N > 1)
 
 
 CoordinatorMessage = Control | GetProgress | Progress

@@ -16,6 +16,9 @@ from roboswe.evaluation.series_config import SeriesConfig
 from roboswe.providers._config import ProviderConfig
 
 ACTOR_NAMES = ("coordinator", "simulator", "sandbox_bridge", "provider_client", "context_manager", "recorder")
+# One of each per fleet worker: a worker runs one series at a time with its own simulator, sandbox
+# bridge and context window. With more than one worker, instance k (1-based) is named "<kind>.<k>".
+WORKER_ACTORS = ("simulator", "sandbox_bridge", "context_manager")
 
 
 class ConfigError(Exception):
@@ -55,7 +58,8 @@ class SupervisorConfig(Section, frozen=True, kw_only=True):
     actors: dict[str, RestartPolicy] = msgspec.field(default_factory=dict)
 
     def policy_for(self, actor: str) -> RestartPolicy:
-        return self.actors.get(actor, self.restart)
+        """The actor's policy; a worker instance ("simulator.2") falls back to its kind's."""
+        return self.actors.get(actor) or self.actors.get(actor.partition(".")[0], self.restart)
 
 
 class TransportConfig(Section, frozen=True, kw_only=True):
@@ -71,6 +75,51 @@ class LoggingConfig(Section, frozen=True, kw_only=True):
     level: str = "info"
 
 
+class FleetConfig(Section, frozen=True, kw_only=True):
+    """How many series run at once on this machine (`roboswe run --workers N` overrides ``workers``)."""
+
+    workers: Annotated[int, msgspec.Meta(ge=1, le=64)] | None = None  # None: ``default_workers()``
+    # Decisions the provider client has in flight at once, across every worker (a provider's rate limits
+    # are per key, not per series).
+    provider_concurrency: Annotated[int, msgspec.Meta(ge=1)] = 4
+
+
+GIB_PER_WORKER = 3.0  # a robosuite scene (~1.5 GiB resident) plus its sandbox and the worker's context window
+
+
+def default_workers(cores: int | None = None, memory_gib: float | None = None) -> tuple[int, str]:
+    """Workers for this machine and the rule that gave them: one per two cores, one per 3 GiB of memory.
+
+    Two cores per worker because a stepping simulator takes one and the sandboxed participant
+    code, the recorder and the provider client share the rest.
+    """
+    import os
+
+    cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    if memory_gib is None:
+        memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    by_cores, by_memory = max(1, cores // 2), max(1, int(memory_gib // GIB_PER_WORKER))
+    workers = min(by_cores, by_memory)
+    return workers, (f"{workers} = min({cores} cores // 2, {memory_gib:.0f} GiB // {GIB_PER_WORKER:g} GiB); "
+                     "set [fleet] workers or --workers to change it")
+
+
+def worker_name(kind: str, worker: int, workers: int) -> str:
+    """The actor name of worker ``worker`` (1-based) of kind ``kind``; a single worker keeps the plain name."""
+    return kind if workers == 1 else f"{kind}.{worker}"
+
+
+def actor_kind(name: str) -> str:
+    """The actor module an actor name runs: "simulator.2" -> "simulator"."""
+    kind, dot, number = name.partition(".")
+    if dot and (kind not in WORKER_ACTORS or not number.isdigit()):
+        raise ValueError(f"actor name {name!r}: expected one of {', '.join(ACTOR_NAMES)}, "
+                         f"or <kind>.<n> for a worker kind ({', '.join(WORKER_ACTORS)})")
+    if kind not in ACTOR_NAMES:
+        raise ValueError(f"actor name {name!r}: expected one of {', '.join(ACTOR_NAMES)}")
+    return kind
+
+
 class RunConfig(Section, frozen=True, kw_only=True):
     """Everything a run needs to know, recorded with the run."""
 
@@ -81,6 +130,8 @@ class RunConfig(Section, frozen=True, kw_only=True):
     provider: ProviderConfig | None = None
     # Trials per series, retention mode, tightened budgets: [series] (roboswe/series_config.py)
     series: SeriesConfig = msgspec.field(default_factory=SeriesConfig)
+    # Series at once on this machine: [fleet] workers = N
+    fleet: FleetConfig = msgspec.field(default_factory=FleetConfig)
 
 
 def load_config(path: str | Path | None) -> RunConfig:
@@ -118,5 +169,8 @@ def _explain(message: str) -> str:
 def _check_actor_names(path: Path, config: RunConfig) -> None:
     for section, names in (("supervisor.actors", config.supervisor.actors), ("transport.endpoints", config.transport.endpoints)):
         for name in names:
-            if name not in ACTOR_NAMES:
-                raise ConfigError(f"{path}: unknown actor `{section}.{name}`; expected one of {', '.join(ACTOR_NAMES)}")
+            try:
+                actor_kind(name)
+            except ValueError:
+                raise ConfigError(f"{path}: unknown actor `{section}.{name}`; expected one of {', '.join(ACTOR_NAMES)} "
+                                  f"or a worker instance such as simulator.2") from None

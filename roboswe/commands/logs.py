@@ -16,6 +16,8 @@ def add_arguments_logs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", type=Path, default=None, help="run directory (default: the latest under ./runs)")
     parser.add_argument("--follow", "-f", action="store_true", help="keep printing new events until interrupted")
     parser.add_argument("--actor", default=None, help="only events of this actor (e.g. simulator, supervisor)")
+    parser.add_argument("--series", default=None, metavar="SERIES_ID",
+                        help="only events of this series (its id, RUN/TASK, or just the task id)")
     parser.add_argument("--level", default="debug", choices=LEVELS, help="only events at this level or above")
     parser.add_argument("--json", action="store_true", help="print raw JSON lines")
 
@@ -43,6 +45,8 @@ def run_logs(args: argparse.Namespace) -> int:
             return  # a line still being written; --follow picks it up whole next time
         if args.actor and event.get("actor") != args.actor:
             return
+        if args.series and not in_series(event, args.series):
+            return
         if LEVELS.index(event.get("level", "info")) < threshold if event.get("level") in LEVELS else False:
             return
         print(_pretty(event) if pretty else line.rstrip("\n"), flush=True)
@@ -54,6 +58,14 @@ def run_logs(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         sys.stderr.close()
     return 0
+
+
+def in_series(event: dict[str, Any], series: str) -> bool:
+    """Whether an event was logged while ``series`` (a series id, or the task id in it) was bound."""
+    bound = event.get("series")
+    if not isinstance(bound, str):
+        return False
+    return bound == series or bound.split("/")[1:2] == [series]
 
 
 def _read(path: Path, show, *, follow: bool) -> None:

@@ -40,6 +40,9 @@ def add_arguments_run(parser: argparse.ArgumentParser) -> None:
                              "the provider once, for free, whether it knows the key and the model")
     parser.add_argument("--no-preflight", action="store_true",
                         help="skip the checks before start (keys, model id, sandbox image and backend, assets)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="series at once, each with its own simulator and sandbox bridge "
+                             "(default: [fleet] workers, else one per 2 cores and 3 GiB of memory)")
 
 
 def add_arguments_verify(parser: argparse.ArgumentParser) -> None:
@@ -93,8 +96,9 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
             raise UsageError(str(e)) from None
         _preflight(args, config, config_path, [admitted.task(t).task_manifest() for t in job.tasks], job.backend,
                    run_dir, remote_sim=bool(job.sim_endpoint))
+        workers = _workers(args, config, job.sim_endpoint) if args.workers is not None else job.workers
         job = msgspec.structs.replace(job, kind="run", admitted_path=str(admitted_path.resolve()),
-                                      verify=job.verify and not args.no_verify, trials=[])
+                                      verify=job.verify and not args.no_verify, trials=[], workers=workers)
         write_job(run_dir, job)
         return run_dir, config, config_path
 
@@ -130,6 +134,7 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
         raise UsageError("--keys only applies with --sim")
     if (run_dir / "run.sqlite").exists():
         raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or choose another --out")
+    workers = _workers(args, config, args.sim)
     _preflight(args, config, args.config or "the default config", [admitted.task(t).task_manifest() for t in tasks],
                args.engine or config.series.backend, run_dir, remote_sim=bool(args.sim))
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -140,9 +145,39 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
     job = Job(kind="run", run_id=run_dir.name, admitted_path=str(args.admitted.resolve()), admitted_sha256=admitted.digest,
               tasks=tasks, backend=args.engine or config.series.backend, verify=config.series.verify and not args.no_verify,
               sim_endpoint=args.sim, sim_keys=str(args.keys.resolve()) if args.keys else None,
-              config_sha256=hashlib.sha256(config_bytes).hexdigest())
+              config_sha256=hashlib.sha256(config_bytes).hexdigest(), workers=workers)
     write_job(run_dir, job)
     return run_dir, config, config_path
+
+
+def _workers(args: argparse.Namespace, config: Any, remote_sim: str | None) -> int:
+    """Series at once: --workers, else [fleet] workers, else the machine's default (printed with its rule)."""
+    from roboswe.config import default_workers
+
+    if args.workers is not None:
+        if not 1 <= args.workers <= 64:
+            raise UsageError(f"--workers {args.workers}: expected 1 to 64 series at once")
+        workers, source = args.workers, "--workers"
+    elif config.fleet.workers is not None:
+        workers, source = config.fleet.workers, "[fleet] workers"
+    else:
+        workers, rule = default_workers()
+        source = f"default: {rule}"
+    if remote_sim and workers > 1:
+        if args.workers is not None:
+            raise UsageError(f"--workers {workers} with --sim: a remote simulator serves one series at a time; "
+                             "drop --workers or use --workers 1")
+        workers, source = 1, "--sim: a remote simulator serves one series at a time"
+    print(f"roboswe run: {workers} worker(s) ({source})", file=sys.stderr)
+    return workers
+
+
+def fleet_actors(actors: tuple[str, ...], workers: int) -> tuple[str, ...]:
+    """The actor names of a run with ``workers`` workers: one of each worker kind per worker."""
+    from roboswe.config import WORKER_ACTORS, worker_name
+
+    return tuple(worker_name(a, k, workers) if a in WORKER_ACTORS else a
+                 for a in actors for k in (range(1, workers + 1) if a in WORKER_ACTORS else (1,)))
 
 
 def _preflight(args: argparse.Namespace, config: Any, source: Any, manifests: list[Any], backend: str | None,
@@ -181,7 +216,7 @@ def run_run(args: argparse.Namespace) -> int:
     from roboswe.evaluation.job import read_job
 
     job = read_job(run_dir)
-    actors = tuple(a for a in RUN_ACTORS if not (job.sim_endpoint and a == "simulator"))
+    actors = fleet_actors(tuple(a for a in RUN_ACTORS if not (job.sim_endpoint and a == "simulator")), job.workers)
     code, progress = drive(run_dir, config, config_path, actors, "run")
     print_outcome(run_dir)
     return code
@@ -203,7 +238,7 @@ def run_verify(args: argparse.Namespace) -> int:
         return _fail("verify", f"{run_dir} is still running (supervisor.json); verify it after the run stops")
     trials = [t.strip() for t in args.trials.split(",")] if args.trials else []
     write_job(run_dir, msgspec.structs.replace(job, kind="verify", trials=trials))
-    actors = tuple(a for a in VERIFY_ACTORS if not (job.sim_endpoint and a == "simulator"))
+    actors = fleet_actors(tuple(a for a in VERIFY_ACTORS if not (job.sim_endpoint and a == "simulator")), job.workers)
     code, progress = drive(run_dir, config, run_dir / CONFIG_COPY, actors, "verify")
     verdicts = print_outcome(run_dir)
     if code == 0 and any(v != "verified" for v in verdicts):
@@ -395,6 +430,9 @@ class Display:
             table.add_row("control steps", f"{p.steps_used} / {p.steps_budget}")
             table.add_row("active time", f"{p.active_s:.0f} s / {p.active_budget_s:.0f} s")
             table.add_row("last outcome", p.last_outcome or "-")
+            for w in p.running:  # with --workers N > 1: every running series
+                table.add_row(f"worker {w.worker}", f"{w.task} trial {w.trial}/{w.trials}  {w.operation or '-'}  "
+                                                    f"{w.steps_used}/{w.steps_budget} steps  {w.active_s:.0f} s active")
         title = Text(f"roboswe {self.command}  {self.run_dir}", style="bold")
         return Group(title, table, Text("\n".join(self.lines[-10:])))
 

@@ -14,6 +14,7 @@ import msgspec
 import structlog
 
 from roboswe.protocol.coordinator import Progress as ProgressMessage
+from roboswe.protocol.coordinator import WorkerProgress
 
 log = structlog.get_logger()
 
@@ -25,15 +26,38 @@ class Progress:
         self.figures = ProgressMessage(state="starting")
         self.lines: list[str] = []
         self.active_clock: Callable[[], float] | None = None  # the running trial's active time, read at each query
+        self.workers: dict[int, Progress] = {}  # busy fleet worker -> its series' figures
+        self._parent: Progress | None = None
+
+    def for_worker(self, worker: int) -> Progress:
+        """Figures for the series fleet worker ``worker`` runs now; its log lines are the job's."""
+        child = Progress()
+        child.lines = self.lines  # one log: a worker's say() appends to the job's lines
+        child._parent = self
+        self.workers[worker] = child
+        return child
+
+    def worker_done(self, worker: int) -> None:
+        self.workers.pop(worker, None)
 
     def update(self, **figures: Any) -> None:
         """Replace some figures; raises TypeError for a name the Progress message does not have."""
         self.figures = msgspec.structs.replace(self.figures, **figures)
+        if self._parent is not None and "last_outcome" in figures:  # the front end stops on a configuration outcome
+            self._parent.update(last_outcome=figures["last_outcome"])
 
     def message(self, after: int = 0) -> ProgressMessage:
         """The answer to GetProgress(after): the figures as of now and the log lines after ``after``."""
         active = self.active_clock() if self.active_clock is not None else self.figures.active_s
-        return msgspec.structs.replace(self.figures, active_s=active, lines=self.lines[after:], line_count=len(self.lines))
+        running = []
+        for w, child in sorted(self.workers.items()):
+            f = child.figures
+            running.append(WorkerProgress(
+                worker=w, series_id=f.series_id, task=f.task, trial=f.trial, trials=f.trials, operation=f.operation,
+                steps_used=f.steps_used, steps_budget=f.steps_budget, last_outcome=f.last_outcome,
+                active_s=child.active_clock() if child.active_clock is not None else f.active_s))
+        return msgspec.structs.replace(self.figures, active_s=active, lines=self.lines[after:], line_count=len(self.lines),
+                                       running=running)
 
     def say(self, line: str) -> None:
         self.lines.append(f"{time.strftime('%H:%M:%S')} {line}")

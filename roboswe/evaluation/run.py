@@ -13,10 +13,11 @@ import time
 from typing import Any
 
 import msgspec
+import structlog
 import trio
 
 from roboswe.actors import Actor, Client, CurveClientKeys
-from roboswe.config import RunConfig
+from roboswe.config import RunConfig, worker_name
 from roboswe.evaluation.admission import read_admitted
 from roboswe.evaluation.job import read_job
 from roboswe.evaluation.peers import (
@@ -50,8 +51,20 @@ def sim_curve(keys_dir: str | None) -> CurveClientKeys | None:
     return client_keys(keys_dir)
 
 
+class Worker:
+    """One fleet worker as the job sees it: its number and the links its series uses."""
+
+    def __init__(self, number: int, links: Links):
+        self.number = number
+        self.links = links
+
+
 async def run_job(actor: Actor, progress: Progress) -> None:
-    """Carry out the job file's run or verification, updating ``progress`` as it goes."""
+    """Carry out the job file's run or verification, updating ``progress`` as it goes.
+
+    With ``job.workers`` N > 1, up to N series run at once, each on a free worker (its own
+    simulator, sandbox bridge and context manager); the recorder and provider client are shared.
+    """
     from roboswe.actors.simulator import robot_endpoint
 
     job = read_job(actor.run_dir)
@@ -62,7 +75,10 @@ async def run_job(actor: Actor, progress: Progress) -> None:
                            f"(digest {admitted.digest[:16]} vs {job.admitted_sha256[:16]})")
     config = actor.config
     series_config = config.series
-    sim_endpoint = job.sim_endpoint or actor.endpoints["simulator"]
+    workers = max(1, job.workers)
+    if job.sim_endpoint and workers > 1:
+        raise RuntimeError(f"job.json: workers = {workers} with a remote simulator ({job.sim_endpoint}); "
+                           "a remote simulator serves one series at a time: run with --workers 1")
     curve = sim_curve(job.sim_keys)
     async with contextlib.AsyncExitStack() as stack:
 
@@ -73,19 +89,32 @@ async def run_job(actor: Actor, progress: Progress) -> None:
                 await client.wait_connected()
             return client
 
-        if job.sim_endpoint:
-            sim_client = _remote(actor, sim_endpoint, simp.SIM_CODEC, curve)
-        else:
-            sim_client = actor.client("simulator", simp.SIM_CODEC, curve=curve, handshake=False)
-        links = Links(
-            sim=Simulator(await link(sim_client)),
-            bridge=Bridge(await link(actor.client("sandbox_bridge", bridgep.BRIDGE_CODEC, handshake=False)),
-                          sim_endpoint=robot_endpoint(sim_endpoint), sim_keys=job.sim_keys),
-            recorder=Recorder(await link(actor.client("recorder", rec.RECORDER_CODEC, handshake=False)), job.run_id))
+        # Shared by every worker: one SQLite writer, one holder of the provider key.
+        recorder_client = await link(actor.client("recorder", rec.RECORDER_CODEC, handshake=False))
+        provider_client = None
         if job.kind == "run":
-            links.provider = Provider(await link(actor.client("provider_client", PROVIDER_CODEC, handshake=False)))
-            links.context = Context(await link(actor.client("context_manager", CONTEXT_CODEC, handshake=False)))
-        recording = links.recorder
+            provider_client = await link(actor.client("provider_client", PROVIDER_CODEC, handshake=False))
+        pool: list[Worker] = []
+        for number in range(1, workers + 1):
+            sim_name = worker_name("simulator", number, workers)
+            sim_endpoint = job.sim_endpoint or actor.endpoints[sim_name]
+            if job.sim_endpoint:
+                sim_client = _remote(actor, sim_endpoint, simp.SIM_CODEC, curve)
+            else:
+                sim_client = actor.client(sim_name, simp.SIM_CODEC, curve=curve, handshake=False)
+            bridge_client = actor.client(worker_name("sandbox_bridge", number, workers), bridgep.BRIDGE_CODEC,
+                                         handshake=False)
+            # Facades are per worker (each keeps its own waiting figures); the clients under them are shared.
+            links = Links(
+                sim=Simulator(await link(sim_client)),
+                bridge=Bridge(await link(bridge_client), sim_endpoint=robot_endpoint(sim_endpoint), sim_keys=job.sim_keys),
+                recorder=Recorder(recorder_client, job.run_id))
+            if job.kind == "run":
+                links.provider = Provider(provider_client)
+                context_name = worker_name("context_manager", number, workers)
+                links.context = Context(await link(actor.client(context_name, CONTEXT_CODEC, handshake=False)))
+            pool.append(Worker(number, links))
+        recording = Recorder(recorder_client, job.run_id)
         videos = None
         if job.kind == "run":  # trial videos are rendered from the recorded states in a worker process
             from roboswe.records.video import SeriesVideos
@@ -104,28 +133,47 @@ async def run_job(actor: Actor, progress: Progress) -> None:
                 roboswe_version=_version(),
                 config={"run_config": msgspec.to_builtins(config, builtin_types=()), "config_sha256": job.config_sha256,
                         "tasks": job.tasks, "backend": job.backend, "sim_endpoint": job.sim_endpoint,
-                        "admitted_path": job.admitted_path, "host": admitted.host}))
+                        "admitted_path": job.admitted_path, "host": admitted.host, "workers": workers}))
         elif job.kind == "run":
-            await recording.event("run_resumed", None, pid=os.getpid())
+            await recording.event("run_resumed", None, pid=os.getpid(), workers=workers)
         model = _model_pin(config)
         progress.update(series_total=len(job.tasks), state="running")
-        for n, task_id in enumerate(job.tasks):
+        done = 0
+
+        async def one_series(task_id: str, worker: Worker, free: trio.MemorySendChannel[Worker]) -> None:
+            nonlocal done
+            links = worker.links
+            # A task's context is its own copy, so the series id bound here is on this series' events only.
+            shown = progress if workers == 1 else progress.for_worker(worker.number)
             task = admitted.task(task_id)
             budgets = effective_budgets(series_config, task.task_manifest())
             series_id = f"{job.run_id}/{task_id}" + ("" if series_config.retain == "retain" else "/fresh")
+            structlog.contextvars.bind_contextvars(series=series_id, worker=worker.number)
             plan = SeriesPlan(run_id=job.run_id, series_id=series_id, task=task, budgets=budgets,
                               trials=series_config.trials, retain=series_config.retain, backend=job.backend,
                               model=model, run_dir=str(actor.run_dir))
             if job.kind == "run":
-                await run_series(links, plan, progress, reader)
-                await recording.durable()  # commit this series' control traces before the worker reads them
+                await run_series(links, plan, shown, reader)
+                await links.recorder.durable()  # commit this series' control traces before the worker reads them
                 videos.submit_series(series_id, task.task_manifest())
             if job.kind == "verify" or job.verify:
                 with reader() as r:
-                    await verify_series(links, r, progress, actor.run_dir, series_id, task.manifest,
+                    await verify_series(links, r, shown, actor.run_dir, series_id, task.manifest,
                                         plan.reference_fingerprint, only_unverified=job.kind == "run",
                                         trial_ids=job.trials or None)
-            progress.update(series_done=n + 1)
+            done += 1
+            progress.update(series_done=done)
+            if workers > 1:
+                progress.worker_done(worker.number)
+            free.send_nowait(worker)
+
+        free_send, free_receive = trio.open_memory_channel[Worker](workers)
+        for worker in pool:
+            free_send.send_nowait(worker)
+        async with trio.open_nursery() as nursery:
+            for task_id in job.tasks:  # in the job's order; each series waits for a free worker
+                worker = await free_receive.receive()
+                nursery.start_soon(one_series, task_id, worker, free_send)
         if videos is not None:
             progress.update(state="videos", detail="rendering trial videos")
             await videos.record(recording)

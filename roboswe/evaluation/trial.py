@@ -136,11 +136,9 @@ class TrialRunner:
 
     async def run(self, previous: dict[str, Any] | None) -> rec.TrialEnded:
         """Run the trial to its end; returns the recorded end (trial failures never raise)."""
-        structlog.contextvars.bind_contextvars(series=self.plan.series_id, trial=self.trial_id)
-        try:
+        # bound_contextvars restores what was bound before (the fleet binds the series for the whole series).
+        with structlog.contextvars.bound_contextvars(series=self.plan.series_id, trial=self.trial_id):
             return await self._run(previous)
-        finally:
-            structlog.contextvars.unbind_contextvars("series", "trial")
 
     async def _run(self, previous: dict[str, Any] | None) -> rec.TrialEnded:
         self.wall_started = time.monotonic()
