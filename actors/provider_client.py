@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
+import trio
 
 from roboswe.actors import Actor, actor_main
 from roboswe.protocol import Decoded
@@ -22,10 +23,21 @@ from roboswe.providers import Participant
 log = structlog.get_logger()
 
 
-def provider_handler(participant: Participant) -> Any:
-    """The message handler for a participant (usable without an actor process in tests)."""
+def provider_handler(participant: Participant, concurrency: int | None = None) -> Any:
+    """The message handler for a participant (usable without an actor process in tests).
+
+    Requests are served concurrently (several fleet workers decide at once); ``concurrency``
+    caps how many reach the provider at a time, since its rate limits are per key.
+    """
+    limiter = trio.Semaphore(concurrency) if concurrency else None
 
     async def handle(decoded: Decoded[Any]) -> Any:
+        if limiter is None:
+            return await answer(decoded)
+        async with limiter:
+            return await answer(decoded)
+
+    async def answer(decoded: Decoded[Any]) -> Any:
         match decoded.message:
             case Decide(request=request, image_digests=digests):
                 try:
@@ -68,7 +80,7 @@ async def main(actor: Actor) -> None:
         return
     log.info("provider_ready", kind=config.kind, model=config.model or config.agent)
     try:
-        await actor.serve(PROVIDER_CODEC, provider_handler(participant))
+        await actor.serve(PROVIDER_CODEC, provider_handler(participant, actor.config.fleet.provider_concurrency))
     finally:
         await participant.aclose()
 

@@ -213,6 +213,10 @@ def sha256(data: bytes) -> str:
 class HostedParticipant(Participant):
     """Base of the hosted-model adapters: the attempt loop and the decision assembly."""
 
+    # Monotonic time before which no attempt is sent: a server's Retry-After holds every
+    # concurrent call of this participant (fleet workers share it), not only the one it answered.
+    _hold_until = 0.0
+
     def __init__(self, config: ProviderConfig):
         if not config.model:
             raise ValueError(f"provider {config.kind}: set `model` in the run config to an exact model pin")
@@ -255,6 +259,8 @@ class HostedParticipant(Participant):
         cfg = self.config
         attempts: list[Attempt] = []
         for number in range(1, cfg.attempts + 1):
+            while (hold := self._hold_until - time.monotonic()) > 0:
+                await anyio.sleep(hold)
             sink: list[Exchange] = []
             token = _exchanges.set(sink)
             started, t0 = time.time(), time.monotonic()
@@ -294,6 +300,7 @@ class HostedParticipant(Participant):
                 backoff = min(cfg.backoff_max_s, cfg.backoff_initial_s * 2 ** (number - 1))
                 if failure.retry_after is not None:
                     backoff = max(backoff, min(cfg.retry_after_max_s, failure.retry_after))
+                    self._hold_until = max(self._hold_until, time.monotonic() + backoff)
             attempts.append(_attempt(number, started, latency, outcome, detail, exchange, backoff))
             log.warning(
                 "provider_attempt", provider=self.kind, attempt=number, outcome=outcome, detail=detail[:200], backoff_s=backoff
