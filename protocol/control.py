@@ -15,7 +15,9 @@ ErrorCode = Literal[
     # requests a peer must not make, or made badly
     "refused", "bad_request", "invalid",
     # the simulator (sim.backend.SimError.code) and the robot API
-    "sim", "reset", "not_loaded", "physics", "assets_missing", "contract_mismatch", "invalid_action", "limit_reached",
+    "sim", "reset", "not_loaded", "physics", "invalid_action", "limit_reached",
+    # simulator families' own SimError codes
+    "assets_missing", "contract_mismatch", "round_over",
     # the sandbox bridge
     "bridge", "sandbox",
     # the context manager and provider client

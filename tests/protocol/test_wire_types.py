@@ -35,7 +35,7 @@ HANDLERS = [
     ("actors/simulator.py", "SimulatorService.handle_control", sim.SimRequest, ()),
     ("actors/recorder.py", "Recorder.handle", recorder.RecorderRequest, typing.get_args(recorder.Record)),
     ("actors/context_manager.py", "ContextService.handle", context.ContextRequest, ()),
-    ("actors/provider_client.py", "provider_handler.handle", provider.ProviderRequest, ()),
+    ("actors/provider_client.py", "provider_handler.answer", provider.ProviderRequest, ()),
     ("actors/sandbox_bridge.py", "main.handle", bridge.BridgeRequest, ()),
 ]
 
