@@ -176,10 +176,32 @@ class FakeProvider:
                 self.end_headers()
                 self.wfile.write(reply.body)
 
+            def do_GET(self) -> None:  # the free model lookups the online preflight makes
+                status, body = fake._lookup(self.path)
+                self.send_response(status)
+                self.send_header("content-type", "application/json" if status == 200 else "text/html")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def log_message(self, *args: Any) -> None:
                 pass
 
         return Handler
+
+    def _lookup(self, path: str) -> tuple[int, bytes]:
+        """A model lookup answered as the service does for a model it knows (any id here);
+        a path the service does not have is a bare 404 page."""
+        path = path.split("?", 1)[0]
+        lookups = {"anthropic": "/v1/models/", "openai": "/v1/models/", "google": "/v1beta/models/"}
+        if self.wire == "openrouter" and path == "/v1/key":
+            return 200, json.dumps({"data": {"label": "fake", "limit": None, "usage": 0}}).encode()
+        if self.wire == "openrouter" and path.startswith("/v1/models/") and path.endswith("/endpoints"):
+            return 200, json.dumps({"data": {"id": path[len("/v1/models/"):-len("/endpoints")], "endpoints": []}}).encode()
+        prefix = lookups.get(self.wire)
+        if prefix and path.startswith(prefix) and len(path) > len(prefix):
+            return 200, json.dumps({"id": path[len(prefix):], "type": "model", "name": path[len("/v1beta/"):]}).encode()
+        return 404, b"<html><body>404 Not Found</body></html>"
 
 
 def _is_count(path: str) -> bool:

@@ -299,3 +299,15 @@ def test_anthropic_fake_refuses_a_request_over_32_mb():
 def test_google_fake_refuses_a_request_over_20_mb():
     with FakeProvider("google") as fake:
         google_rejects(fake, "payload size exceeds", [{"role": "user", "parts": [{"text": "x" * 21_000_000}]}])
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "openai", "google", "openrouter"])
+def test_the_fakes_answer_the_online_preflight_model_lookup(wire):
+    from roboswe.evaluation.preflight import online_problems
+    from roboswe.providers import ProviderConfig
+
+    with FakeProvider(wire) as fake:
+        config = ProviderConfig(kind=wire, model="vendor/fake-model" if wire == "openrouter" else "fake-model",
+                                api_key_env="FAKE_KEY", base_url=fake.base_url)
+        problems, notes = online_problems(config, "test", {"FAKE_KEY": KEY}, timeout_s=5.0)
+    assert problems == [] and notes == []
