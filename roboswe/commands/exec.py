@@ -80,7 +80,17 @@ class _ExecFailed(Exception):
 def _start_actor(name: str, run_dir: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONHASHSEED": "0", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
     log = open(run_dir / f"{name}.log", "w")
-    return subprocess.Popen([sys.executable, "-m", f"roboswe.actors.{name}", "--run-dir", str(run_dir)], env=env, stdout=log, stderr=log)
+    return subprocess.Popen([sys.executable, "-m", f"roboswe.actors.{name}", "--run-dir", str(run_dir)], env=env, stdout=log,
+                            stderr=log, preexec_fn=_stop_with_parent)
+
+
+def _stop_with_parent() -> None:
+    # A killed `roboswe exec` must not leave its actors (and the bridge's container and workspace
+    # volume) running: they get SIGTERM, which stops them cleanly.
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 async def _wait_bound(path: Path, proc: subprocess.Popen, name: str, seconds: float = 120) -> None:
