@@ -62,7 +62,7 @@ INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 # Mythos, Fable, the Claude 5 family. Manual only: models before 4.6. Both: Opus/Sonnet 4.6.
 # A model name this does not know is treated as a newer one (adaptive).
 ADAPTIVE_ONLY = re.compile(r"opus-4-[7-9]|mythos|fable|claude-(opus|sonnet|haiku)-([5-9]|\d\d)")
-MANUAL_ONLY = re.compile(r"claude-3|claude-(opus|sonnet|haiku)-4-[0-5](-|$)|claude-(opus|sonnet|haiku)-4-20\d\d")
+MANUAL_ONLY = re.compile(r"claude-3|claude-(opus|sonnet|haiku)-4-[0-5]([^0-9]|$)|claude-(opus|sonnet|haiku)-4-20\d\d")
 # Models that bind a thinking block to the conversation before it (whats-new-opus-5-5).
 BINDS_THINKING = re.compile(r"opus-5-[5-9]|fable-5-[1-9]|claude-(opus|sonnet|haiku|fable|mythos)-([6-9]|\d\d)")
 PREFIX = "prefix"  # OpaquePart kind: digest of the request an assistant turn answered

@@ -150,3 +150,16 @@ async def test_openai_turn_without_encrypted_reasoning_is_replayed_without_item_
     items = input_items(request(stripped, result_turn(d, id="r1", text="x")), "openai", "auto")
     calls = [i for i in items if i.get("type") == "function_call"]
     assert calls and "id" not in calls[0] and not any(i.get("type") == "reasoning" for i in items)
+
+
+@pytest.mark.parametrize(("model", "form"), [
+    ("claude-sonnet-4-5@20250929", "enabled"), ("anthropic.claude-sonnet-4-5-20250929-v1:0", "enabled"),
+    ("claude-opus-4-1-20250805", "enabled"), ("claude-opus-4-20250514", "enabled"), ("claude-3-7-sonnet-20250219", "enabled"),
+    ("claude-opus-4-6", "adaptive"), ("claude-sonnet-4-6", "adaptive"), ("claude-opus-4-7", "adaptive"),
+    ("claude-opus-5-5", "adaptive"), ("claude-fable-5-1", "adaptive"),
+])
+def test_thinking_form_by_model_name_across_platform_spellings(model, form):
+    from roboswe.providers.anthropic import thinking_settings
+
+    cfg = ProviderConfig(kind="anthropic", model=model, reasoning={"effort": "high"}, max_output_tokens=32_000)
+    assert thinking_settings(cfg)[0]["type"] == form
