@@ -65,6 +65,7 @@ MAX_CONNECTIONS = 8
 MAX_LOGGED_REFUSALS = 100
 """bridge_refused events logged per script; the rest are counted (a flood must not flood the log)."""
 SIM_DEADLINE = 120.0  # one robot call (a chunk of steps, or rendering every camera)
+LANDING_SECONDS = 30.0  # after the program ended, for its last call to land (the coordinator allows 60 s)
 RUNNER = ["python3", "-m", "roboswe_runner"]
 LIMIT_REACHED_TYPES = ("robot.LimitReached", "LimitReached")
 
@@ -122,8 +123,9 @@ class TrialSandbox:
                 # setuid/setgid bits the script set must not survive on the host
                 await trio.to_thread.run_sync(self.backend.own_workspace)
                 # A call the program made just before it ended may still be at the simulator: let it
-                # land so the feedback counts every step that moved the robot.
-                with trio.move_on_after(SIM_DEADLINE):
+                # land so the feedback counts every step that moved the robot, but within the
+                # coordinator's margin for an exec (a late chunk must not make the exec time out there).
+                with trio.move_on_after(LANDING_SECONDS):
                     await self._wait_idle()
             finally:
                 self.door.end()
