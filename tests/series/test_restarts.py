@@ -69,11 +69,6 @@ def _actors(run_dir) -> dict:
     return json.loads((run_dir / "supervisor.json").read_text())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "found by this test, 2026-11-30: the killed trial's last assistant turn keeps a tool call without a result; "
-    "the context manager answers it with an extra turn at the next append (roboswe/context/history.py answer_turn), "
-    "so Conversation.append counts one turn more than expected, reads it as a restart, and trial 2 ends incomplete "
-    "too ('the context manager holds 10 turns, expected 9'). Remove this mark when trial 2 runs."))
 def test_simulator_killed_mid_trial_ends_it_incomplete_within_the_deadline_and_the_next_trial_runs(work_dir, admitted):
     path = write_config(work_dir, "simkill", agent='agent = "tests.series.restart_agents:SlowWaitAgent"',
                         series="trials = 2\ntrial_steps = 400")
@@ -107,9 +102,11 @@ def test_simulator_killed_mid_trial_ends_it_incomplete_within_the_deadline_and_t
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "found by this test, 2026-11-30: with the supervisor SIGKILLed during a 120 s provider call, the coordinator "
-    "and the provider client stay until the call returns (measured: gone 120.6 s after the kill), not within the "
-    "deadline; the lifeline does not cancel a request in flight. Remove this mark when they exit in time."))
+    "found by this test, 2026-11-30: with the supervisor SIGKILLed during a 120 s provider call, the provider "
+    "client stays until the call returns: the local agent's synchronous decide (time.sleep) runs on its trio "
+    "thread, so the lifeline cannot cancel it (roboswe/providers/local.py). The coordinator used to stay too "
+    "(its links' loops were cancelled under a shielded close); it now exits in time. Remove this mark when the "
+    "provider client does."))
 def test_supervisor_killed_while_the_coordinator_waits_on_a_slow_provider_every_actor_exits(work_dir, admitted):
     marker = work_dir / "stalling.marker"
     marker.unlink(missing_ok=True)
