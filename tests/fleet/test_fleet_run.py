@@ -10,39 +10,14 @@ from __future__ import annotations
 
 import json
 
-import msgspec
 import pytest
 
 from roboswe.records.reader import RunReader
-from tests.series.conftest import ROOT, roboswe, write_config
+from tests.series.conftest import roboswe, write_config
+
+from .conftest import TASKS
 
 pytestmark = pytest.mark.slow
-TASKS = ("lift-a", "lift-b", "lift-c")
-
-
-@pytest.fixture(scope="module")
-def admitted_three(work_dir, sandbox_image):
-    from roboswe.sim.manifest import load_manifest
-
-    from roboswe.evaluation.admission import (
-        FORMAT,
-        Admitted,
-        admit_task,
-        write_admitted,
-    )
-
-    manifest = load_manifest(ROOT / "configs" / "tasks" / "lift-panda.toml")
-    task = admit_task(manifest)
-    assert task.status == "admitted", task.reason
-    copies = []
-    for task_id in TASKS:
-        renamed = msgspec.structs.replace(manifest, id=task_id)
-        copies.append(msgspec.structs.replace(task, id=task_id, manifest=renamed.to_builtins(),
-                                              manifest_digest=renamed.digest()))
-    path = work_dir / "admitted-three.json"
-    write_admitted(Admitted(format=FORMAT, dataset={"id": "fleet-tests", "tasks": list(TASKS)}, created_at="test",
-                            host={}, run_config_sha256=None, tasks=copies), path)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -146,3 +146,21 @@ def test_an_actor_refuses_an_instance_name_of_another_kind(tmp_path, capsys):
             actor_main("simulator", main, ["--run-dir", str(tmp_path), "--name", bad])
         assert exit_.value.code == 2
         assert f"--name {bad!r}: expected simulator or simulator.N" in capsys.readouterr().err
+
+
+def test_the_live_display_has_a_row_per_running_worker(tmp_path):
+    from rich.console import Console
+
+    from roboswe.commands.run import Display
+
+    job = Progress()
+    job.update(state="running", series_total=3)
+    job.for_worker(1).update(task="lift-a", trial=2, trials=5, operation="exec", steps_used=40, steps_budget=6000)
+    job.for_worker(2).update(task="lift-b", trial=1, trials=5)
+    display = Display(False, "run", tmp_path)
+    display._progress = job.message()
+    console = Console(width=120, record=True)
+    console.print(display._render())
+    text = console.export_text()
+    assert "worker 1" in text and "lift-a trial 2/5  exec  40/6000 steps" in text
+    assert "worker 2" in text and "lift-b trial 1/5" in text
