@@ -146,7 +146,8 @@ class Dataset(_Config, frozen=True, kw_only=True, forbid_unknown_fields=True):
 # A simulator family whose manifests carry more than TaskManifest names its manifest type here
 # ("module:Struct", a subclass of TaskManifest); the module is imported only when a manifest
 # names that family (``upstream.package``).
-FAMILY_MANIFESTS: dict[str, str] = {"gr1": "roboswe.sim.gr1_backend:Gr1Manifest", "paint": "roboswe.sim.paint_backend:PaintManifest"}
+FAMILY_MANIFESTS: dict[str, str] = {"gr1": "roboswe.sim.gr1_backend:Gr1Manifest", "paint": "roboswe.sim.paint_backend:PaintManifest",
+                                    "robocasa": "roboswe.sim.robocasa_backend:KitchenManifest"}
 
 
 def manifest_type(data: Any) -> type[TaskManifest]:

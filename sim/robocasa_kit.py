@@ -184,7 +184,8 @@ MICROWAVE_XML = """<mujoco model="microwave">
         <geom name="panel" type="box" group="0" pos="0.19 -0.17 0" size="0.05 0.01 0.14" material="mat" density="500"/>
         <geom name="start_button" type="box" group="0" pos="0.19 -0.185 0.05" size="0.02 0.005 0.015" rgba="0.1 0.6 0.1 1"/>
         <geom name="stop_button" type="box" group="0" pos="0.19 -0.185 -0.05" size="0.02 0.005 0.015" rgba="0.7 0.1 0.1 1"/>
-        <body name="door" pos="-0.24 -0.18 0">
+        <!-- the door sits 6 mm in front of the shell: touching it at rest would push it open -->
+        <body name="door" pos="-0.24 -0.196 0">
           <joint name="microjoint" type="hinge" axis="0 0 1" range="-1.57 0" damping="2" limited="true"/>
           <geom name="door_panel" type="box" group="0" pos="0.19 0 0" size="0.19 0.01 0.14" material="glass" density="300"/>
           <geom name="door_handle_main" type="box" group="0" pos="0.35 -0.03 0" size="0.01 0.02 0.1" material="mat" density="300"/>

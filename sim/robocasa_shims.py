@@ -128,13 +128,18 @@ _NAVIGATE_TARGETS = {"CoffeeMachine", "Toaster", "ToasterOven", "Stove", "Stovet
 
 
 def navigation_possible(fixtures: list) -> bool:
-    """Whether NavigateKitchen's sampling loops can end: a source and a unique-class target more than 1 m apart."""
+    """Whether NavigateKitchen's sampling loops always end: every source it may draw has a target more than 1 m away.
+
+    Upstream draws the source first and then redraws only the target until one is a
+    unique-class appliance more than 1 m from that source, so one unlucky source is enough
+    to hang the process.
+    """
     import robocasa.utils.object_utils as OU
 
     classes = [type(f).__name__ for f in fixtures]
     sources = [f for f in fixtures if type(f).__name__ in _NAVIGATE_SOURCES]
     targets = [f for f in fixtures if type(f).__name__ in _NAVIGATE_TARGETS and classes.count(type(f).__name__) == 1]
-    return any(t is not s and OU.fixture_pairwise_dist(s, t) > 1.0 for s in sources for t in targets)
+    return bool(sources) and all(any(t is not s and OU.fixture_pairwise_dist(s, t) > 1.0 for t in targets) for s in sources)
 
 
 def task_class(task_cls: type) -> type:
@@ -161,12 +166,14 @@ def task_class(task_cls: type) -> type:
 
         def _setup_kitchen_references(self):
             # Defect: NavigateKitchen draws source and target fixtures in `while True` loops
-            # that never end when the layout has no valid pair (e.g. no unique appliance).
-            if isinstance(self, NavigateKitchen) and "src_fixture" not in self.fixture_refs:
+            # that never end when the drawn source has no valid target (no unique appliance
+            # more than 1 m away); refuse such layouts instead of hanging.
+            chosen = "src_fixture" in self._ep_meta.get("fixture_refs", {})  # replaying a recorded episode
+            if isinstance(self, NavigateKitchen) and not chosen:
                 if not navigation_possible(list(self.fixtures.values())):
                     raise RobocasaShimError(
-                        "NavigateKitchen: this layout has no source fixture and unique target appliance more than "
-                        "1 m apart, so upstream would loop forever; pick another layout"
+                        "NavigateKitchen: in this layout some source fixture has no unique target appliance more "
+                        "than 1 m away, and upstream would loop forever if it drew that source; pick another layout"
                     )
             return super()._setup_kitchen_references()
 

@@ -16,8 +16,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-HERE = Path(__file__).resolve().parent
-MANIFESTS = HERE / "manifests"
+MANIFESTS = Path(__file__).resolve().parents[3] / "configs" / "tasks"
 
 if importlib.util.find_spec("robocasa") is None:  # find_spec: importing robocasa would fix its asset root
     pytest.skip("robocasa is not installed here (praxis-robocasa); see docs/robocasa-environment.md",
