@@ -398,6 +398,17 @@ def gr1_assets(manifests: list[TaskManifest]) -> list[Problem]:
     return []
 
 
+@asset_check("robocasa")
+def robocasa_assets(manifests: list[TaskManifest]) -> list[Problem]:
+    """RoboCasa kitchens: robosuite and robocasa installed. Kit tasks write their placeholder assets when built; a
+    task on RoboCasa's downloaded assets is checked by the backend, so admission excludes it naming the missing paths."""
+    missing = [name for name in ("robosuite", "robocasa") if _package_dir(name) is None]
+    if missing:
+        return [Problem(check="simulator assets", where=f"tasks {[m.id for m in manifests]}",
+                        what=f"{missing} not installed", fix="run ./setup.sh (or .venv/bin/pip install -e .)")]
+    return []
+
+
 # ---- Ray (for a future --ray ADDRESS) ------------------------------------------------------------
 
 
