@@ -6,7 +6,6 @@ importing each other.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +15,7 @@ from roboswe.evaluation.admission import AdmittedTask
 from roboswe.evaluation.series_config import Budgets
 from roboswe.protocol import recorder as rec
 from roboswe.protocol.bridge import ScriptLimits
+from roboswe.sandbox.walk import remove_tree
 
 
 class TrialIncomplete(Exception):
@@ -80,8 +80,10 @@ def make_dir(path: Path) -> Path:
 
 
 def fresh_dir(path: Path) -> Path:
-    """An empty directory at ``path``; earlier content is removed (checkpoints hold it)."""
-    if path.exists():
-        shutil.rmtree(path)
+    """An empty directory at ``path``; earlier content is removed (checkpoints hold it).
+
+    The sandbox user built that content: remove_tree walks any depth without following links.
+    """
+    remove_tree(path)
     make_dir(path.parent)
     return make_dir(path)
