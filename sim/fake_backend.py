@@ -182,7 +182,7 @@ class FakeBackend(SimBackend):
             self._total_steps += 1
             applied += 1
             self._tracker.update(self._step, self.predicate_now())
-            self._states.append(self._step, self.sim_time, self._physics())
+            self._states.append(self._step, self.sim_time, self._physics(), a)
         self._physics_s += time.perf_counter() - t0
         return StepOutcome(applied=applied, control_step=self._step, sim_time=self.sim_time,
                            steps_left=self.steps_left, stopped=stopped)

@@ -165,7 +165,10 @@ class PaintBackend(SimBackend):
         self._trial_steps = trial_steps if trial_steps is not None else self.manifest.budgets.trial.steps
         self._tracker = SuccessTracker(self.manifest.success.interval)
         self._states = StateLog()
-        self.rig.on_control_step = lambda rig: self._states.append(rig.control_step, self.sim_time, snapshot(rig.data))
+        # A waypoint spans many control steps, so the per-step commanded vector is the arm's joint
+        # target the interpolation produced for that step (7 values), not the 8-number waypoint.
+        self.rig.on_control_step = lambda rig: self._states.append(rig.control_step, self.sim_time, snapshot(rig.data),
+                                                                   rig.arm.q_des)
         self._renderer = None
         self._loaded = False
         self.fingerprint: Fingerprint | None = None

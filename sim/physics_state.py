@@ -13,6 +13,11 @@ step ``step[i]``). They travel twice:
 The initial-state fingerprint hashes ``fingerprint_bytes``: the float64 bytes of
 ``STATE_FIELDS`` in this order. Reordering or renaming a field changes every fingerprint, so
 tests/sim/test_physics_state.py pins the tuple.
+
+Beside the state, each row carries ``action``: the validated vector the simulator applied on
+that control step (NaN for a row no action produced, e.g. the reset state at step 0). It is
+evidence, not state, so it never enters the fingerprint; traces recorded before it existed
+read back with a zero-width action column.
 """
 
 from __future__ import annotations
@@ -28,8 +33,11 @@ from roboswe.protocol.sim import RecordedStates
 STATE_FIELDS = ("qpos", "qvel", "act", "mocap_pos", "mocap_quat")
 """MuJoCo data fields recorded per control step; their order feeds the fingerprint hash."""
 
-RECORD_FIELDS = ("step", "time", *STATE_FIELDS)
-"""Every column of ``PhysicsStates``: the control step and simulated time, then the state."""
+ACTION_FIELD = "action"
+"""The commanded action of each control step; recorded beside the state, never fingerprinted."""
+
+RECORD_FIELDS = ("step", "time", *STATE_FIELDS, ACTION_FIELD)
+"""Every column of ``PhysicsStates``: the control step and simulated time, the state, the action."""
 
 _DTYPE = "<f8"  # every packed value is little-endian float64, whatever the host
 
@@ -48,6 +56,7 @@ class PhysicsStates(msgspec.Struct, frozen=True, kw_only=True):
     act: np.ndarray  # float64 (n, na)
     mocap_pos: np.ndarray  # float64 (n, 3 * nmocap)
     mocap_quat: np.ndarray  # float64 (n, 4 * nmocap)
+    action: np.ndarray  # float64 (n, action dim); (n, 0) when none was recorded; NaN rows where no action applied
 
     def __len__(self) -> int:
         return len(self.step)
@@ -71,10 +80,11 @@ class StateLog:
     """Append-only per-step state record on the control path (a few hundred floats per step)."""
 
     def __init__(self) -> None:
-        self._rows: list[tuple[int, float, dict[str, np.ndarray]]] = []
+        self._rows: list[tuple[int, float, dict[str, np.ndarray], np.ndarray | None]] = []
 
-    def append(self, step: int, time: float, state: dict[str, np.ndarray]) -> None:
-        self._rows.append((step, time, state))
+    def append(self, step: int, time: float, state: dict[str, np.ndarray], action: np.ndarray | None = None) -> None:
+        """Record the state after ``step``; ``action`` is the vector applied on it (None for a reset state)."""
+        self._rows.append((step, time, state, None if action is None else np.array(action, dtype=np.float64).reshape(-1)))
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -88,10 +98,16 @@ class StateLog:
                 return np.zeros((0, 0))
             return np.stack([r[2][name].reshape(-1) for r in rows]).astype(np.float64)
 
+        width = max((len(r[3]) for r in rows if r[3] is not None), default=0)
+        action = np.full((len(rows), width), np.nan)
+        for i, r in enumerate(rows):
+            if r[3] is not None:
+                action[i, : len(r[3])] = r[3]
         return PhysicsStates(
             step=np.array([r[0] for r in rows], dtype=np.int64),
             time=np.array([r[1] for r in rows], dtype=np.float64),
             **{name: stack(name) for name in STATE_FIELDS},
+            action=action,
         )
 
 
@@ -111,11 +127,14 @@ def states_to_blobs(states: PhysicsStates) -> tuple[dict[str, list[int]], list[b
 
 def states_from_blobs(message: RecordedStates, blobs: Sequence[bytes | memoryview]) -> PhysicsStates:
     """Rebuild PhysicsStates from a RecordedStates reply; raises TraceError if a field is missing or mis-sized."""
-    missing = [name for name in RECORD_FIELDS if name not in message.fields]
+    missing = [name for name in RECORD_FIELDS if name not in message.fields and name != ACTION_FIELD]
     if missing:
         raise TraceError(f"recorded states lack {missing}; a simulator sends every one of {list(RECORD_FIELDS)}")
     arrays: dict[str, np.ndarray] = {}
+    arrays[ACTION_FIELD] = np.zeros((message.count, 0))  # a simulator from before actions were recorded
     for name in RECORD_FIELDS:
+        if name not in message.fields:
+            continue
         index, cols = message.fields[name]
         if not 0 <= index < len(blobs):
             raise TraceError(f"recorded states field {name!r} points at blob {index}, but {len(blobs)} arrived")
@@ -146,7 +165,8 @@ def control_trace(trial_id: str, seq: int, step_start: int, fields: dict[str, np
 
 def control_trace_from_states(trial_id: str, seq: int, states: PhysicsStates) -> ControlTrace:
     """One ControlTrace for a TakeStates batch: time and every non-empty state field (steps are implicit)."""
-    fields = {"time": states.time, **{name: getattr(states, name) for name in STATE_FIELDS if getattr(states, name).size}}
+    fields = {"time": states.time, **{name: getattr(states, name) for name in (*STATE_FIELDS, ACTION_FIELD)
+                                      if getattr(states, name).size}}
     return control_trace(trial_id, seq, int(states.step[0]), fields)
 
 
@@ -182,6 +202,11 @@ def states_from_traces(traces: Sequence[ControlTrace]) -> PhysicsStates:
         cols["time"].append(arrays["time"][:, 0] if "time" in arrays else np.full(n, np.nan))
         for f in STATE_FIELDS:
             cols[f].append(arrays.get(f, np.zeros((n, 0))))
+        cols[ACTION_FIELD].append(arrays.get(ACTION_FIELD, np.zeros((n, 0))))
+    # A trace without actions (recorded before they were, or a batch of only the reset state)
+    # joins the others as NaN rows of their width.
+    width = max(a.shape[1] for a in cols[ACTION_FIELD])
+    cols[ACTION_FIELD] = [a if a.shape[1] == width else np.full((len(a), width), np.nan) for a in cols[ACTION_FIELD]]
     joined = {k: np.concatenate(v) for k, v in cols.items()}
     order = np.argsort(joined["step"], kind="stable")
     _, first = np.unique(joined["step"][order], return_index=True)  # a step recorded twice keeps its first row

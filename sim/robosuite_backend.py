@@ -404,7 +404,7 @@ class RobosuiteBackend(SimBackend):
             applied += 1
             self._last = a.copy()
             self._tracker.update(self._step, bool(self.env._check_success()))
-            self._states.append(self._step, self.sim_time, snapshot(self.data))
+            self._states.append(self._step, self.sim_time, snapshot(self.data), a)
         self._physics_s += time.perf_counter() - t0
         return StepOutcome(applied=applied, control_step=self._step, sim_time=self.sim_time,
                            steps_left=self.steps_left, stopped=stopped)

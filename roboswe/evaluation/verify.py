@@ -190,11 +190,16 @@ async def _collect_states(links: Links, detail: dict[str, Any]) -> None:
     """Take the replay's per-step physics states since the last call (compared with the record at the end)."""
     states = await links.sim.take_states()
     if states is not None:
-        detail.setdefault("_states", []).append((states.step, states.qpos, states.qvel))
+        detail.setdefault("_states", []).append((states.step, states.qpos, states.qvel, states.action))
 
 
 def compare_states(reader: RunReader, view: TrialView, detail: dict[str, Any]) -> str:
-    """Compare the replay's per-step qpos/qvel with the recorded control traces; returns a divergence or ''."""
+    """Compare the replay's per-step qpos/qvel and commanded actions with the recorded control traces.
+
+    Returns the first divergence ('' when none). The states are compared first: a physics
+    divergence is the stronger finding. Traces recorded before actions were are compared on
+    the state alone, and ``detail["actions"]`` says so.
+    """
     import numpy as np
 
     from roboswe.sim.physics_state import trace_arrays
@@ -208,9 +213,9 @@ def compare_states(reader: RunReader, view: TrialView, detail: dict[str, Any]) -
     o_steps = np.concatenate([np.arange(t.step_start, t.step_end) for t in traces])
     o_qpos = np.concatenate([a["qpos"] for a in original])
     o_qvel = np.concatenate([a["qvel"] for a in original])
-    r_steps = np.concatenate([s for s, _, _ in taken])
-    r_qpos = np.concatenate([q for _, q, _ in taken])
-    r_qvel = np.concatenate([v for _, _, v in taken])
+    r_steps = np.concatenate([t[0] for t in taken])
+    r_qpos = np.concatenate([t[1] for t in taken])
+    r_qvel = np.concatenate([t[2] for t in taken])
     if not np.array_equal(o_steps, r_steps) or o_qpos.shape != r_qpos.shape:
         detail["states"] = {"compared": 0, "original_steps": len(o_steps), "replay_steps": len(r_steps)}
         return f"per-step states: original covers {len(o_steps)} steps, replay {len(r_steps)}"
@@ -221,7 +226,39 @@ def compare_states(reader: RunReader, view: TrialView, detail: dict[str, Any]) -
     if bad.size:
         return (f"per-step states diverge from control step {int(o_steps[bad[0]])} "
                 f"(max |qpos| difference {float(dq.max()):.3g})")
+    return _compare_actions(o_steps, original, taken, detail)
+
+
+def _compare_actions(steps, original: list[dict[str, Any]], taken: list[tuple], detail: dict[str, Any]) -> str:
+    """The commanded action of every control step, original vs replay (NaN rows: no action, e.g. the reset state)."""
+    import numpy as np
+
+    if not any("action" in a for a in original):
+        detail["actions"] = {"compared": 0, "note": "the record has no commanded actions (recorded before they were)"}
+        return ""
+    width = max(a["action"].shape[1] for a in original if "action" in a)
+    o_act = np.concatenate([a["action"] if "action" in a else np.full((len(a["qpos"]), width), np.nan) for a in original])
+    r_act = _joined_actions([t[3] for t in taken], len(steps))
+    if o_act.shape != r_act.shape:
+        detail["actions"] = {"compared": 0, "original_width": o_act.shape[1], "replay_width": r_act.shape[1]}
+        return f"commanded actions: original has {o_act.shape[1]} components per step, replay {r_act.shape[1]}"
+    same = (np.abs(o_act - r_act) <= STATE_TOLERANCE) | (np.isnan(o_act) & np.isnan(r_act))
+    bad = np.flatnonzero(~same.all(axis=1))
+    detail["actions"] = {"compared": len(steps), "differing_steps": int(bad.size)}
+    if bad.size:
+        i = int(bad[0])
+        return (f"commanded action diverges at control step {int(steps[i])}: "
+                f"original {o_act[i].tolist()}, replay {r_act[i].tolist()}")
     return ""
+
+
+def _joined_actions(batches: list, rows: int):
+    """The replay's action batches as one (rows, width) array; batches of another width (e.g. only the reset state) as NaN."""
+    import numpy as np
+
+    width = max((b.shape[1] for b in batches), default=0)
+    joined = np.concatenate([b if b.shape[1] == width else np.full((len(b), width), np.nan) for b in batches])
+    return joined if len(joined) == rows else np.full((rows, width), np.nan)
 
 
 async def verify_series(links: Links, reader: RunReader, progress: Progress, run_dir: Path,

@@ -89,14 +89,14 @@ async def test_compare_states_names_the_first_tampered_step_and_ignores_nothing_
         (view,) = reader.trials(plan.series_id)
         traces = reader.control_traces(view.trial_id)
         assert traces, "the trial recorded no control traces"
-        # The replay's states as verify collects them, rebuilt here from the record: (steps, qpos, qvel) chunks.
-        chunks = [(np.arange(t.step_start, t.step_end), trace_arrays(t)["qpos"].copy(), trace_arrays(t)["qvel"].copy())
-                  for t in traces]
-        steps = np.concatenate([s for s, _, _ in chunks])
+        # The replay's states as verify collects them, rebuilt here from the record: (steps, qpos, qvel, action) chunks.
+        chunks = [(np.arange(t.step_start, t.step_end), trace_arrays(t)["qpos"].copy(), trace_arrays(t)["qvel"].copy(),
+                   trace_arrays(t).get("action", np.zeros((t.step_end - t.step_start, 0))).copy()) for t in traces]
+        steps = np.concatenate([c[0] for c in chunks])
         assert len(steps) == end.control_steps > 4
 
         def compare(mutate=None) -> tuple[str, dict]:
-            taken = [(s.copy(), q.copy(), v.copy()) for s, q, v in chunks]
+            taken = [tuple(a.copy() for a in c) for c in chunks]
             if mutate is not None:
                 mutate(taken)
             detail = {"_states": taken}
@@ -130,8 +130,7 @@ async def test_compare_states_names_the_first_tampered_step_and_ignores_nothing_
         assert compare(below_tolerance)[0] == ""
 
         def drop_last_row(taken):
-            s, q, v = taken[-1]
-            taken[-1] = (s[:-1], q[:-1], v[:-1])
+            taken[-1] = tuple(a[:-1] for a in taken[-1])
 
         diverged, _ = compare(drop_last_row)
         assert diverged == f"per-step states: original covers {len(steps)} steps, replay {len(steps) - 1}"

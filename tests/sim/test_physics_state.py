@@ -46,7 +46,7 @@ def _assert_same(a: PhysicsStates, b: PhysicsStates) -> None:
 def test_fingerprint_hashes_the_state_fields_in_their_pinned_order():
     # Changing this tuple changes every admitted fingerprint: update admitted.json files with it.
     assert STATE_FIELDS == ("qpos", "qvel", "act", "mocap_pos", "mocap_quat")
-    assert RECORD_FIELDS == ("step", "time", *STATE_FIELDS)
+    assert RECORD_FIELDS == ("step", "time", *STATE_FIELDS, "action")  # the action is recorded, never hashed
     state = {name: np.arange(i, i + 3, dtype=np.float64) for i, name in enumerate(STATE_FIELDS)}
     expected = b"".join(state[name].astype("<f8").tobytes() for name in STATE_FIELDS)
     assert fingerprint_bytes(state) == expected
@@ -98,7 +98,7 @@ def test_empty_blobs_round_trip():
 
 @pytest.mark.parametrize("damage, needle", [
     (lambda f, b: ({k: v for k, v in f.items() if k != "qvel"}, b), "lack ['qvel']"),
-    (lambda f, b: (f, b[:-1]), "points at blob 6"),
+    (lambda f, b: (f, b[:-1]), "points at blob 7"),
     (lambda f, b: (f, [*b[:2], b[2][:-8], *b[3:]]), "'qpos': 14 values, expected 5 x 3"),
 ])
 def test_blobs_that_do_not_match_the_message_are_refused(damage, needle):
@@ -144,3 +144,28 @@ def test_states_from_traces_names_what_is_missing():
         states_from_traces([])
     with pytest.raises(TraceError, match=r"t#3 lacks \['qvel'\]"):
         states_from_traces([control_trace("t", 3, 0, {"qpos": np.zeros((2, 3))})])
+
+
+def test_actions_travel_beside_the_state_and_never_enter_the_fingerprint():
+    log = StateLog()
+    state = {name: np.arange(3, dtype=np.float64) for name in STATE_FIELDS}
+    log.append(0, 0.0, state)  # the reset state: no action produced it
+    log.append(1, 0.05, state, np.array([0.5, -1.0]))
+    log.append(2, 0.10, state, [0.25, 1.0])
+    states = log.take()
+    np.testing.assert_array_equal(states.action, [[np.nan, np.nan], [0.5, -1.0], [0.25, 1.0]])
+    assert fingerprint_bytes(states.row(1)) == fingerprint_bytes(state) and "action" not in states.row(1)
+    fields, blobs = states_to_blobs(states)
+    back = states_from_blobs(RecordedStates(fingerprint_digest="d", seed=0, count=3, fields=fields), blobs)
+    _assert_same(back, states)
+    # A simulator from before actions were recorded sends no action blob: the column is empty, not an error.
+    old = {k: v for k, v in fields.items() if k != "action"}
+    assert states_from_blobs(RecordedStates(fingerprint_digest="d", seed=0, count=3, fields=old), blobs).action.shape == (3, 0)
+    trace = control_trace_from_states("r/t1", 0, states)
+    assert trace.layout["action"] == 2
+    # An older trace without the action column joins a newer one as NaN rows.
+    older = control_trace("r/t1", 1, 3, {k: v[1:] for k, v in trace_arrays(trace).items() if k != "action"})
+    joined = states_from_traces([trace, older])
+    assert joined.action.shape == (5, 2)
+    np.testing.assert_array_equal(joined.action[1:3], [[0.5, -1.0], [0.25, 1.0]])
+    assert np.isnan(joined.action[0]).all() and np.isnan(joined.action[3:]).all()
