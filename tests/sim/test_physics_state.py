@@ -169,3 +169,19 @@ def test_actions_travel_beside_the_state_and_never_enter_the_fingerprint():
     assert joined.action.shape == (5, 2)
     np.testing.assert_array_equal(joined.action[1:3], [[0.5, -1.0], [0.25, 1.0]])
     assert np.isnan(joined.action[0]).all() and np.isnan(joined.action[3:]).all()
+
+
+def test_robosuite_records_the_commanded_action_of_every_step(lift_panda):
+    lift_panda.reset(0)
+    spec = lift_panda.action_spec()
+    low, high = np.array(spec.low), np.array(spec.high)
+    rng = np.random.default_rng(3)
+    chunk = [low + (high - low) * rng.uniform(0.3, 0.7, size=len(low)) for _ in range(3)]
+    lift_panda.step([a.tolist() for a in chunk])
+    hold = lift_panda.hold_action()
+    lift_panda.wait(2)
+    states = lift_panda.take_states()
+    assert list(states.step) == [0, 1, 2, 3, 4, 5] and states.action.shape == (6, spec.dim)
+    assert np.isnan(states.action[0]).all()  # the reset state: no action produced it
+    np.testing.assert_array_equal(states.action[1:4], np.array(chunk))
+    np.testing.assert_array_equal(states.action[4:], np.tile(hold, (2, 1)))
