@@ -6,6 +6,7 @@ Layout of SITE_DIR::
     data/run.js                                summary: tasks x trials, metrics, timing
     data/t/<trial key>/trial.js                one trial: figures, videos + step index, checkpoints, chunks
     data/t/<trial key>/ops-<n>.js              operations n*chunk .. (n+1)*chunk-1, with model text and diffs
+    data/t/<trial key>/trace.js                commanded actions and qpos per control step (the plot)
     data/b/<sha256>.js                         one workspace file's content (loaded when opened)
     videos/<trial key>/<camera>.mp4            copies of the trial videos (checked against their sha256)
 
@@ -31,6 +32,7 @@ from roboswe.records.artifacts import ArtifactError, check_stored, load_video_in
 from roboswe.records.reader import RunReader
 
 from ._readable import readable_parts
+from ._trace import trace_data
 
 log = structlog.get_logger()
 
@@ -309,6 +311,12 @@ def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str
         "slides": [msgspec.to_builtins(s) for s in reader.slides(trial_id)],
     }
     meta["images"], meta["events"] = _export_events(reader, site, trial_id)
+    trace = trace_data(reader, trial_id)
+    if "error" in trace:
+        meta["trace"] = trace
+    else:
+        _write_data(site, f"data/t/{key}/trace.js", f"t/{key}/trace", trace)
+        meta["trace"] = {"src": f"data/t/{key}/trace.js", "steps": trace["recorded_steps"], "stride": trace["stride"]}
     if evidence:
         from ._evidence import write_trial_evidence
 

@@ -215,7 +215,8 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
             states = sim.take_states()
             store.put(control_trace(trial_id, 0, int(states.step[0]), {
                 "step": states.step, "time": states.time, "qpos": states.qpos, "qvel": states.qvel,
-                "act": states.act, "mocap_pos": states.mocap_pos, "mocap_quat": states.mocap_quat}))
+                "act": states.act, "mocap_pos": states.mocap_pos, "mocap_quat": states.mocap_quat,
+                "action": states.action}))
             steps = EXEC_STEPS + WAIT_STEPS
             outcome = OUTCOMES[t]
             ended = b.tick(2.0)

@@ -140,6 +140,38 @@ def test_thousands_of_operations_load_one_page_at_a_time(browser, site, fixture_
     assert page_errors(browser) == []
 
 
+def test_trial_page_plots_commanded_actions_and_qpos_with_the_video_cursor(browser, site, fixture_run):
+    from roboswe.viewer._export import trial_key
+
+    page_errors(browser)
+    trial = fixture_run["lift"][1]  # exec: EXEC_STEPS x the trial-2 action, then a WAIT_STEPS hold
+    raw = (site / "data" / "t" / trial_key(trial) / "trace.js").read_text()
+    data = json.loads(raw[raw.index(",") + 1: raw.rindex(")")])
+    assert data["steps"] == list(range(EXEC_STEPS + WAIT_STEPS + 1)) and data["stride"] == 1
+    assert all(v is None for v in data["action"][0])  # the reset state: no action produced it
+    assert data["action"][1:EXEC_STEPS + 1] == [[0.1, 0.0, -0.5, 0, 0, 0, 1]] * EXEC_STEPS
+    browser.get(trial_url(site, trial))
+    wait_for(browser, "document.body.dataset.ready")
+    wait_for(browser, "[...document.querySelectorAll('video')].every(v => v.readyState >= 1 && v.duration > 0)")
+    plots = browser.execute_script(
+        "return ['plot-action', 'plot-qpos'].map(id => { const c = document.getElementById(id); "
+        "const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let inked = 0; "
+        "for (let i = 3; i < px.length; i += 4) if (px[i] > 0) inked++; "
+        "return {points: Number(c.dataset.points), series: Number(c.dataset.series), inked}; })")
+    assert plots[0]["points"] == plots[1]["points"] == EXEC_STEPS + WAIT_STEPS + 1
+    assert plots[0]["series"] == 7 and plots[1]["series"] == len(data["qpos"][0]) > 7
+    assert all(p["inked"] > 2000 for p in plots), plots  # lines, not only the frame and labels
+    browser.execute_script("document.querySelector('video').currentTime = 1.1")  # step 22
+    wait_for(browser, "document.getElementById('plot-action').dataset.cursor === '22'")
+    assert browser.execute_script("return document.getElementById('plot-qpos').dataset.cursor") == "22"
+    # A click on the plot seeks every video to that control step: the right edge is the last one.
+    browser.execute_script("const c = document.getElementById('plot-qpos'), r = c.getBoundingClientRect(); "
+                           "c.dispatchEvent(new MouseEvent('click', {clientX: r.right - 1, clientY: r.top + r.height / 2}))")
+    last = EXEC_STEPS + WAIT_STEPS
+    wait_for(browser, f"document.getElementById('plot-action').dataset.cursor === '{last}'")
+    assert page_errors(browser) == []
+
+
 def test_trial_without_video_says_so(browser, site, fixture_run):
     page_errors(browser)
     browser.get(trial_url(site, fixture_run["lift"][0]))

@@ -8,6 +8,107 @@
   let videos = []; // {el, info}
   let page = -1;
   let selected = null;
+  let trace = null; // {steps, action, qpos, stride}: the plot's data, once loaded
+
+  // --- actions and joint positions against the video timeline ----------------------------------
+  // One canvas per signal; every component is a line over control steps, the cursor is the
+  // step the first video shows now. No library: the site must work from file:// and offline.
+  const PAD = { l: 46, r: 8, t: 16, b: 16 };
+  function plotRange(rows) {
+    let lo = Infinity, hi = -Infinity;
+    rows.forEach((r) => r.forEach((v) => { if (v != null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } }));
+    if (lo === Infinity) return null;
+    if (hi - lo < 1e-9) { lo -= 1; hi += 1; }
+    return [lo, hi];
+  }
+  // stepped: row i's value held over control step (steps[i-1], steps[i]], as an action is applied.
+  function drawPlot(canvas, rows, label, stepped) {
+    const ctx = canvas.getContext("2d"), w = canvas.width, h = canvas.height, steps = trace.steps;
+    ctx.clearRect(0, 0, w, h);
+    const width = rows.length ? rows[0].length : 0;
+    canvas.dataset.points = String(steps.length);
+    canvas.dataset.series = String(width);
+    const range = plotRange(rows);
+    ctx.fillStyle = "#555";
+    ctx.font = "11px sans-serif";
+    if (!range || steps.length < 1) {
+      ctx.fillText(`${label}: not recorded for this trial`, PAD.l, h / 2);
+      return;
+    }
+    const [lo, hi] = range, s0 = steps[0], s1 = Math.max(steps[steps.length - 1], s0 + 1);
+    const x = (s) => PAD.l + (s - s0) / (s1 - s0) * (w - PAD.l - PAD.r);
+    const y = (v) => h - PAD.b - (v - lo) / (hi - lo) * (h - PAD.t - PAD.b);
+    canvas._x = x; canvas._s = [s0, s1];
+    ctx.fillText(`${label} (${width} components)`, PAD.l, 11);
+    ctx.fillText(num(hi, 3), 2, PAD.t + 4);
+    ctx.fillText(num(lo, 3), 2, h - PAD.b);
+    ctx.fillText(`step ${s0}`, PAD.l, h - 3);
+    ctx.fillText(`step ${s1}`, w - PAD.r - 60, h - 3);
+    ctx.strokeStyle = "#ccc";
+    ctx.strokeRect(PAD.l, PAD.t, w - PAD.l - PAD.r, h - PAD.t - PAD.b);
+    for (let c = 0; c < width; c++) {
+      ctx.strokeStyle = `hsl(${Math.round(c * 137.5) % 360}, 65%, 42%)`; // golden angle: neighbours differ
+      ctx.beginPath();
+      let pen = false;
+      for (let i = 0; i < steps.length; i++) {
+        const v = rows[i][c];
+        if (v == null) { pen = false; continue; }
+        const from = stepped && i > 0 ? x(steps[i - 1]) : x(steps[i]);
+        if (pen) ctx.lineTo(from, y(v)); else ctx.moveTo(from, y(v));
+        if (from !== x(steps[i])) ctx.lineTo(x(steps[i]), y(v));
+        pen = true;
+      }
+      ctx.stroke();
+    }
+  }
+  function drawCursor(canvas, step) {
+    const ctx = canvas.getContext("2d");
+    if (!canvas._x || step == null) return;
+    const X = canvas._x(Math.min(Math.max(step, canvas._s[0]), canvas._s[1]));
+    ctx.strokeStyle = "#c00";
+    ctx.beginPath(); ctx.moveTo(X, PAD.t); ctx.lineTo(X, canvas.height - PAD.b); ctx.stroke();
+    canvas.dataset.cursor = String(step);
+  }
+  function drawSignals() {
+    if (!trace) return;
+    const step = currentStep();
+    drawPlot($("plot-action"), trace.action, "commanded action", true);
+    drawPlot($("plot-qpos"), trace.qpos, "joint positions (qpos)", false);
+    drawCursor($("plot-action"), step);
+    drawCursor($("plot-qpos"), step);
+  }
+  function stepAt(canvas, ev) {
+    const r = canvas.getBoundingClientRect(), frac = ((ev.clientX - r.left) * canvas.width / r.width - PAD.l) / (canvas.width - PAD.l - PAD.r);
+    const [s0, s1] = canvas._s;
+    return Math.round(s0 + Math.min(1, Math.max(0, frac)) * (s1 - s0));
+  }
+  function rowOf(step) {
+    let best = 0;
+    trace.steps.forEach((s, i) => { if (s <= step) best = i; });
+    return best;
+  }
+  function setupSignals() {
+    const t = trial.trace;
+    if (!t || t.error) {
+      $("signals-note").textContent = t ? t.error : "no per-step record";
+      return Promise.resolve();
+    }
+    return RS.load(t.src, `t/${key}/trace`).then((data) => {
+      trace = data;
+      $("signals-note").textContent = `${data.recorded_steps} control steps` +
+        (data.stride > 1 ? `, every ${data.stride}th plotted` : "") + " · red line: the step the video shows · click to seek";
+      ["plot-action", "plot-qpos"].forEach((id) => {
+        const c = $(id);
+        c.addEventListener("click", (ev) => { if (c._s) { seekStep(stepAt(c, ev)); drawSignals(); } });
+        c.addEventListener("mousemove", (ev) => {
+          if (!c._s) return;
+          const i = rowOf(stepAt(c, ev)), rows = id === "plot-action" ? trace.action : trace.qpos;
+          c.title = `step ${trace.steps[i]}: ` + rows[i].map((v) => (v == null ? "–" : num(v, 4))).join(", ");
+        });
+      });
+      drawSignals();
+    });
+  }
 
   // --- video -----------------------------------------------------------------------------------
   function stepSeconds(info, step) {
@@ -33,6 +134,7 @@
     const step = currentStep();
     $("clock").textContent = `step ${step} · ${m.el.currentTime.toFixed(2)} s sim`;
     $("scrub").value = m.el.currentTime;
+    drawSignals();
     // mark the operations on this page whose control steps are playing now
     document.querySelectorAll("#timeline li.op").forEach((li) => {
       const a = Number(li.dataset.step), b = Number(li.dataset.end);
@@ -278,6 +380,6 @@
       loadPage(pageOfStep(step));
     });
     if (!trial.chunks.length) $("timeline").innerHTML = '<li class="muted">No operations recorded.</li>';
-    return loadPage(0);
+    return Promise.all([loadPage(0), setupSignals()]);
   }).then(() => document.body.setAttribute("data-ready", "1")).catch(RS.showError);
 })();
