@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+from roboswe.sim.physics_state import states_from_blobs
 from roboswe.sim.session import SimSession
 
 
@@ -21,7 +23,11 @@ def test_the_session_loads_the_paint_family_and_steps_one_moveflange_per_chunk(p
         held = session.wait(30)
         assert held.applied == 30 and held.control_step == 100
         assert abs(session.state().values["flange_pos"][2] - 0.3) < 3e-3  # the arm holds its last target
-        states = session.take_states()[0]
+        states, blobs = session.take_states()
         assert states.count == 100  # one recorded physics state per control step, none for the rejected batch
+        # The commanded vector per control step is the arm's 7 joint targets; a hold keeps them.
+        action = states_from_blobs(states, blobs).action
+        assert action.shape == (100, 7) and np.isfinite(action).all()
+        assert (action[-30:] == action[-31]).all() and not (action[0] == action[69]).all()
     finally:
         session.close()
