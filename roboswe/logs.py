@@ -60,6 +60,18 @@ def _drop(logger: Any, method: str, event: dict[str, Any]) -> str:
     raise structlog.DropEvent
 
 
+class _Stderr:
+    """Whatever ``sys.stderr`` is when a line is written, not when logging was configured: a command
+    run in-process (tests, an embedding program) may have configured it while stderr was a capture
+    that is closed by now."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(
     *,
     run_dir: str | Path | None,
@@ -96,7 +108,7 @@ def configure_logging(
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(_Stderr()),
         cache_logger_on_first_use=True,
     )
     if actor is not None:
