@@ -3,10 +3,12 @@ decides like a hosted model -- it receives the same DecisionRequest, images incl
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any
 
 import msgspec
+import trio
 
 from roboswe.protocol.participant import (
     Attempt,
@@ -47,7 +49,12 @@ class PythonParticipant(Participant):
 
     async def decide(self, request: DecisionRequest) -> Decision:
         started, t0 = time.time(), time.monotonic()
-        result = await maybe_await(self.agent.decide(request))
+        if inspect.iscoroutinefunction(self.agent.decide):
+            result = await self.agent.decide(request)
+        else:
+            # A synchronous agent runs in a worker thread: on the actor's trio thread it would stop
+            # heartbeats and keep the process alive past a stop (the thread is abandoned on cancel).
+            result = await trio.to_thread.run_sync(self.agent.decide, request, abandon_on_cancel=True)
         latency = time.monotonic() - t0
         if isinstance(result, Decision):
             return result
