@@ -135,12 +135,12 @@ def _prepare_assets(manifest: KitchenManifest, assets_root: Path | None, kit_dir
     """The asset root this task runs on, made current for RoboCasa before it is imported."""
     from . import robocasa_kit, robocasa_shims
 
+    # RoboCasa's asset root is fixed for the process once imported; a caller that names no
+    # root (a video renderer, replay) gets the one this process already serves, if it fits.
     current = sys.modules.get("robocasa.models")
-    if current is not None and kit_dir is None and assets_root is None:
-        # RoboCasa's asset root is fixed for the process once imported; a caller that names no
-        # root (a video renderer, replay) gets the one this process already serves, if it fits.
-        if robocasa_kit.is_kit(current.assets_root) == (manifest.upstream.assets == "placeholder"):
-            return Path(current.assets_root).resolve()
+    if (current is not None and kit_dir is None and assets_root is None
+            and robocasa_kit.is_kit(current.assets_root) == (manifest.upstream.assets == "placeholder")):
+        return Path(current.assets_root).resolve()
     if manifest.upstream.assets == "placeholder":
         package = robocasa_kit.robocasa_package_dir()
         root = (kit_dir or DEFAULT_KIT_DIR / manifest.upstream.version)

@@ -169,12 +169,11 @@ def task_class(task_cls: type) -> type:
             # that never end when the drawn source has no valid target (no unique appliance
             # more than 1 m away); refuse such layouts instead of hanging.
             chosen = "src_fixture" in self._ep_meta.get("fixture_refs", {})  # replaying a recorded episode
-            if isinstance(self, NavigateKitchen) and not chosen:
-                if not navigation_possible(list(self.fixtures.values())):
-                    raise RobocasaShimError(
-                        "NavigateKitchen: in this layout some source fixture has no unique target appliance more "
-                        "than 1 m away, and upstream would loop forever if it drew that source; pick another layout"
-                    )
+            if isinstance(self, NavigateKitchen) and not chosen and not navigation_possible(list(self.fixtures.values())):
+                raise RobocasaShimError(
+                    "NavigateKitchen: in this layout some source fixture has no unique target appliance more "
+                    "than 1 m away, and upstream would loop forever if it drew that source; pick another layout"
+                )
             return super()._setup_kitchen_references()
 
     # The metaclasses register every subclass by class name as a new environment; undo that.

@@ -7,7 +7,6 @@ show RoboCasa's own predicate turning true through roboswe's success interval.
 from __future__ import annotations
 
 import numpy as np
-
 from roboswe.sim.robocasa_kit import OBJECT_HALF_EXTENT
 
 
@@ -20,7 +19,7 @@ def _place_object(env, name: str, position) -> None:
 
 def _inside(fixture) -> np.ndarray:
     """A point on the floor of the fixture's first interior region, one object half-height up (+1 cm)."""
-    p0, px, py, pz = next(iter(fixture.get_int_sites(relative=False).values()))
+    p0, px, py, _ = next(iter(fixture.get_int_sites(relative=False).values()))
     centre = p0 + (px - p0) / 2 + (py - p0) / 2
     return centre + np.array([0.0, 0.0, OBJECT_HALF_EXTENT + 0.01])
 
