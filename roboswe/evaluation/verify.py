@@ -243,10 +243,10 @@ def _compare_actions(steps, original: list[dict[str, Any]], taken: list[tuple], 
         detail["actions"] = {"compared": 0, "original_width": o_act.shape[1], "replay_width": r_act.shape[1]}
         return f"commanded actions: original has {o_act.shape[1]} components per step, replay {r_act.shape[1]}"
     same = (np.abs(o_act - r_act) <= STATE_TOLERANCE) | (np.isnan(o_act) & np.isnan(r_act))
-    bad = np.flatnonzero(~same.all(axis=1))
-    detail["actions"] = {"compared": len(steps), "differing_steps": int(bad.size)}
-    if bad.size:
-        i = int(bad[0])
+    differing = np.flatnonzero(~same.all(axis=1))
+    detail["actions"] = {"compared": len(steps), "differing_steps": int(differing.size)}
+    if differing.size:
+        i = int(differing[0])
         return (f"commanded action diverges at control step {int(steps[i])}: "
                 f"original {o_act[i].tolist()}, replay {r_act[i].tolist()}")
     return ""
