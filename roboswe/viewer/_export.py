@@ -28,7 +28,13 @@ from typing import Any
 import msgspec
 import structlog
 
-from roboswe.records.artifacts import ArtifactError, check_stored, load_video_index, safe_name, video_relpath
+from roboswe.records.artifacts import (
+    ArtifactError,
+    check_stored,
+    load_video_index,
+    safe_name,
+    video_relpath,
+)
 from roboswe.records.reader import RunReader
 
 from ._readable import readable_parts

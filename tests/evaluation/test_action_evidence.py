@@ -13,10 +13,10 @@ import json
 import sqlite3
 
 import numpy as np
+from roboswe.sim.physics_state import control_trace, states_from_traces, trace_arrays
 
 from roboswe.records.reader import RunReader
 from roboswe.records.store import DB_NAME
-from roboswe.sim.physics_state import control_trace, states_from_traces, trace_arrays
 
 from .agents import ReachAgent
 from .test_replay_divergence import _series_then_replay
@@ -66,7 +66,7 @@ async def test_a_tampered_recorded_action_is_a_mismatch_at_its_step(tmp_path):
                     tampered.append(start + i)
                     return
 
-    run_dir, plan, end, record = await _series_then_replay(tmp_path, ReachAgent(), before_verify=change_one_recorded_action)
+    *_, record = await _series_then_replay(tmp_path, ReachAgent(), before_verify=change_one_recorded_action)
     assert tampered, "no recorded trace carried actions"
     assert record.verdict == "mismatch"
     assert record.first_divergence.startswith(f"commanded action diverges at control step {tampered[0]}: "), record.first_divergence
