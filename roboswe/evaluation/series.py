@@ -58,12 +58,12 @@ class SeriesHistory(msgspec.Struct, kw_only=True):
         next_index, interrupted, attempt = trials + 1, None, 0
         for index in range(1, trials + 1):
             attempts = by_index.get(index, [])
-            kept_here = [a for a in attempts if a.end is not None and a.end.reason != "interrupted"]
+            kept_here = [a for a in attempts if a.end is not None and not was_interrupted(a.end.reason)]
             latest = attempts[-1] if attempts else None
             if latest is None:
                 next_index, attempt = index, 0
                 break
-            if latest.end is None or latest.end.reason == "interrupted":
+            if latest.end is None or was_interrupted(latest.end.reason):
                 next_index, interrupted, attempt = index, latest, latest.start.attempt + 1
                 kept += kept_here
                 break
@@ -72,6 +72,11 @@ class SeriesHistory(msgspec.Struct, kw_only=True):
         previous = previous_figures(next_index - 1, before[-1].end) if before else None
         return cls(recorded=recorded, next_index=next_index, kept=kept, interrupted=interrupted,
                    next_attempt=attempt, previous=previous)
+
+
+def was_interrupted(reason: str) -> bool:
+    """Whether an ended attempt was cut off by the harness (killed run, dead peer) and is to be re-run."""
+    return reason == "interrupted" or reason.startswith("interrupted:")
 
 
 def restore_workspace(reader: RunReader, run_dir: Path, history: SeriesHistory, dest: Path) -> str | None:
@@ -97,9 +102,15 @@ def restore_workspace(reader: RunReader, run_dir: Path, history: SeriesHistory, 
 # --- a whole series -------------------------------------------------------------------------------
 
 
+MAX_RERUNS = 3  # linked re-runs of interrupted attempts per call; the supervisor's restart limit usually stops first
+
+
 async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
-                     reader_factory: Callable[[], RunReader]) -> list[rec.TrialEnded]:
-    """Run (or continue) one series to its last trial; returns the ends recorded by this call."""
+                     reader_factory: Callable[[], RunReader], *, reruns: int = 0) -> list[rec.TrialEnded]:
+    """Run (or continue) one series to its last trial; returns the ends recorded by this call.
+
+    Raises RuntimeError when attempts keep being interrupted (more than MAX_RERUNS re-runs).
+    """
     run_dir = Path(plan.run_dir)
     recording = links.recorder
     with reader_factory() as reader:
@@ -162,6 +173,14 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         ends.append(ended)
         progress.say(f"{plan.series_id}: trial {index}/{plan.trials} {ended.outcome} ({ended.reason}), "
                      f"{ended.control_steps} steps, {ended.active_time:.1f} s active")
+        if was_interrupted(ended.reason):
+            # A peer died under the trial (its worker's simulator, say; the supervisor restarts it). That costs
+            # this attempt only: re-run it as a linked attempt from where it started, as a resumed run does.
+            if reruns >= MAX_RERUNS:
+                raise RuntimeError(f"{plan.series_id}: trial {index} was interrupted {reruns + 1} times in a row "
+                                   f"({ended.reason}); see `roboswe logs --series {plan.series_id}`, then --resume")
+            await links.wait_alive()
+            return ends + await run_series(links, plan, progress, reader_factory, reruns=reruns + 1)
         previous = previous_figures(index, ended)
         recovers, attempt = None, 0
     return ends

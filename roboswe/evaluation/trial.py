@@ -22,7 +22,7 @@ import numpy as np
 import structlog
 import trio
 
-from roboswe.actors import RemoteError
+from roboswe.actors import PeerDead, RemoteError
 from roboswe.evaluation.conversation import Conversation, turn_event_data
 from roboswe.evaluation.feedback import (
     ExecOutcome,
@@ -188,7 +188,9 @@ class TrialRunner:
             outcome, reason = "incomplete", e.reason
         except INFRA_ERRORS as e:
             log.warning("trial_infrastructure_failure", trial=self.trial_id, error=f"{type(e).__name__}: {e}")
-            outcome, reason = "incomplete", f"infrastructure: {type(e).__name__}: {e}"
+            # A peer that died costs this attempt only: the series re-runs it as a linked attempt (series.py).
+            cause = "interrupted" if isinstance(e, PeerDead) else "infrastructure"
+            outcome, reason = "incomplete", f"{cause}: {type(e).__name__}: {e}"
         except Exception as e:  # noqa: BLE001 - a harness bug ends this trial as an explicit slot, not the whole run
             log.exception("trial_internal_error", trial=self.trial_id)
             outcome, reason = "incomplete", f"internal: {type(e).__name__}: {e}"

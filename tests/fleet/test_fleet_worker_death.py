@@ -1,7 +1,8 @@
 """A fleet worker's simulator killed mid-trial (SIGKILL) with two series running at once.
 
 The supervisor restarts that worker's simulator; the trial it was running ends ``incomplete``
-within the restart deadline and its series goes on; the series on the other worker runs
+(interrupted) within the restart deadline and runs again as a linked attempt on the restarted
+worker; the series on the other worker runs
 exactly as it would have (its first trial to its full step budget, nothing recorded about
 the death), and the other worker's simulator is never restarted.
 """
@@ -56,9 +57,12 @@ def test_a_dead_worker_costs_only_its_own_trial(work_dir, admitted_three):
     assert on_worker == {("lift-a", 1), ("lift-b", 2)}
     with RunReader(run_dir) as reader:
         series = {s.task: s.series_id for s in reader.series()}
-        hit_one, hit_two = reader.trials(series["lift-b"])
-        assert (hit_one.end.outcome, hit_one.end.reason.split(":")[0]) == ("incomplete", "infrastructure")
+        hit_one, hit_again, hit_two = reader.trials(series["lift-b"])
+        assert (hit_one.end.outcome, hit_one.end.reason.split(":")[0]) == ("incomplete", "interrupted")
         assert hit_one.end.ended_at - killed_at < SIMULATOR_DEADLINE
+        # re-run as a linked attempt on the restarted worker, to its full budget like the other series' trial 1
+        assert (hit_again.start.index, hit_again.start.attempt, hit_again.start.recovers) == (1, 1, hit_one.trial_id)
+        assert (hit_again.end.outcome, hit_again.end.reason, hit_again.end.control_steps) == ("failure", "step_budget", STEPS)
         assert hit_two.start.index == 2 and (hit_two.end.outcome, hit_two.end.reason) == ("failure", "finish")
         other_one, other_two = reader.trials(series["lift-a"])
         assert other_one.end.control_steps == STEPS, other_one.end  # ran to its budget, unaffected by the death

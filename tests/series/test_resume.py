@@ -115,10 +115,12 @@ def test_a_restarted_context_manager_costs_one_incomplete_trial_and_the_conversa
     assert run.returncode == 0, output
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
-        one, two, three = reader.trials(series.series_id)
+        one, two, again, three = reader.trials(series.series_id)
         assert one.end.outcome == "success" and three.end.outcome == "success"
-        assert two.end.outcome == "incomplete" and two.end.reason.startswith("infrastructure"), two.end.reason
-        events = [e for _, e in reader.events() if e.event == "context_rebuilt"]
+        assert two.end.outcome == "incomplete" and two.end.reason.startswith("interrupted"), two.end.reason
+        assert (again.start.index, again.start.recovers, again.end.outcome) == (2, two.trial_id, "success")
+        # the linked re-run restored the conversation from the records, as a resumed run does
+        events = [e for _, e in reader.events() if e.event == "series_resumed"]
         assert len(events) == 1 and events[0].data["turns"] > 0
         # trial 3's first request holds the whole recorded conversation again, trial 1 included
         first = reader.messages(three.trial_id)[0].request
