@@ -42,7 +42,7 @@ async def test_retry_after_holds_a_concurrent_call_of_the_same_provider():
                                               base_url=fake.base_url, timeout_s=5.0, attempts=3,
                                               backoff_initial_s=0.01, backoff_max_s=0.05))
         reply = REPLY["anthropic"](tool=("list_files", {}))
-        fake.queue(error_reply(429, retry_after=1.0), reply, reply)
+        fake.queue(error_reply(429, retry_after=2.0), reply, reply)
         finished: dict[str, float] = {}
         t0 = time.monotonic()
 
@@ -51,11 +51,14 @@ async def test_retry_after_holds_a_concurrent_call_of_the_same_provider():
             finished[name] = time.monotonic() - t0
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(decide, "first")  # answered 429, Retry-After 1 s
-            await trio.sleep(0.3)
+            nursery.start_soon(decide, "first")  # answered 429, Retry-After 2 s
+            while not fake.seen:  # the first request reached the server (on a busy machine: not at once)
+                await trio.sleep(0.01)
+            answered = time.monotonic() - t0
+            await trio.sleep(0.5)  # the 429 is back at the client by now
             nursery.start_soon(decide, "second")  # would be answered at once without the shared hold
-        assert finished["first"] >= 1.0
-        assert finished["second"] >= 1.0, finished
+        assert finished["first"] >= answered + 1.9
+        assert finished["second"] >= answered + 1.9, (answered, finished)
         await p.aclose()
 
 
