@@ -79,9 +79,9 @@ class FleetConfig(Section, frozen=True, kw_only=True):
     """How many series run at once on this machine (`roboswe run --workers N` overrides ``workers``)."""
 
     workers: Annotated[int, msgspec.Meta(ge=1, le=64)] | None = None  # None: ``default_workers()``
-    # Decisions the provider client has in flight at once, across every worker (a provider's rate limits
-    # are per key, not per series).
-    provider_concurrency: Annotated[int, msgspec.Meta(ge=1)] = 4
+    # Requests the provider client has in flight at once, across every worker: set it to what the key's
+    # rate limit allows. None: no cap beyond the workers' own (a series has one decision in flight at most).
+    provider_concurrency: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
 
 GIB_PER_WORKER = 3.0  # a robosuite scene (~1.5 GiB resident) plus its sandbox and the worker's context window
