@@ -125,6 +125,13 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         progress.update(task=plan.task.id, series_id=plan.series_id, mode=plan.retain, trials=plan.trials)
         if history.next_index > plan.trials:
             return []
+        if history.interrupted is not None:
+            # The bridge may still hold the interrupted trial open (a restarted coordinator): its
+            # workspace is then a mounted volume that cannot be cleared until the trial is closed.
+            try:
+                await links.bridge.close(history.interrupted.trial_id)
+            except INFRA_ERRORS:
+                pass  # a fresh bridge has nothing open
         workspace = fresh_dir(plan.workspace_dir())
         interrupted_steps = 0
         if history.interrupted is not None:
@@ -142,10 +149,6 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
                                       workspace_from=restored, turns=len(turns))
     if history.interrupted is not None:
         old = history.interrupted
-        try:
-            await links.bridge.close(old.trial_id)
-        except INFRA_ERRORS:
-            pass  # a fresh bridge has nothing open
         if old.end is None:
             await recording.durable(rec.TrialEnded(trial_id=old.trial_id, outcome="incomplete", reason="interrupted",
                                                    control_steps=interrupted_steps, ended_at=time.time()))

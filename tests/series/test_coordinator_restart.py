@@ -36,10 +36,6 @@ def _operations_of(run_dir, trial_suffix: str) -> int:
         return 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "found by this test, 2026-11-30 19:18: the restarted coordinator's run_series calls fresh_dir(workspace), whose "
-    "rmtree fails with EBUSY: the workspace is still the sandbox bridge's mounted volume for the interrupted trial "
-    "(sandbox/volume.py), so the job fails and the run exits 1 instead of resuming. Remove this mark when it resumes."))
 def test_a_killed_coordinator_is_restarted_and_the_run_resumes_by_itself(work_dir, admitted):
     config = write_config(work_dir, "corestart", series="trials = 2",
                           extra="[supervisor.actors.coordinator]\nmax_restarts = 1\n")
