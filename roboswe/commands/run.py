@@ -33,6 +33,9 @@ def add_arguments_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keys", type=Path, default=None, metavar="DIR", help="CURVE keys for --sim (`roboswe keys generate`)")
     parser.add_argument("--out", type=Path, default=None, metavar="RUN_DIR", help="run directory (default ./runs/<timestamp>)")
     parser.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help="continue a stopped or killed run")
+    parser.add_argument("--retry-incomplete", action="store_true",
+                        help="with --resume: re-run each trial that ended incomplete for an infrastructure or provider "
+                             "reason as a linked attempt (at most 2 re-runs per trial; a failure is never re-run)")
     parser.add_argument("--tasks", default=None, metavar="ID,...", help="only these admitted tasks (default: all admitted)")
     parser.add_argument("--no-verify", action="store_true", help="do not replay each series after it ends")
     parser.add_argument("--preflight", choices=["offline", "online"], default=None,
@@ -98,12 +101,16 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
                    run_dir, remote_sim=bool(job.sim_endpoint))
         workers = _workers(args, config, job.sim_endpoint) if args.workers is not None else job.workers
         job = msgspec.structs.replace(job, kind="run", admitted_path=str(admitted_path.resolve()),
-                                      verify=job.verify and not args.no_verify, trials=[], workers=workers)
+                                      verify=job.verify and not args.no_verify, trials=[], workers=workers,
+                                      retry_incomplete=getattr(args, "retry_incomplete", False))
         write_job(run_dir, job)
         return run_dir, config, config_path
 
     if args.admitted is None:
         raise UsageError("give ADMITTED.json (from `roboswe admit`), or --resume RUN_DIR")
+    if getattr(args, "retry_incomplete", False):  # a Namespace built in code (the demo) may lack it
+        raise UsageError("--retry-incomplete re-runs the incomplete trials of an existing run: "
+                         "use it with --resume RUN_DIR")
     try:
         config = load_config(args.config)
     except ConfigError as e:

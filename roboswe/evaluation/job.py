@@ -29,6 +29,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     sim_keys: str | None = None  # CURVE key directory for a remote simulator
     config_sha256: str = ""
     trials: list[str] = msgspec.field(default_factory=list)  # verify only: trial ids (empty: every ended trial)
+    retry_incomplete: bool = False  # `run --resume --retry-incomplete`: re-run retryable incomplete slots (series.py)
     workers: int = 1  # series at once, each on its own simulator, sandbox bridge and context manager (roboswe/config.py)
 
 

@@ -153,7 +153,7 @@ async def run_job(actor: Actor, progress: Progress) -> None:
                               trials=series_config.trials, retain=series_config.retain, backend=job.backend,
                               model=model, run_dir=str(actor.run_dir))
             if job.kind == "run":
-                await run_series(links, plan, shown, reader)
+                await run_series(links, plan, shown, reader, retry_incomplete=job.retry_incomplete)
                 await links.recorder.durable()  # commit this series' control traces before the worker reads them
                 videos.submit_series(series_id, task.task_manifest())
             if job.kind == "verify" or job.verify:

@@ -8,6 +8,16 @@ trials stay as they are; a started trial without an end is closed as ``incomplet
 (reason ``interrupted``) and re-run as a new attempt whose ``recovers`` names it. The
 workspace is restored from the interrupted trial's starting checkpoint (or the last
 checkpoint of the trial before), and the conversation from the recorded turns.
+
+``--retry-incomplete`` (``retry_incomplete``): a slot whose latest attempt ended ``incomplete``
+for an infrastructure or provider reason (``retryable``) is re-run the same way, as a linked
+attempt from the state it started in, at most ``MAX_INCOMPLETE_RETRIES`` times per slot; after
+that the slot stays missing. A ``failure`` (the participant's) is never re-run. Slots after it
+that already ended are kept as they are: in ``retain`` mode they saw the incomplete attempt,
+not its re-run (the records show both attempts and the link).
+
+A context overflow (one exchange larger than the input budget B) stops the series: the
+remaining slots stay missing, and the ``series_stopped`` event holds the overflow evidence.
 """
 
 from __future__ import annotations
@@ -43,22 +53,26 @@ class SeriesHistory(msgspec.Struct, kw_only=True):
     recorded: bool  # the series row exists
     next_index: int  # first trial index still to run (T+1: all ended)
     kept: list[TrialView]  # ended attempts before next_index (their turns stay in the conversation)
-    interrupted: TrialView | None  # the attempt of next_index to close and re-run
+    interrupted: TrialView | None  # the attempt of next_index to close (if open) and re-run
     next_attempt: int
     previous: dict[str, Any] | None  # figures of the trial before next_index, for its opening
+    only_slot: bool = False  # later slots already ended: re-run next_index alone
+    stopped_by: TrialView | None = None  # the attempt whose context overflow stopped the series
 
     @classmethod
-    def read(cls, reader: RunReader, series_id: str, trials: int) -> SeriesHistory:
+    def read(cls, reader: RunReader, series_id: str, trials: int, *, retry_incomplete: bool = False) -> SeriesHistory:
         recorded = any(s.series_id == series_id for s in reader.series())
         views = reader.trials(series_id) if recorded else []
         by_index: dict[int, list[TrialView]] = {}
         for v in views:
             by_index.setdefault(v.start.index, []).append(v)
+        rerun = {v.start.recovers for v in views if v.start.recovers}  # attempts a later attempt replaced
         kept: list[TrialView] = []
-        next_index, interrupted, attempt = trials + 1, None, 0
+        next_index, interrupted, attempt, stopped_by = trials + 1, None, 0, None
         for index in range(1, trials + 1):
             attempts = by_index.get(index, [])
-            kept_here = [a for a in attempts if a.end is not None and not was_interrupted(a.end.reason)]
+            kept_here = [a for a in attempts
+                         if a.end is not None and not was_interrupted(a.end.reason) and a.trial_id not in rerun]
             latest = attempts[-1] if attempts else None
             if latest is None:
                 next_index, attempt = index, 0
@@ -67,16 +81,51 @@ class SeriesHistory(msgspec.Struct, kw_only=True):
                 next_index, interrupted, attempt = index, latest, latest.start.attempt + 1
                 kept += kept_here
                 break
+            if stops_series(latest.end.reason):
+                kept += kept_here
+                stopped_by = latest
+                break
+            if (retry_incomplete and latest.end.outcome == "incomplete" and retryable(latest.end.reason)
+                    and incomplete_retries(attempts) <= MAX_INCOMPLETE_RETRIES):
+                next_index, interrupted, attempt = index, latest, latest.start.attempt + 1
+                kept += [a for a in kept_here if a is not latest]
+                break
             kept += kept_here
+        only_slot = next_index <= trials and any(by_index.get(i) for i in range(next_index + 1, trials + 1))
         before = [v for v in kept if v.start.index == next_index - 1]
         previous = previous_figures(next_index - 1, before[-1].end) if before else None
         return cls(recorded=recorded, next_index=next_index, kept=kept, interrupted=interrupted,
-                   next_attempt=attempt, previous=previous)
+                   next_attempt=attempt, previous=previous, only_slot=only_slot, stopped_by=stopped_by)
 
 
 def was_interrupted(reason: str) -> bool:
     """Whether an ended attempt was cut off by the harness (killed run, dead peer) and is to be re-run."""
     return reason == "interrupted" or reason.startswith("interrupted:")
+
+
+def stops_series(reason: str) -> bool:
+    """Whether an ended attempt stops its series: an exchange too large for the input budget B would
+    not fit the next trial's requests either (the context policy never truncates it)."""
+    return reason.startswith("context_overflow")
+
+
+# Reasons trial.py records for an incomplete end that is not the participant's doing and may go away
+# on a second try: the provider (outage after its retries), infrastructure (a peer, the sandbox, the
+# simulator's load), a fresh scene whose fingerprint differs from the admitted one, a harness error.
+RETRYABLE_PREFIXES = ("provider", "infrastructure", "fingerprint_mismatch", "internal")
+MAX_INCOMPLETE_RETRIES = 2  # linked re-runs per slot under --retry-incomplete; then the slot stays missing
+
+
+def retryable(reason: str) -> bool:
+    """Whether an incomplete end may be re-run under ``--retry-incomplete`` (never a context overflow)."""
+    head = reason.split(":", 1)[0].strip()
+    return head in RETRYABLE_PREFIXES and not stops_series(reason)
+
+
+def incomplete_retries(attempts: list[TrialView]) -> int:
+    """How many attempts of one slot ended incomplete for a retryable reason (interruptions not counted)."""
+    return sum(1 for a in attempts if a.end is not None and a.end.outcome == "incomplete"
+               and not was_interrupted(a.end.reason) and retryable(a.end.reason))
 
 
 def restore_workspace(reader: RunReader, run_dir: Path, history: SeriesHistory, dest: Path) -> str | None:
@@ -106,15 +155,17 @@ MAX_RERUNS = 3  # linked re-runs of interrupted attempts per call; the superviso
 
 
 async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
-                     reader_factory: Callable[[], RunReader], *, reruns: int = 0) -> list[rec.TrialEnded]:
+                     reader_factory: Callable[[], RunReader], *, reruns: int = 0,
+                     retry_incomplete: bool = False) -> list[rec.TrialEnded]:
     """Run (or continue) one series to its last trial; returns the ends recorded by this call.
 
+    ``retry_incomplete``: re-run retryable incomplete slots as linked attempts (see the module docs).
     Raises RuntimeError when attempts keep being interrupted (more than MAX_RERUNS re-runs).
     """
     run_dir = Path(plan.run_dir)
     recording = links.recorder
     with reader_factory() as reader:
-        history = SeriesHistory.read(reader, plan.series_id, plan.trials)
+        history = SeriesHistory.read(reader, plan.series_id, plan.trials, retry_incomplete=retry_incomplete)
         if not history.recorded:
             await recording.durable(rec.SeriesRecord(
                 series_id=plan.series_id, run_id=plan.run_id, task=plan.task.id, model=plan.model, mode=plan.retain,
@@ -125,7 +176,7 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         progress.update(task=plan.task.id, series_id=plan.series_id, mode=plan.retain, trials=plan.trials)
         if history.next_index > plan.trials:
             return []
-        if history.interrupted is not None:
+        if history.interrupted is not None and (history.interrupted.end is None or was_interrupted(history.interrupted.end.reason)):
             # The bridge may still hold the interrupted trial open (a restarted coordinator): its
             # workspace is then a mounted volume that cannot be cleared until the trial is closed.
             try:
@@ -152,7 +203,14 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         if old.end is None:
             await recording.durable(rec.TrialEnded(trial_id=old.trial_id, outcome="incomplete", reason="interrupted",
                                                    control_steps=interrupted_steps, ended_at=time.time()))
-        progress.say(f"trial {old.start.index} attempt {old.start.attempt} was interrupted: recorded incomplete, re-running")
+        if old.end is not None and not was_interrupted(old.end.reason):
+            await recording.event("trial_retried", old.trial_id, series=plan.series_id, index=old.start.index,
+                                  attempt=history.next_attempt, reason=old.end.reason,
+                                  later_slots_kept=history.only_slot)
+            progress.say(f"trial {old.start.index} attempt {old.start.attempt} ended incomplete ({old.end.reason}): "
+                         f"re-running it as attempt {history.next_attempt} (--retry-incomplete)")
+        else:
+            progress.say(f"trial {old.start.index} attempt {old.start.attempt} was interrupted: recorded incomplete, re-running")
     conversation = Conversation(plan.series_id, links.context, recording, reader_factory)
     conversation.trial_ids = [v.trial_id for v in history.kept] if plan.retain == "retain" else []
     await conversation.reset(turns, images)
@@ -161,7 +219,8 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
     previous = history.previous
     recovers = history.interrupted.trial_id if history.interrupted is not None else None
     attempt = history.next_attempt
-    for index in range(history.next_index, plan.trials + 1):
+    last = history.next_index if history.only_slot else plan.trials
+    for index in range(history.next_index, last + 1):
         await links.wait_alive()
         if plan.retain == "none":  # the fresh-context control: nothing carries over
             workspace = fresh_dir(plan.workspace_dir())
@@ -183,7 +242,25 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
                 raise RuntimeError(f"{plan.series_id}: trial {index} was interrupted {reruns + 1} times in a row "
                                    f"({ended.reason}); see `roboswe logs --series {plan.series_id}`, then --resume")
             await links.wait_alive()
-            return ends + await run_series(links, plan, progress, reader_factory, reruns=reruns + 1)
+            return ends + await run_series(links, plan, progress, reader_factory, reruns=reruns + 1,
+                                           retry_incomplete=retry_incomplete)
+        if stops_series(ended.reason):
+            await stop_series(links, plan, progress, index, ended, runner.overflow)
+            return ends
         previous = previous_figures(index, ended)
         recovers, attempt = None, 0
+    if retry_incomplete or history.only_slot:  # more slots to re-run, or the rest of the series after one
+        return ends + await run_series(links, plan, progress, reader_factory, retry_incomplete=retry_incomplete)
     return ends
+
+
+async def stop_series(links: Links, plan: SeriesPlan, progress: Progress, index: int, ended: rec.TrialEnded,
+                      overflow: dict[str, Any] | None) -> None:
+    """Record that a context overflow stopped the series at trial ``index``; the later slots stay missing."""
+    remaining = list(range(index + 1, plan.trials + 1))
+    await links.recorder.durable(rec.EventRecord(
+        run_id=plan.run_id, event="series_stopped", at=time.time(), trial_id=ended.trial_id,
+        data={"series": plan.series_id, "reason": "context_overflow", "trial": index, "detail": ended.reason,
+              "remaining": remaining, "evidence": overflow or {}}))
+    progress.say(f"{plan.series_id}: stopped after trial {index}: {ended.reason}; "
+                 f"trial(s) {', '.join(map(str, remaining)) or 'none'} not run")

@@ -119,6 +119,7 @@ class TrialRunner:
         self._recording_before = self.rec.seconds
         self.wall_started = 0.0
         self._message_id: str | None = None  # the provider attempt that decided the current operation
+        self.overflow: dict[str, Any] | None = None  # OverflowEvidence (as builtins) when the context could not fit
 
     # -- figures
 
@@ -332,6 +333,12 @@ class TrialRunner:
         try:
             prepared, images = await context.prepare(self.system, self.index)
         except RemoteError as e:
+            if e.error.code == "context_overflow":
+                # The evidence (budget, size, the exchanges that could not leave) goes into the records: the
+                # series stops on it (series.py), and a reader must see why without the context manager's log.
+                raw = (e.error.data or {}).get("evidence")
+                self.overflow = msgspec.json.decode(raw) if isinstance(raw, str) else {}
+                await self.rec.event("context_overflow", self.trial_id, detail=e.error.detail, **self.overflow)
             raise TrialIncomplete(f"{e.error.code}: {e.error.detail}") from None
         self.timing["context"] += time.monotonic() - t0
         self.offered_search = any(t.name == SEARCH_HISTORY for t in prepared.request.tools)

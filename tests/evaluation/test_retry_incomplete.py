@@ -1,0 +1,120 @@
+"""`roboswe run --resume RUN --retry-incomplete` in one process (tests/evaluation/harness.py).
+
+A trial that ended incomplete for a provider or infrastructure reason is re-run as a linked attempt
+(``recovers``) from the state it started in; the record keeps both attempts, scoring scores the
+re-run, a failure is never re-run, and after MAX_INCOMPLETE_RETRIES re-runs the slot stays missing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from roboswe.evaluation.progress import Progress
+from roboswe.evaluation.series import MAX_INCOMPLETE_RETRIES, retryable, run_series
+from roboswe.evaluation.verify import verify_series
+from roboswe.protocol import recorder as rec
+from roboswe.protocol.participant import Attempt, DecisionRequest, ProviderFailure
+from roboswe.records.metrics import series_metrics, series_outcomes
+from roboswe.records.reader import RunReader
+
+from .agents import ReachAgent, WanderAgent
+from .harness import admitted_task, peers, reach_manifest, reader_factory, series_plan
+
+
+class OutageAgent(ReachAgent):
+    """ReachAgent whose provider is down (every attempt answered 503) during the trials in ``down``."""
+
+    def __init__(self, down: set[int]):
+        super().__init__()
+        self.down = down
+
+    def decide(self, request: DecisionRequest):
+        if request.trial in self.down:
+            attempt = Attempt(number=1, started_at=time.time(), latency_s=0.01, outcome="http_503", status=503,
+                              detail="service unavailable")
+            raise ProviderFailure("fake: http_503 after 1 attempt(s): service unavailable", [attempt])
+        return super().decide(request)
+
+
+async def _series(run_dir, plan, agent, *, retry_incomplete: bool, verify: bool = False):
+    with trio.fail_after(60):
+        async with peers(run_dir, agent) as links:
+            with RunReader(run_dir) as reader:
+                if not reader.runs():
+                    await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(),
+                                                               admitted_sha256="0" * 64, config={}))
+            ends = await run_series(links, plan, Progress(), reader_factory(run_dir), retry_incomplete=retry_incomplete)
+            if verify:
+                await links.recorder.flush()
+                with RunReader(run_dir) as reader:
+                    await verify_series(links, reader, Progress(), run_dir, plan.series_id, plan.task.manifest,
+                                        plan.reference_fingerprint)
+    return ends
+
+
+def _setup(tmp_path, trials: int):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    return run_dir, series_plan(run_dir, admitted_task(reach_manifest()), trials=trials)
+
+
+async def test_a_provider_outage_slot_is_rerun_linked_on_resume_and_the_rerun_is_scored(tmp_path):
+    run_dir, plan = _setup(tmp_path, trials=3)
+    agent = OutageAgent(down={2})
+    ends = await _series(run_dir, plan, agent, retry_incomplete=False)
+    assert [e.outcome for e in ends] == ["success", "incomplete", "success"]
+    assert ends[1].reason.startswith("provider: ") and retryable(ends[1].reason)
+
+    agent.down = set()  # the provider is back
+    resumed = await _series(run_dir, plan, agent, retry_incomplete=True, verify=True)
+    assert [(e.outcome, e.reason) for e in resumed] == [("success", "success_interval")]  # trial 2 only, once
+
+    with RunReader(run_dir) as reader:
+        views = reader.trials(plan.series_id)
+        assert [(v.start.index, v.start.attempt) for v in views] == [(1, 0), (2, 0), (2, 1), (3, 0)]
+        old, new = views[1], views[2]
+        assert new.start.recovers == old.trial_id and old.end.outcome == "incomplete"  # both attempts kept, linked
+        (retried,) = [e for _, e in reader.events(event="trial_retried")]
+        assert retried.trial_id == old.trial_id and retried.data["attempt"] == 1 and retried.data["later_slots_kept"]
+        # The re-run started from trial 2's own start: trial 1's conversation and workspace (reach.json kept),
+        # not the incomplete attempt's nor trial 3's.
+        first_op = reader.operations(new.trial_id)[0]
+        assert first_op.operation == "list_files" and "reach.json" in first_op.feedback["text"]
+        (outcome,) = series_outcomes(reader, "run")
+    slot = outcome.slots[1]
+    assert (slot.status, slot.trial_id, slot.attempts, slot.recovered_from) == ("success", new.trial_id, 2, old.trial_id)
+    metrics = series_metrics(outcome)
+    assert metrics.completed and metrics.y == [1, 1, 1] and metrics.A == 1.0
+
+
+async def test_retries_stop_after_the_stated_limit_and_the_slot_stays_missing(tmp_path):
+    run_dir, plan = _setup(tmp_path, trials=2)
+    agent = OutageAgent(down={2})  # the outage outlasts every retry
+    ends = await _series(run_dir, plan, agent, retry_incomplete=True)
+    assert [e.outcome for e in ends] == ["success"] + ["incomplete"] * (1 + MAX_INCOMPLETE_RETRIES)
+    agent.down = set()
+    assert await _series(run_dir, plan, agent, retry_incomplete=True) == []  # exhausted: not re-run again
+    with RunReader(run_dir) as reader:
+        views = [v for v in reader.trials(plan.series_id) if v.start.index == 2]
+        assert [v.start.attempt for v in views] == [0, 1, 2]
+        assert [v.start.recovers for v in views] == [None, views[0].trial_id, views[1].trial_id]
+        (outcome,) = series_outcomes(reader, "run")
+    assert outcome.slots[1].status == "incomplete" and not series_metrics(outcome).completed
+
+
+async def test_a_failure_is_never_retried_nor_an_incomplete_slot_without_the_flag(tmp_path):
+    run_dir, plan = _setup(tmp_path, trials=1)
+    ends = await _series(run_dir, plan, WanderAgent(), retry_incomplete=False)
+    assert [e.outcome for e in ends] == ["failure"]
+    assert await _series(run_dir, plan, WanderAgent(), retry_incomplete=True) == []
+    assert not retryable("context_overflow: the request needs 9000 units") and retryable("infrastructure: PeerGone")
+
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    other = series_plan(other_dir, admitted_task(reach_manifest()), trials=1)
+    agent = OutageAgent(down={1})
+    assert [e.outcome for e in await _series(other_dir, other, agent, retry_incomplete=False)] == ["incomplete"]
+    agent.down = set()
+    assert await _series(other_dir, other, agent, retry_incomplete=False) == []  # a plain resume leaves it
