@@ -6,7 +6,10 @@ exceed B, the oldest complete exchanges leave the active request (an assistant t
 the user turn answering its tool calls leave together; pinned turns stay) until at least
 200,000 units are removed, or more if needed to fit. If the exchanges that may not be
 removed still exceed B, that is a ContextOverflow carrying the evidence -- never a
-silent truncation. The archive keeps every turn; after the first slide the participant
+silent truncation. The trial then ends ``incomplete`` (``context_overflow``) and its series
+stops: the remaining slots stay missing, and the evidence is in the records (the trial's
+``context_overflow`` event and the series' ``series_stopped`` event; roboswe/evaluation/series.py).
+The archive keeps every turn; after the first slide the participant
 may search it (`search_history`).
 
 Units: a provider's exact count where it has a count endpoint (Anthropic, Google); for
@@ -84,8 +87,9 @@ Counter = Callable[[DecisionRequest], Awaitable[TokenCount]]
 
 
 class ContextOverflow(Exception):
-    """The exchanges that may not be removed are larger than the input budget; the series
-    stops and `evidence` says what did not fit."""
+    """The exchanges that may not be removed are larger than the input budget; the trial ends
+    incomplete, the series stops (roboswe/evaluation/series.py, ``stops_series``) and `evidence`,
+    stored with the ``series_stopped`` event, says what did not fit."""
 
     reason = "context_overflow"
 

@@ -1,7 +1,8 @@
 """Claims the README and DESIGN make that no other test held them to.
 
 - An exchange too large for the input budget is an error, never a silent truncation: the trial
-  ends ``incomplete`` (reason ``context_overflow``) and no request over the budget reaches the participant.
+  ends ``incomplete`` (reason ``context_overflow``), no request over the budget reaches the participant,
+  and the series stops there with the overflow evidence in its records (a resume does not go on).
 - ``roboswe run`` refuses (exit 2, nothing written) a config without ``[provider]``.
 - Admission excludes a scene whose fingerprint differs between two fresh processes.
 - Without ``-e``, the sandbox backend is docker when a daemon answers and the image is imported, else bwrap.
@@ -50,19 +51,22 @@ class OversizedWriteAgent:
         return ListFiles() if mine == 0 else Finish(reason="done")
 
 
-async def test_an_exchange_larger_than_the_budget_ends_the_trial_incomplete_never_truncated(tmp_path):
+async def test_an_exchange_larger_than_the_budget_stops_the_series_with_its_evidence_never_truncated(tmp_path):
     window, output = 24_000, 4096
     budget = window - output - 4096
     agent = OversizedWriteAgent(chars=40 * budget)  # ~13 tokens per 40 chars: several budgets in one exchange
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     task = admitted_task(reach_manifest())
-    plan = series_plan(run_dir, task, trials=2)
+    plan = series_plan(run_dir, task, trials=3)
     with trio.fail_after(60):
         async with peers(run_dir, agent, context_window=window) as links:
             await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
                                                        config={}))
             ends = await run_series(links, plan, Progress(), reader_factory(run_dir))
+            # A resume (with retries asked for too) does not go on past the stop, nor re-run the overflowed trial.
+            resumed = await run_series(links, plan, Progress(), reader_factory(run_dir), retry_incomplete=True)
+    assert len(ends) == 1 and resumed == []  # trials 2 and 3 never ran
     first = ends[0]
     assert first.outcome == "incomplete" and first.reason.startswith("context_overflow: "), first.reason
     assert f"the input budget is {budget}" in first.reason
@@ -73,10 +77,25 @@ async def test_an_exchange_larger_than_the_budget_ends_the_trial_incomplete_neve
     for request in agent.requests:  # every request the participant saw fits the budget by the harness's own estimate
         assert estimate_request(request) <= budget, (request.trial, estimate_request(request))
     with RunReader(run_dir) as reader:
-        (view, *_) = reader.trials(plan.series_id)
+        (view, *later) = reader.trials(plan.series_id)
         ops = reader.operations(view.trial_id)
         assert [o.operation for o in ops] == ["write_file"] and ops[0].feedback.get("bytes") == 40 * budget
         assert (view.end.outcome, view.end.reason) == (first.outcome, first.reason)
+        assert later == []
+        (stopped,) = [e for _, e in reader.events(event="series_stopped")]
+        (overflow,) = [e for _, e in reader.events(event="context_overflow", trial_id=view.trial_id)]
+        assert stopped.trial_id == view.trial_id
+        assert stopped.data["reason"] == "context_overflow" and stopped.data["remaining"] == [2, 3]
+        evidence = stopped.data["evidence"]
+        assert evidence == {k: v for k, v in overflow.data.items() if k != "detail"}
+        assert evidence["series"] == plan.series_id and evidence["trial"] == 1
+        assert evidence["budget"] == budget and evidence["units"] > budget
+        # The indivisible exchange is the write and its result: the assistant turn that wrote big.txt and the
+        # user turn answering it, by their recorded turn ids, and alone larger than B.
+        turns = {e.data["turn"]["id"]: e.data["turn"] for _, e in reader.events(event="turn", trial_id=view.trial_id)}
+        (write_exchange,) = [ids for ids in evidence["kept_exchanges"] if any(turns[i]["role"] == "assistant" for i in ids)]
+        assert [turns[i]["role"] for i in write_exchange] == ["assistant", "user"]
+        assert max(evidence["kept_units"]) > budget
 
 
 # ---- run refuses a config without [provider] ----------------------------------------------------------
