@@ -9,14 +9,15 @@ dependencies inside the factory, so a missing simulator only fails when it is us
 from __future__ import annotations
 
 import abc
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
-from roboswe.protocol.sim import ActionSpec, Fingerprint, TaskSpec
+from roboswe.protocol.sim import ActionSpec, CameraInfo, Fingerprint, Limits, TaskSpec
 
-from .physics_state import PhysicsStates as PhysicsStates  # backends return it from take_states
+from .physics_state import PhysicsStates, StateLog
 
 if TYPE_CHECKING:
     from .manifest import TaskManifest
@@ -188,6 +189,127 @@ class SimBackend(abc.ABC):
         """Release the scene and its GL context."""
 
 
+class TrialBookkeeping(SimBackend):
+    """What every backend keeps per trial: the step budget, success interval, state log and counters.
+
+    A subclass calls ``_start_trial_bookkeeping`` in its constructor, sets ``control_dt``, and
+    brings its own physics, validation and rendering. ``control_step`` counts this trial's
+    control steps; a backend whose controller keeps its own count overrides it.
+    """
+
+    control_dt: float
+
+    def _start_trial_bookkeeping(self, manifest: TaskManifest, trial_steps: int | None) -> None:
+        self._trial_steps = trial_steps if trial_steps is not None else manifest.budgets.trial.steps
+        self._tracker = SuccessTracker(manifest.success.interval)
+        self._states = StateLog()
+        self._loaded = False
+        self._step = 0
+        self._physics_s = self._render_s = 0.0
+        self._frames = self._observes = self._rejected = self._total_steps = 0
+        self.fingerprint: Fingerprint | None = None
+
+    @property
+    def control_step(self) -> int:
+        return self._step
+
+    @property
+    def sim_time(self) -> float:
+        return round(self.control_step * self.control_dt, 9)
+
+    @property
+    def steps_left(self) -> int:
+        return max(0, self._trial_steps - self.control_step)
+
+    def _require_loaded(self) -> None:
+        if not self._loaded:
+            raise NotLoaded("no task is loaded; reset(seed) first")
+
+    def spec(self) -> TaskSpec:
+        m, a = self.manifest, self.action_spec()
+        return TaskSpec(
+            task_id=m.id, instruction=m.instruction, privileged=m.privileged,
+            action_dim=a.dim, action_low=a.low, action_high=a.high, action=a,
+            control_hz=m.control_hz, control_dt=self.control_dt,
+            cameras=[CameraInfo(name=c.name, width=c.width, height=c.height, depth=c.depth, calibration=c.calibration)
+                     for c in m.observation.cameras],
+            state_keys=m.allowed_state_keys,
+            script_limits=Limits(steps=m.budgets.script.steps, seconds=m.budgets.script.seconds),
+            trial_limits=Limits(steps=self._trial_steps, seconds=m.budgets.trial.seconds),
+        )
+
+    def success(self) -> SuccessRecord:
+        return self._tracker.record()
+
+    def take_states(self) -> PhysicsStates:
+        return self._states.take()
+
+    def statistics(self) -> BackendStatistics:
+        return BackendStatistics(control_steps=self._total_steps, sim_time=self.sim_time, physics_seconds=self._physics_s,
+                                 render_seconds=self._render_s, frames_rendered=self._frames, observes=self._observes,
+                                 rejected_actions=self._rejected)
+
+
+class ControlLoop(TrialBookkeeping):
+    """The step/wait loop of a backend whose every action is one control step.
+
+    ``step`` validates the whole chunk before any physics (a rejected action names its place in
+    the chunk and nothing moves); both stop at the trial budget. After each control step the
+    predicate feeds the success interval and the physics state is logged with the action.
+    """
+
+    @abc.abstractmethod
+    def hold_action(self) -> np.ndarray:
+        """The action that keeps the current targets; ``wait`` repeats it."""
+
+    @abc.abstractmethod
+    def _physics_step(self, action: np.ndarray) -> None:
+        """Advance one control step under a validated action; raise PhysicsFailure if the physics diverged."""
+
+    @abc.abstractmethod
+    def predicate_now(self) -> bool:
+        """The task's success predicate on the current state (no interval)."""
+
+    @abc.abstractmethod
+    def _physics_state(self) -> dict[str, np.ndarray]:
+        """The state to log for this control step (sim/physics_state.py field names)."""
+
+    def step(self, actions: Sequence[Sequence[float]]) -> StepOutcome:
+        self._require_loaded()
+        checked = []
+        for k, action in enumerate(actions):
+            try:
+                checked.append(self.validate(action))
+            except InvalidAction as e:
+                self._rejected += 1
+                e.chunk_index = k
+                raise
+        return self._apply(checked)
+
+    def wait(self, steps: int) -> StepOutcome:
+        self._require_loaded()
+        if steps < 0:
+            raise InvalidAction(f"wait steps must be >= 0, got {steps}")
+        return self._apply([self.hold_action()] * steps)
+
+    def _apply(self, actions: list[np.ndarray]) -> StepOutcome:
+        applied, stopped = 0, "done"
+        t0 = time.perf_counter()
+        for a in actions:
+            if self.steps_left <= 0:
+                stopped = "trial_budget"
+                break
+            self._physics_step(a)
+            self._step += 1
+            self._total_steps += 1
+            applied += 1
+            self._tracker.update(self._step, self.predicate_now())
+            self._states.append(self._step, self.sim_time, self._physics_state(), a)
+        self._physics_s += time.perf_counter() - t0
+        return StepOutcome(applied=applied, control_step=self._step, sim_time=self.sim_time,
+                           steps_left=self.steps_left, stopped=stopped)
+
+
 _REGISTRY: dict[str, Callable[..., SimBackend]] = {}
 
 
@@ -229,6 +351,7 @@ def _robosuite(manifest: TaskManifest, **kwargs) -> SimBackend:
 
 @sim_backend("fake")
 def _fake(manifest: TaskManifest, **kwargs) -> SimBackend:
-    from .fake_backend import FakeBackend  # numpy only: a kinematic stand-in for in-process tests
+    # numpy only: a kinematic stand-in for in-process tests
+    from .fake_backend import FakeBackend
 
     return FakeBackend(manifest, **kwargs)

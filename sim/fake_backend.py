@@ -21,21 +21,11 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+from roboswe.protocol.sim import ActionComponent, ActionSpec, Fingerprint
 
-from roboswe.protocol.sim import ActionComponent, ActionSpec, CameraInfo, Fingerprint, Limits, TaskSpec
-
-from .backend import (
-    BackendStatistics,
-    InvalidAction,
-    NotLoaded,
-    ResetError,
-    SimBackend,
-    StepOutcome,
-    SuccessRecord,
-    SuccessTracker,
-)
+from .backend import ControlLoop, InvalidAction, ResetError
 from .manifest import TaskManifest
-from .physics_state import PhysicsStates, StateLog, fingerprint_bytes
+from .physics_state import StateLog, fingerprint_bytes
 from .render import CameraFrame
 
 VERSION = "fake-1"
@@ -50,7 +40,7 @@ STATE_KEYS = {  # allowed state key -> how to read it
 }
 
 
-class FakeBackend(SimBackend):
+class FakeBackend(ControlLoop):
     """The kinematic reach scene; see the module docs."""
 
     def __init__(self, manifest: TaskManifest, *, trial_steps: int | None = None, require_fixed_hash_seed: bool = False):
@@ -60,18 +50,11 @@ class FakeBackend(SimBackend):
                                 f"it offers {sorted(STATE_KEYS)}")
         self.manifest = manifest
         self.control_dt = 1.0 / manifest.control_hz
-        self._trial_steps = trial_steps if trial_steps is not None else manifest.budgets.trial.steps
-        self._tracker = SuccessTracker(manifest.success.interval)
-        self._states = StateLog()
-        self._loaded = False
-        self._step = 0
+        self._start_trial_bookkeeping(manifest, trial_steps)
         self._pos = np.zeros(3)
         self._vel = np.zeros(3)
         self._grip = -1.0
         self._target = np.zeros(3)
-        self.fingerprint: Fingerprint | None = None
-        self._physics_s = self._render_s = 0.0
-        self._frames = self._observes = self._rejected = self._total_steps = 0
 
     # ---- scene --------------------------------------------------------------------------
 
@@ -86,14 +69,14 @@ class FakeBackend(SimBackend):
         self._states = StateLog()
         self._loaded = True
         model = hashlib.sha256(f"{VERSION}:{self.manifest.id}:{MAX_MOVE}:{REACH}".encode()).hexdigest()
-        initial = hashlib.sha256(fingerprint_bytes(self._physics())).hexdigest()
+        initial = hashlib.sha256(fingerprint_bytes(self._physics_state())).hexdigest()
         versions = {"fake_backend": VERSION, "numpy": np.__version__}
         body = f"{model}|{initial}|{seed}|{sorted(versions.items())}"
         self.fingerprint = Fingerprint(digest=hashlib.sha256(body.encode()).hexdigest(), seed=seed,
                                        model_xml_sha256=model, initial_state_sha256=initial, versions=versions)
         return self.fingerprint
 
-    def _physics(self) -> dict[str, np.ndarray]:
+    def _physics_state(self) -> dict[str, np.ndarray]:
         return {"qpos": np.array([*self._pos, self._grip]), "qvel": np.array([*self._vel, 0.0]),
                 "act": np.zeros(0), "mocap_pos": self._target.reshape(1, 3).copy(), "mocap_quat": np.zeros((0, 4))}
 
@@ -106,17 +89,6 @@ class FakeBackend(SimBackend):
 
     def hold_action(self) -> np.ndarray:
         return np.array([0.0, 0.0, 0.0, self._grip])
-
-    def spec(self) -> TaskSpec:
-        m, a = self.manifest, self.action_spec()
-        return TaskSpec(
-            task_id=m.id, instruction=m.instruction, privileged=m.privileged, action_dim=a.dim, action_low=a.low,
-            action_high=a.high, action=a, control_hz=m.control_hz, control_dt=self.control_dt,
-            cameras=[CameraInfo(name=c.name, width=c.width, height=c.height, depth=c.depth, calibration=c.calibration)
-                     for c in m.observation.cameras],
-            state_keys=m.allowed_state_keys,
-            script_limits=Limits(steps=m.budgets.script.steps, seconds=m.budgets.script.seconds),
-            trial_limits=Limits(steps=self._trial_steps, seconds=m.budgets.trial.seconds))
 
     def validate(self, action: Sequence[float]) -> np.ndarray:
         try:
@@ -134,58 +106,10 @@ class FakeBackend(SimBackend):
 
     # ---- control ------------------------------------------------------------------------
 
-    @property
-    def control_step(self) -> int:
-        return self._step
-
-    @property
-    def sim_time(self) -> float:
-        return round(self._step * self.control_dt, 9)
-
-    @property
-    def steps_left(self) -> int:
-        return max(0, self._trial_steps - self._step)
-
-    def _require_loaded(self) -> None:
-        if not self._loaded:
-            raise NotLoaded("no task is loaded; reset(seed) first")
-
-    def step(self, actions: Sequence[Sequence[float]]) -> StepOutcome:
-        self._require_loaded()
-        checked = []
-        for k, action in enumerate(actions):
-            try:
-                checked.append(self.validate(action))
-            except InvalidAction as e:
-                self._rejected += 1
-                e.chunk_index = k
-                raise
-        return self._apply(checked)
-
-    def wait(self, steps: int) -> StepOutcome:
-        self._require_loaded()
-        if steps < 0:
-            raise InvalidAction(f"wait steps must be >= 0, got {steps}")
-        return self._apply([self.hold_action()] * steps)
-
-    def _apply(self, actions: list[np.ndarray]) -> StepOutcome:
-        applied, stopped = 0, "done"
-        t0 = time.perf_counter()
-        for a in actions:
-            if self.steps_left <= 0:
-                stopped = "trial_budget"
-                break
-            self._vel = a[:3] * MAX_MOVE / self.control_dt
-            self._pos = self._pos + a[:3] * MAX_MOVE
-            self._grip = float(a[3])
-            self._step += 1
-            self._total_steps += 1
-            applied += 1
-            self._tracker.update(self._step, self.predicate_now())
-            self._states.append(self._step, self.sim_time, self._physics(), a)
-        self._physics_s += time.perf_counter() - t0
-        return StepOutcome(applied=applied, control_step=self._step, sim_time=self.sim_time,
-                           steps_left=self.steps_left, stopped=stopped)
+    def _physics_step(self, action: np.ndarray) -> None:
+        self._vel = action[:3] * MAX_MOVE / self.control_dt
+        self._pos = self._pos + action[:3] * MAX_MOVE
+        self._grip = float(action[3])
 
     def predicate_now(self) -> bool:
         return bool(np.linalg.norm(self._pos - self._target) < REACH and self._grip > 0.5)
@@ -215,14 +139,3 @@ class FakeBackend(SimBackend):
     def state(self) -> dict[str, np.ndarray]:
         self._require_loaded()
         return {k: STATE_KEYS[k](self) for k in self.manifest.allowed_state_keys}
-
-    def success(self) -> SuccessRecord:
-        return self._tracker.record()
-
-    def take_states(self) -> PhysicsStates:
-        return self._states.take()
-
-    def statistics(self) -> BackendStatistics:
-        return BackendStatistics(control_steps=self._total_steps, sim_time=self.sim_time, physics_seconds=self._physics_s,
-                                 render_seconds=self._render_s, frames_rendered=self._frames, observes=self._observes,
-                                 rejected_actions=self._rejected)

@@ -27,7 +27,7 @@ import numpy as np
 import structlog
 from roboswe.protocol.sim import CameraInfo, Fingerprint, Limits, TaskSpec
 
-from .backend import NotLoaded, SimError, SuccessTracker, sim_backend
+from .backend import SimError, sim_backend
 from .gr1_contract import (
     Contract,
     Fidelity,
@@ -36,7 +36,7 @@ from .gr1_contract import (
     validate_action,
 )
 from .manifest import ManifestError, Name, TaskManifest
-from .physics_state import StateLog, snapshot
+from .physics_state import snapshot
 from .render import CameraFrame, SceneRenderer
 from .robosuite_backend import RobosuiteBackend, _Part
 
@@ -188,7 +188,7 @@ class Gr1StandinBackend(RobosuiteBackend):
             raise SimError(f"task {manifest.id!r}: no stand-in scene {up.env!r}; known: {sorted(gr1_scenes.STANDIN_ENVS)}")
         self.manifest = manifest
         self._mujoco = mujoco
-        self._trial_steps = trial_steps if trial_steps is not None else manifest.budgets.trial.steps
+        self._start_trial_bookkeeping(manifest, trial_steps)
         t0 = time.perf_counter()
         try:
             self.env = robosuite.make(
@@ -217,14 +217,7 @@ class Gr1StandinBackend(RobosuiteBackend):
             xml = xml.replace(path, token)
         self._xml_sha256 = hashlib.sha256(xml.encode()).hexdigest()
         self._versions = {**versions, "fidelity": manifest.fidelity, "contract_sha256": self._contract_sha256}
-        self._tracker = SuccessTracker(manifest.success.interval)
-        self._states = StateLog()
-        self._loaded = False
-        self._step = 0
         self._last = np.zeros(len(self._low))
-        self._physics_s = self._render_s = 0.0
-        self._frames = self._observes = self._rejected = self._total_steps = 0
-        self.fingerprint: Fingerprint | None = None
         self.check_contract()
 
     def controller_config(self) -> dict:
@@ -382,8 +375,7 @@ class Gr1StandinBackend(RobosuiteBackend):
 
     def observe(self, cameras: Sequence[str] = (), depth: bool = True) -> list[CameraFrame]:
         """The one allowed image, whatever else is asked for is refused; no depth, no calibration."""
-        if not self._loaded:
-            raise NotLoaded("no task is loaded; reset(seed) first")
+        self._require_loaded()
         image = self.contract.observation.image
         unknown = [c for c in cameras if c != image]
         if unknown:
@@ -400,8 +392,7 @@ class Gr1StandinBackend(RobosuiteBackend):
 
     def state(self) -> dict[str, np.ndarray]:
         """The 29 measured encoders (rad) in contract order, under the contract's one state key."""
-        if not self._loaded:
-            raise NotLoaded("no task is loaded; reset(seed) first")
+        self._require_loaded()
         return {self.contract.observation.state: np.array(self.data.qpos[self._encoder_qpos], dtype=np.float64)}
 
 

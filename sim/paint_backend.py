@@ -24,30 +24,20 @@ from typing import Any, Literal
 
 import msgspec
 import numpy as np
-from roboswe.protocol.sim import (
-    ActionComponent,
-    ActionSpec,
-    CameraInfo,
-    Fingerprint,
-    Limits,
-    TaskSpec,
-)
+from roboswe.protocol.sim import ActionComponent, ActionSpec, Fingerprint
 
 from . import paint_control as pc
 from . import paint_scene as ps
 from .backend import (
-    BackendStatistics,
     InvalidAction,
-    NotLoaded,
     SimBackend,
     SimError,
     StepOutcome,
-    SuccessRecord,
-    SuccessTracker,
+    TrialBookkeeping,
     sim_backend,
 )
 from .manifest import ManifestError, TaskManifest
-from .physics_state import PhysicsStates, StateLog, fingerprint_bytes, snapshot
+from .physics_state import StateLog, fingerprint_bytes, snapshot
 from .render import CameraFrame
 
 SCENE_VERSION = "robopaint-1"
@@ -141,7 +131,7 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"a waypoint value of type {type(value).__name__} is not a number or list")
 
 
-class PaintBackend(SimBackend):
+class PaintBackend(TrialBookkeeping):
     """One paint scene; see the module docs. One thread owns it (GL context)."""
 
     def __init__(self, manifest: TaskManifest | dict, *, trial_steps: int | None = None, require_fixed_hash_seed: bool = False):
@@ -162,21 +152,15 @@ class PaintBackend(SimBackend):
         self.rig = pc.PaintRig()
         self.model, self.data = self.rig.model, self.rig.data
         self.control_dt = 1.0 / ps.CONTROL_HZ
-        self._trial_steps = trial_steps if trial_steps is not None else self.manifest.budgets.trial.steps
-        self._tracker = SuccessTracker(self.manifest.success.interval)
-        self._states = StateLog()
+        self._start_trial_bookkeeping(self.manifest, trial_steps)
         # A waypoint spans many control steps, so the per-step commanded vector is the arm's joint
         # target the interpolation produced for that step (7 values), not the 8-number waypoint.
         self.rig.on_control_step = lambda rig: self._states.append(rig.control_step, self.sim_time, snapshot(rig.data),
                                                                    rig.arm.q_des)
         self._renderer = None
-        self._loaded = False
-        self.fingerprint: Fingerprint | None = None
         self.action_log: list[dict[str, Any]] = []
         self.results: list[MoveFlangeResult] = []
         self.saved: SavedCanvas | None = None
-        self._physics_s = self._render_s = 0.0
-        self._frames = self._observes = self._rejected = self._total_steps = 0
 
     # ---- round ---------------------------------------------------------------------------
 
@@ -208,8 +192,7 @@ class PaintBackend(SimBackend):
         return max(0, self.manifest.paint.action_limit - self.actions_used)
 
     def _require_open(self) -> None:
-        if not self._loaded:
-            raise NotLoaded("no task is loaded; reset(seed) first")
+        self._require_loaded()
         if self.saved is not None:
             raise RoundOver(f"the round ended ({self.saved.ended_by}) after {self.saved.actions_used} actions; reset for the next round")
 
@@ -276,17 +259,6 @@ class PaintBackend(SimBackend):
                  f"workspace {pc.WORKSPACE}. Invalid batches are rejected whole, never clipped. "
                  f"{self.manifest.paint.action_limit} actions per round; submit_painting ends the round."))
 
-    def spec(self) -> TaskSpec:
-        m, a = self.manifest, self.action_spec()
-        return TaskSpec(
-            task_id=m.id, instruction=m.instruction, privileged=False, action_dim=a.dim, action_low=a.low, action_high=a.high,
-            action=a, control_hz=m.control_hz, control_dt=self.control_dt,
-            cameras=[CameraInfo(name=c.name, width=c.width, height=c.height, depth=c.depth, calibration=c.calibration)
-                     for c in m.observation.cameras],
-            state_keys=m.allowed_state_keys,
-            script_limits=Limits(steps=m.budgets.script.steps, seconds=m.budgets.script.seconds),
-            trial_limits=Limits(steps=self._trial_steps, seconds=m.budgets.trial.seconds))
-
     def validate(self, action: Sequence[float]) -> np.ndarray:
         a = np.asarray(action, dtype=np.float64)
         if a.shape != (8,):
@@ -312,8 +284,7 @@ class PaintBackend(SimBackend):
                            steps_left=self.steps_left, stopped="trial_budget" if self.steps_left == 0 else "done")
 
     def wait(self, steps: int) -> StepOutcome:
-        if not self._loaded:
-            raise NotLoaded("no task is loaded; reset(seed) first")
+        self._require_loaded()
         if steps < 0:
             raise InvalidAction(f"wait steps must be >= 0, got {steps}")
         n = min(steps, self.steps_left)
@@ -326,8 +297,7 @@ class PaintBackend(SimBackend):
 
     def observe(self, cameras: Sequence[str] = (), depth: bool = True) -> list[CameraFrame]:
         """Render the allowed cameras with the current canvas on the paper; physics does not advance."""
-        if not self._loaded:
-            raise NotLoaded("no task is loaded; reset(seed) first")
+        self._require_loaded()
         names = list(cameras) or [c.name for c in self.manifest.observation.cameras]
         chosen = [self.manifest.camera(n) for n in names]  # KeyError names the allowed cameras (brushcam never is)
         return self._render([(c.name, c.width, c.height, depth and c.depth) for c in chosen], count_observe=True)
@@ -354,34 +324,14 @@ class PaintBackend(SimBackend):
         return frames
 
     def state(self) -> dict[str, np.ndarray]:
-        if not self._loaded:
-            raise NotLoaded("no task is loaded; reset(seed) first")
+        self._require_loaded()
         pos, quat = self.rig.flange()
         values = {"flange_pos": pos, "flange_quat_xyzw": quat}
         return {k: values[k] for k in self.manifest.allowed_state_keys}
 
-    def success(self) -> SuccessRecord:
-        return self._tracker.record()
-
-    def take_states(self) -> PhysicsStates:
-        return self._states.take()
-
-    def statistics(self) -> BackendStatistics:
-        return BackendStatistics(control_steps=self._total_steps, sim_time=self.sim_time, physics_seconds=self._physics_s,
-                                 render_seconds=self._render_s, frames_rendered=self._frames, observes=self._observes,
-                                 rejected_actions=self._rejected)
-
     @property
     def control_step(self) -> int:
-        return self.rig.control_step
-
-    @property
-    def sim_time(self) -> float:
-        return round(self.rig.control_step * self.control_dt, 9)
-
-    @property
-    def steps_left(self) -> int:
-        return max(0, self._trial_steps - self.rig.control_step)
+        return self.rig.control_step  # the rig counts the control steps its interpolation takes
 
     def close(self) -> None:
         if self._renderer is not None:

@@ -231,7 +231,7 @@ class RobocasaBackend(RobosuiteBackend):
             raise SimError(f"task {manifest.id!r}: RoboCasa has no task class {up.env!r}")
         self.manifest = manifest
         self._mujoco = mujoco
-        self._trial_steps = trial_steps if trial_steps is not None else manifest.budgets.trial.steps
+        self._start_trial_bookkeeping(manifest, trial_steps)
         cfg = load_composite_controller_config(controller=None, robot=up.robot)
         if cfg.get("type") != manifest.controller.composite:
             raise SimError(f"task {manifest.id!r}: {up.robot}'s default controller is {cfg.get('type')}, the manifest "
@@ -260,16 +260,6 @@ class RobocasaBackend(RobosuiteBackend):
         self._versions = {**versions, "assets": up.assets}
         self._renderer = None
         self._asset_hashes: dict[str, str] = {}
-        from .backend import SuccessTracker
-        from .physics_state import StateLog
-
-        self._tracker = SuccessTracker(manifest.success.interval)
-        self._states = StateLog()
-        self._loaded = False
-        self._step = 0
-        self._physics_s = self._render_s = 0.0
-        self._frames = self._observes = self._rejected = self._total_steps = 0
-        self.fingerprint: Fingerprint | None = None
         self.reset_seconds: float | None = None
 
     # ---- the scene RoboCasa rebuilt -------------------------------------------------------

@@ -15,29 +15,11 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import structlog
-from roboswe.protocol.sim import (
-    ActionComponent,
-    ActionSpec,
-    CameraInfo,
-    Fingerprint,
-    Limits,
-    TaskSpec,
-)
+from roboswe.protocol.sim import ActionComponent, ActionSpec, Fingerprint
 
-from .backend import (
-    BackendStatistics,
-    InvalidAction,
-    NotLoaded,
-    PhysicsFailure,
-    ResetError,
-    SimBackend,
-    SimError,
-    StepOutcome,
-    SuccessRecord,
-    SuccessTracker,
-)
+from .backend import ControlLoop, InvalidAction, PhysicsFailure, ResetError, SimError
 from .manifest import TaskManifest
-from .physics_state import PhysicsStates, StateLog, fingerprint_bytes, snapshot
+from .physics_state import fingerprint_bytes, snapshot
 from .render import CameraFrame, SceneRenderer
 
 log = structlog.get_logger()
@@ -81,7 +63,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-class RobosuiteBackend(SimBackend):
+class RobosuiteBackend(ControlLoop):
     """A robosuite task scene built from a manifest. One thread must own it (GL context)."""
 
     def __init__(self, manifest: TaskManifest, *, trial_steps: int | None = None, require_fixed_hash_seed: bool = False):
@@ -102,7 +84,7 @@ class RobosuiteBackend(SimBackend):
             )
         self.manifest = manifest
         self._mujoco = mujoco
-        self._trial_steps = trial_steps if trial_steps is not None else manifest.budgets.trial.steps
+        self._start_trial_bookkeeping(manifest, trial_steps)
         t0 = time.perf_counter()
         try:
             self.env = robosuite.make(
@@ -141,14 +123,7 @@ class RobosuiteBackend(SimBackend):
         xml = self.env.model.get_xml().replace(str(Path(robosuite.__file__).parent), "{robosuite}")
         self._xml_sha256 = _sha256(xml.encode())
         self._versions = versions
-        self._tracker = SuccessTracker(manifest.success.interval)
-        self._states = StateLog()
-        self._loaded = False
-        self._step = 0
         self._last = np.zeros(len(self._low))
-        self._physics_s = self._render_s = 0.0
-        self._frames = self._observes = self._rejected = self._total_steps = 0
-        self.fingerprint: Fingerprint | None = None
 
     # ---- construction helpers -------------------------------------------------------------
 
@@ -304,20 +279,6 @@ class RobosuiteBackend(SimBackend):
         return ActionSpec(dim=len(self._low), low=self._low.tolist(), high=self._high.tolist(), components=comps,
                           hold=self.hold_action().tolist(), hold_rule=rule, doc="\n".join(p.doc for p in self._parts))
 
-    def spec(self) -> TaskSpec:
-        m = self.manifest
-        action = self.action_spec()
-        return TaskSpec(
-            task_id=m.id, instruction=m.instruction, privileged=m.privileged,
-            action_dim=action.dim, action_low=action.low, action_high=action.high, action=action,
-            control_hz=m.control_hz, control_dt=self.control_dt,
-            cameras=[CameraInfo(name=c.name, width=c.width, height=c.height, depth=c.depth, calibration=c.calibration)
-                     for c in m.observation.cameras],
-            state_keys=m.allowed_state_keys,
-            script_limits=Limits(steps=m.budgets.script.steps, seconds=m.budgets.script.seconds),
-            trial_limits=Limits(steps=self._trial_steps, seconds=m.budgets.trial.seconds),
-        )
-
     def validate(self, action: Sequence[float]) -> np.ndarray:
         try:
             a = np.asarray(action, dtype=np.float64)
@@ -341,73 +302,26 @@ class RobosuiteBackend(SimBackend):
 
     # ---- control ------------------------------------------------------------------------
 
-    @property
-    def control_step(self) -> int:
-        return self._step
-
-    @property
-    def sim_time(self) -> float:
-        return round(self._step * self.control_dt, 9)
-
-    @property
-    def steps_left(self) -> int:
-        return max(0, self._trial_steps - self._step)
-
-    def _require_loaded(self) -> None:
-        if not self._loaded:
-            raise NotLoaded("no task is loaded; reset(seed) first")
-
-    def step(self, actions: Sequence[Sequence[float]]) -> StepOutcome:
-        self._require_loaded()
-        checked = []
-        for k, action in enumerate(actions):
-            try:
-                checked.append(self.validate(action))
-            except InvalidAction as e:
-                self._rejected += 1
-                e.chunk_index = k
-                raise
-        return self._apply(checked)
-
-    def wait(self, steps: int) -> StepOutcome:
-        self._require_loaded()
-        if steps < 0:
-            raise InvalidAction(f"wait steps must be >= 0, got {steps}")
-        hold = self.hold_action()
-        return self._apply([hold] * steps)
-
     def _instability_warnings(self) -> int:
         w, kind = self.data.warning, self._mujoco.mjtWarning
         return int(w[kind.mjWARN_BADQPOS].number + w[kind.mjWARN_BADQVEL].number + w[kind.mjWARN_BADQACC].number)
 
-    def _apply(self, actions: list[np.ndarray]) -> StepOutcome:
-        applied = 0
-        stopped = "done"
-        t0 = time.perf_counter()
-        for a in actions:
-            if self.steps_left <= 0:
-                stopped = "trial_budget"
-                break
-            unstable_before = self._instability_warnings()
-            try:
-                self.env.step(a)
-            except Exception as e:
-                self._loaded = False
-                raise PhysicsFailure(f"control step {self._step + 1} failed inside robosuite/MuJoCo: {type(e).__name__}: {e}") from e
-            # MuJoCo silently resets the state when accelerations blow up; that must not pass as a step.
-            if self._instability_warnings() != unstable_before or not np.isfinite(self.data.qpos).all():
-                self._loaded = False
-                raise PhysicsFailure(f"physics became unstable at control step {self._step + 1} (MuJoCo found a bad position, "
-                                     "velocity or acceleration and reset the data, or the state is non-finite); the scene is retired, load the task again")
-            self._step += 1
-            self._total_steps += 1
-            applied += 1
-            self._last = a.copy()
-            self._tracker.update(self._step, bool(self.env._check_success()))
-            self._states.append(self._step, self.sim_time, snapshot(self.data), a)
-        self._physics_s += time.perf_counter() - t0
-        return StepOutcome(applied=applied, control_step=self._step, sim_time=self.sim_time,
-                           steps_left=self.steps_left, stopped=stopped)
+    def _physics_step(self, action: np.ndarray) -> None:
+        unstable_before = self._instability_warnings()
+        try:
+            self.env.step(action)
+        except Exception as e:
+            self._loaded = False
+            raise PhysicsFailure(f"control step {self._step + 1} failed inside robosuite/MuJoCo: {type(e).__name__}: {e}") from e
+        # MuJoCo silently resets the state when accelerations blow up; that must not pass as a step.
+        if self._instability_warnings() != unstable_before or not np.isfinite(self.data.qpos).all():
+            self._loaded = False
+            raise PhysicsFailure(f"physics became unstable at control step {self._step + 1} (MuJoCo found a bad position, "
+                                 "velocity or acceleration and reset the data, or the state is non-finite); the scene is retired, load the task again")
+        self._last = action.copy()
+
+    def _physics_state(self) -> dict[str, np.ndarray]:
+        return snapshot(self.data)
 
     # ---- sensing ------------------------------------------------------------------------
 
@@ -435,17 +349,6 @@ class RobosuiteBackend(SimBackend):
         obs = self.env._get_observations(force_update=True)
         return {k: np.atleast_1d(np.asarray(obs[k], dtype=np.float64)) for k in self.manifest.allowed_state_keys}
 
-    def success(self) -> SuccessRecord:
-        return self._tracker.record()
-
     def predicate_now(self) -> bool:
         """The upstream predicate on the current state (no interval); for tests and admission."""
         return bool(self.env._check_success())
-
-    def take_states(self) -> PhysicsStates:
-        return self._states.take()
-
-    def statistics(self) -> BackendStatistics:
-        return BackendStatistics(control_steps=self._total_steps, sim_time=self.sim_time, physics_seconds=self._physics_s,
-                                 render_seconds=self._render_s, frames_rendered=self._frames, observes=self._observes,
-                                 rejected_actions=self._rejected)
