@@ -32,3 +32,28 @@ def test_trial_opening_reports_the_previous_outcome_and_figures():
     text = trial_opening(2, 5, {"index": 1, "outcome": "failure", "reason": "budget",
                                 "control_steps": 6000, "sim_time": 300.0, "active_time": 42.5})
     assert "Trial 1 did not succeed (budget)" in text and "6000 control steps" in text
+
+
+def test_trial_opening_carries_the_instruction_cameras_sensor_readings_and_points_at_the_interface():
+    text = trial_opening(1, 5, None, instruction="Lift the cube.", cameras=["agentview", "robot0_eye_in_hand"],
+                         sensors=["robot0_eef_pos: [0.1000, 0.2000, 0.3000]"])
+    assert text.startswith("Trial 1 of 5 begins.")  # agents find trial boundaries by it (configs/agents/lift_demo)
+    assert "Task: Lift the cube." in text
+    assert "Current camera images (attached): agentview, robot0_eye_in_hand." in text
+    assert "  robot0_eef_pos: [0.1000, 0.2000, 0.3000]" in text
+    assert "`robot` module" in text
+    later = trial_opening(2, 5, {"index": 1, "outcome": "success", "reason": "success_interval", "control_steps": 90,
+                                 "sim_time": 4.5, "active_time": 3.0}, instruction="Lift the cube.")
+    assert later.startswith("Trial 2 of 5 begins.") and "Trial 1 succeeded (success_interval)" in later
+
+
+def test_system_prompt_and_opening_agree_on_what_is_told_of_success():
+    spec = ToyRobot().spec()
+    budgets = Budgets(trial_steps=100, trial_seconds=60.0, script_steps=10, script_seconds=5.0)
+    retain = system_prompt(spec, budgets, trials=5, retain="retain")
+    fresh = system_prompt(spec, budgets, trials=5, retain="none")
+    assert "you are not told it directly" not in retain  # the next opening does tell it in retain mode
+    assert "the opening of the next trial says how the previous one ended" in retain
+    assert "no trial is told how an earlier one ended" in fresh and "opening of the next trial" not in fresh
+    for text in (retain, fresh):
+        assert "Each trial opens with the task, the current\ncamera images and the robot's sensor readings" in text

@@ -7,6 +7,8 @@ state keys, limits), so it always says what the running scene accepts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from roboswe.bridge.apidoc import render_robot_api
 from roboswe.evaluation.series_config import Budgets
 from roboswe.protocol.participant import OPERATIONS
@@ -19,18 +21,25 @@ def system_prompt(spec: TaskSpec, budgets: Budgets, trials: int, retain: str) ->
     keep = ("Between trials the scene resets; your workspace files and this conversation are kept."
             if retain == "retain" else
             "Between trials the scene resets, and your workspace and conversation start empty again.")
+    # What the participant learns of success must match trial_opening: in retain mode the next opening
+    # reports the previous outcome; in the fresh-context control nothing of an earlier trial is said.
+    told = ("While a trial runs you are not told whether the condition holds; the opening of the next trial "
+            "says how the previous one ended (succeeded, did not succeed, or could not be completed) and what it used."
+            if retain == "retain" else
+            "While a trial runs you are not told whether the condition holds, and no trial is told how an earlier one ended.")
     return f"""You control a simulated robot by writing Python programs.
 
 ## Task
 {spec.instruction}
 
 ## How this works
-You get {trials} trials of this task. {keep} Each reply must be exactly one tool call (one operation).
+You get {trials} trials of this task. {keep} Each trial opens with the task, the current
+camera images and the robot's sensor readings. Each reply must be exactly one tool call (one operation).
 Write scripts into your workspace with write_file and run them with exec; a script drives the robot
 through `import robot`. observe shows you camera images without moving time; wait advances time
 holding the current targets. A trial ends when the task's success condition has held for its
 required number of consecutive control steps, when you call finish, or when a budget runs out.
-Success is judged by the simulator; you are not told it directly.
+Success is judged by the simulator. {told}
 
 ## Operations
 {ops}
@@ -44,13 +53,32 @@ Success is judged by the simulator; you are not told it directly.
 {render_robot_api(spec)}"""
 
 
-def trial_opening(index: int, trials: int, previous: dict | None) -> str:
-    """The first message of trial ``index``: for trials after the first, the previous outcome and figures."""
+def trial_opening(index: int, trials: int, previous: dict | None, *, instruction: str = "",
+                  cameras: Sequence[str] = (), sensors: Sequence[str] = ()) -> str:
+    """The text of trial ``index``'s first message (seed 001: the instruction, the current camera
+    images, the robot's sensor readings and the native interface; the images travel as image parts
+    beside this text, one per name in ``cameras``). For trials after the first, in retain mode, it
+    starts with the previous outcome and figures. ``sensors`` are lines ``key: [values]``.
+
+    It always begins ``Trial N of T begins.`` (agents find trial boundaries by it).
+    """
     head = f"Trial {index} of {trials} begins. The scene has been reset to its initial state."
     if previous is None:
-        return head + " Your workspace is empty."
-    outcome = previous["outcome"]
-    said = {"success": "succeeded", "failure": "did not succeed",
-            "incomplete": "could not be completed (an infrastructure or provider failure, not scored)"}.get(outcome, outcome)
-    return (f"{head}\nTrial {previous['index']} {said} ({previous['reason']}): it used {previous['control_steps']} "
-            f"control steps ({previous['sim_time']:.2f} s simulated) and {previous['active_time']:.1f} s of active time.")
+        lines = [head + " Your workspace is empty."]
+    else:
+        outcome = previous["outcome"]
+        said = {"success": "succeeded", "failure": "did not succeed",
+                "incomplete": "could not be completed (an infrastructure or provider failure, not scored)"}.get(outcome, outcome)
+        lines = [head, f"Trial {previous['index']} {said} ({previous['reason']}): it used {previous['control_steps']} "
+                       f"control steps ({previous['sim_time']:.2f} s simulated) and {previous['active_time']:.1f} s of active time."]
+    if instruction:
+        lines.append(f"Task: {instruction}")
+    if cameras:
+        lines.append("Current camera images (attached): " + ", ".join(cameras) + ".")
+    if sensors:
+        lines.append("Robot sensor readings now:")
+        lines += [f"  {line}" for line in sensors]
+    if instruction or cameras or sensors:
+        lines.append("You act through the `robot` module in exec scripts: its actions, bounds, cameras and limits are "
+                     "in your instructions (\"The `robot` module\").")
+    return "\n".join(lines)

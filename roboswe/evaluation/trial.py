@@ -114,6 +114,7 @@ class TrialRunner:
              "context", "recording", "load", "recovery"), 0.0)
         self.offered_search = False
         self.system = ""
+        self.instruction = ""
         self.opened = False
         self._sim_compute = (0.0, 0.0)  # the simulator's (physics, rendering) seconds at the last reading
         self._recording_before = self.rec.seconds
@@ -178,10 +179,11 @@ class TrialRunner:
             return await self._end("incomplete", failure)
         self.conversation.trial_ids.append(self.trial_id)
         self.system = system_prompt(loaded.spec, self.plan.budgets, self.plan.trials, self.plan.retain)
+        self.instruction = loaded.spec.instruction
         outcome, reason = "incomplete", "interrupted"
         try:
             await self._checkpoint("trial_start", None)
-            await self._append_user(trial_opening(self.index, self.plan.trials, previous))
+            await self._open(previous)
             self.started = time.monotonic()  # the active-time clock runs from the first participant input
             self.progress.active_clock = self.active_time
             outcome, reason = await self._loop()
@@ -270,10 +272,6 @@ class TrialRunner:
         await self.rec.event("turn", self.trial_id, **turn_event_data(turn))
         await self.conversation.append(turn, digests, [data for _, data in images])
         self.timing["context"] += time.monotonic() - t0
-
-    async def _append_user(self, text: str) -> None:
-        await self._append(Turn(id=f"{self.trial_id}/u{self._next_turn()}", role="user", trial=self.index,
-                                parts=[TextPart(text=text)]))
 
     # -- the decision loop
 
@@ -452,27 +450,48 @@ class TrialRunner:
         return OpResult(text="\n".join(lines), error=fb.exit_status != 0 and fb.limit is None, feedback=feedback,
                         step_end=status.control_step, success=status.achieved)
 
-    async def _observe(self, cameras: list[str] | None, depth: bool) -> OpResult:
-        t0 = time.monotonic()
+    async def _open(self, previous: dict[str, Any] | None) -> None:
+        """The trial's first message: the instruction, the current camera images and sensor readings
+        (seed 001), after the previous outcome; the interface itself is in the pinned instructions."""
         try:
-            obs, blobs = await self.links.sim.observe(cameras or [], depth)
+            obs, images, lines, _ = await self._observation([], depth=False)
         except RemoteError as e:
-            return OpResult(text=f"observe refused: {e.error.detail}", error=True, feedback=Refused(error=e.error.detail))
+            raise TrialIncomplete(f"infrastructure: the opening observation failed: {e.error.code}: {e.error.detail}") from None
+        text = trial_opening(self.index, self.plan.trials, previous, instruction=self.instruction,
+                             cameras=[im.camera for im in obs.images], sensors=lines)
+        parts: list[Any] = [TextPart(text=text), *(part for part, _ in images)]
+        await self._append(Turn(id=f"{self.trial_id}/u{self._next_turn()}", role="user", trial=self.index, parts=parts),
+                           images)
+
+    async def _observation(self, cameras: list[str], depth: bool) -> tuple[
+            simp.Observation, list[tuple[ImagePart, bytes]], list[str], dict[str, str]]:
+        """Camera images (PNG) and the robot state now: image parts, ``key: [values]`` lines, depth notes by camera."""
+        t0 = time.monotonic()
+        obs, blobs = await self.links.sim.observe(cameras, depth)
         rtt = time.monotonic() - t0
         self.timing["transport"] += max(0.0, rtt - await self._sim_compute_since())
-        images, lines = [], [f"control step {obs.control_step}, simulated time {obs.sim_time:.2f} s"]
+        images, depth_notes = [], {}
         for im in obs.images:
             rgb = np.frombuffer(blobs[im.rgb_blob], np.uint8).reshape(im.height, im.width, 3)
             png = encode_png(rgb)
             images.append((image_part(png, im.camera), png))
-            line = f"camera {im.camera}: {im.width}x{im.height} RGB image attached"
             if im.depth_blob is not None:
                 d = np.frombuffer(blobs[im.depth_blob], "<f4")
-                line += f"; depth min {d.min():.3f} m, median {float(np.median(d)):.3f} m, max {d.max():.3f} m (full depth via robot.observe)"
-            lines.append(line)
+                depth_notes[im.camera] = (f"; depth min {d.min():.3f} m, median {float(np.median(d)):.3f} m, "
+                                          f"max {d.max():.3f} m (full depth via robot.observe)")
+        state = [f"{key}: [{', '.join(f'{v:.4f}' for v in values)}]" for key, values in obs.state.values.items()]
+        return obs, images, state, depth_notes
+
+    async def _observe(self, cameras: list[str] | None, depth: bool) -> OpResult:
+        try:
+            obs, images, readings, depth_notes = await self._observation(cameras or [], depth)
+        except RemoteError as e:
+            return OpResult(text=f"observe refused: {e.error.detail}", error=True, feedback=Refused(error=e.error.detail))
+        lines = [f"control step {obs.control_step}, simulated time {obs.sim_time:.2f} s"]
+        lines += [f"camera {im.camera}: {im.width}x{im.height} RGB image attached{depth_notes.get(im.camera, '')}"
+                  for im in obs.images]
         lines.append("robot state:")
-        for key, values in obs.state.values.items():
-            lines.append(f"  {key}: [{', '.join(f'{v:.4f}' for v in values)}]")
+        lines += [f"  {line}" for line in readings]
         return OpResult(text="\n".join(lines), images=images,
                         feedback=Observed(cameras=[im.camera for im in obs.images], images=[p.digest for p, _ in images],
                                           render_seconds=obs.render_seconds, control_step=obs.control_step))
