@@ -118,3 +118,53 @@ async def test_a_failure_is_never_retried_nor_an_incomplete_slot_without_the_fla
     assert [e.outcome for e in await _series(other_dir, other, agent, retry_incomplete=False)] == ["incomplete"]
     agent.down = set()
     assert await _series(other_dir, other, agent, retry_incomplete=False) == []  # a plain resume leaves it
+
+
+# ---- the flag on the command line and in job.json ------------------------------------------------------
+
+
+def _admitted(tmp_path):
+    from roboswe.evaluation.admission import FORMAT, Admitted, read_admitted, write_admitted
+
+    path = tmp_path / "admitted.json"
+    write_admitted(Admitted(format=FORMAT, dataset={"id": "t", "tasks": ["fake-reach"]}, created_at="test", host={},
+                            run_config_sha256=None, tasks=[admitted_task(reach_manifest())]), path)
+    return path, read_admitted(path)
+
+
+def _args(*argv: str):
+    import argparse
+
+    from roboswe.commands.run import add_arguments_run
+
+    parser = argparse.ArgumentParser()
+    add_arguments_run(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_retry_incomplete_goes_into_job_json_on_resume_and_is_refused_without_resume(tmp_path):
+    import pytest
+
+    from roboswe.commands.run import UsageError, prepare_run
+    from roboswe.evaluation.job import CONFIG_COPY, Job, read_job, write_job
+
+    admitted_path, admitted = _admitted(tmp_path)
+    with pytest.raises(UsageError, match="--retry-incomplete .* use it with --resume RUN_DIR"):
+        prepare_run(_args(str(admitted_path), "--retry-incomplete", "--out", str(tmp_path / "new"), "--no-preflight"))
+    assert not (tmp_path / "new").exists()
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / CONFIG_COPY).write_text('[provider]\nkind = "python"\nagent = "tests.evaluation.agents:ReachAgent"\n')
+    write_job(run_dir, Job(kind="run", run_id="run", admitted_path=str(admitted_path), admitted_sha256=admitted.digest,
+                           tasks=["fake-reach"], workers=1))
+    import json
+
+    older = json.loads((run_dir / "job.json").read_text())
+    del older["retry_incomplete"]  # a job.json written before the flag existed reads as off
+    (run_dir / "job.json").write_text(json.dumps(older))
+    assert read_job(run_dir).retry_incomplete is False
+    prepare_run(_args("--resume", str(run_dir), "--no-preflight"))
+    assert read_job(run_dir).retry_incomplete is False
+    prepare_run(_args("--resume", str(run_dir), "--retry-incomplete", "--no-preflight"))
+    assert read_job(run_dir).retry_incomplete is True
