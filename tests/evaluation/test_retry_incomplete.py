@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 
 import trio
+from roboswe.protocol import recorder as rec
+from roboswe.protocol.participant import Attempt, DecisionRequest, ProviderFailure
 
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import MAX_INCOMPLETE_RETRIES, retryable, run_series
 from roboswe.evaluation.verify import verify_series
-from roboswe.protocol import recorder as rec
-from roboswe.protocol.participant import Attempt, DecisionRequest, ProviderFailure
 from roboswe.records.metrics import series_metrics, series_outcomes
 from roboswe.records.reader import RunReader
 
@@ -124,7 +124,12 @@ async def test_a_failure_is_never_retried_nor_an_incomplete_slot_without_the_fla
 
 
 def _admitted(tmp_path):
-    from roboswe.evaluation.admission import FORMAT, Admitted, read_admitted, write_admitted
+    from roboswe.evaluation.admission import (
+        FORMAT,
+        Admitted,
+        read_admitted,
+        write_admitted,
+    )
 
     path = tmp_path / "admitted.json"
     write_admitted(Admitted(format=FORMAT, dataset={"id": "t", "tasks": ["fake-reach"]}, created_at="test", host={},

@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 
 import trio
+from roboswe.protocol import recorder as rec
+from roboswe.protocol.participant import DecisionRequest, Finish, ImagePart, TextPart
 
 from roboswe.evaluation.conversation import turn_from_event
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series
-from roboswe.protocol import recorder as rec
-from roboswe.protocol.participant import DecisionRequest, Finish, ImagePart, TextPart
 from roboswe.records.reader import RunReader
 
 from .harness import admitted_task, peers, reach_manifest, reader_factory, series_plan
