@@ -200,11 +200,8 @@ class Gr1StandinBackend(RobosuiteBackend):
         except Exception as e:
             raise SimError(f"task {manifest.id!r}: robosuite could not build {up.env} with {self.contract.robot.name}: {e}") from e
         self.build_seconds = time.perf_counter() - t0
-        self.model = self.env.sim.model._model
-        self.data = self.env.sim.data._data
         self.control_dt = float(self.env.control_timestep)
-        self._robot = self.env.robots[0]
-        self._parts = self._derive_parts()
+        self._bind_model()
         self._low, self._high = self.contract.low, self.contract.high
         self._names = self.contract.component_names
         self._units = [u for p in self._parts for u in p.units]

@@ -32,7 +32,6 @@ from roboswe.protocol.sim import Fingerprint
 from .backend import ResetError, SimError, sim_backend
 from .manifest import ManifestError, TaskManifest
 from .physics_state import fingerprint_bytes, snapshot
-from .render import SceneRenderer
 from .robosuite_backend import RobosuiteBackend, _Part
 
 log = structlog.get_logger()
@@ -266,22 +265,12 @@ class RobocasaBackend(RobosuiteBackend):
 
     def _bind_scene(self) -> None:
         """Take the freshly built model: data pointers, action parts, allowlist, renderer, digests."""
-        m = self.manifest
-        self.model = self.env.sim.model._model
-        self.data = self.env.sim.data._data
-        self._robot = self.env.robots[0]
-        self._parts = self._derive_parts()
-        self._low = np.concatenate([p.low for p in self._parts])
-        self._high = np.concatenate([p.high for p in self._parts])
-        self._names = [n for p in self._parts for n in p.names]
-        self._units = [u for p in self._parts for u in p.units]
-        if len(self._low) != self.env.action_dim:
-            raise SimError(f"derived {len(self._low)} action bounds but RoboCasa expects {self.env.action_dim}")
+        self._bind_model()
+        self._bind_action_bounds("RoboCasa")
         self._check_allowlist()
         if self._renderer is not None:
             self._renderer.close()
-        sizes = [(c.width, c.height) for c in m.observation.cameras] + [(m.video.width, m.video.height)]
-        self._renderer = SceneRenderer(self.model, max(w for w, _ in sizes), max(h for _, h in sizes))
+        self._renderer = self._scene_renderer()
         xml = self.env.model.get_xml()
         files = sorted(set(_FILE_ATTR.findall(xml)))
         self._xml_sha256 = _sha256(self._normalise(xml.encode()))

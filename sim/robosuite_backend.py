@@ -106,26 +106,39 @@ class RobosuiteBackend(ControlLoop):
         except Exception as e:
             raise SimError(f"task {manifest.id!r}: robosuite could not build {up.env} with {up.robot}: {e}") from e
         self.build_seconds = time.perf_counter() - t0
-        self.model = self.env.sim.model._model
-        self.data = self.env.sim.data._data
         self.control_dt = float(self.env.control_timestep)
-        self._robot = self.env.robots[0]
-        self._parts = self._derive_parts()
-        self._low = np.concatenate([p.low for p in self._parts])
-        self._high = np.concatenate([p.high for p in self._parts])
-        self._names = [n for p in self._parts for n in p.names]
-        self._units = [u for p in self._parts for u in p.units]
-        if len(self._low) != self.env.action_dim:
-            raise SimError(f"derived {len(self._low)} action bounds but robosuite expects {self.env.action_dim}")
+        self._bind_model()
+        self._bind_action_bounds("robosuite")
         self._check_allowlist()
-        sizes = [(c.width, c.height) for c in manifest.observation.cameras] + [(manifest.video.width, manifest.video.height)]
-        self._renderer = SceneRenderer(self.model, max(w for w, _ in sizes), max(h for _, h in sizes))
+        self._renderer = self._scene_renderer()
         xml = self.env.model.get_xml().replace(str(Path(robosuite.__file__).parent), "{robosuite}")
         self._xml_sha256 = _sha256(xml.encode())
         self._versions = versions
         self._last = np.zeros(len(self._low))
 
     # ---- construction helpers -------------------------------------------------------------
+
+    def _bind_model(self) -> None:
+        """Take the model robosuite compiled: its data pointers, the robot and its action parts."""
+        self.model = self.env.sim.model._model
+        self.data = self.env.sim.data._data
+        self._robot = self.env.robots[0]
+        self._parts = self._derive_parts()
+
+    def _bind_action_bounds(self, upstream: str) -> None:
+        """The action vector's bounds, names and units, concatenated from the parts in order."""
+        self._low = np.concatenate([p.low for p in self._parts])
+        self._high = np.concatenate([p.high for p in self._parts])
+        self._names = [n for p in self._parts for n in p.names]
+        self._units = [u for p in self._parts for u in p.units]
+        if len(self._low) != self.env.action_dim:
+            raise SimError(f"derived {len(self._low)} action bounds but {upstream} expects {self.env.action_dim}")
+
+    def _scene_renderer(self) -> SceneRenderer:
+        """A renderer for the compiled model, large enough for every observation camera and the video."""
+        m = self.manifest
+        sizes = [(c.width, c.height) for c in m.observation.cameras] + [(m.video.width, m.video.height)]
+        return SceneRenderer(self.model, max(w for w, _ in sizes), max(h for _, h in sizes))
 
     def _derive_parts(self) -> list[_Part]:
         """Read real bounds and units from the live composite controller and compiled model."""
