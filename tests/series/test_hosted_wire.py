@@ -11,6 +11,7 @@ replays verified.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -30,12 +31,23 @@ THINKING = {
 }
 
 
+_BASE64_RUN = re.compile(rb"[A-Za-z0-9+/]{1000,}={0,2}")  # an inline image's data (nothing else is this long)
+
+
+def count_like_the_service(body: bytes) -> int:
+    """The count endpoints' answer: text at about 4 bytes a token, and an image by its pixels, at most
+    1600 tokens (Anthropic's vision docs), not by the length of its base64 (the fake's default would
+    charge a 256x256 PNG some 40k tokens, so the trial openings' camera images would force slides)."""
+    images = len(_BASE64_RUN.findall(body))
+    return len(_BASE64_RUN.sub(b"", body)) // 4 + 7 + 1600 * images
+
+
 @pytest.mark.parametrize("wire", ["anthropic", "openai", "google", "openrouter"])
 def test_a_five_trial_lift_series_through_the_hosted_adapter_wire(wire, work_dir, admitted, monkeypatch):
     from roboswe.agents.lift_demo import LiftDemoAgent
 
     monkeypatch.setenv("ROBOSWE_FAKE_KEY", "fake-key-not-secret")
-    with FakeProvider(wire) as fake:
+    with FakeProvider(wire, count=count_like_the_service) as fake:
         fake.queue(*[agent_reply(LiftDemoAgent(), wire)] * 200)
         model, reasoning = THINKING[wire]
         provider = (f'model = "{model}"\napi_key_env = "ROBOSWE_FAKE_KEY"\nbase_url = "{fake.base_url}"\n'
