@@ -31,7 +31,7 @@ THINKING = {
 }
 
 
-_BASE64_RUN = re.compile(rb"[A-Za-z0-9+/]{1000,}={0,2}")  # an inline image's data (nothing else is this long)
+_BASE64_RUN = re.compile(rb"[A-Za-z0-9+/_-]{1000,}={0,2}")  # an inline image's data, base64 or its URL-safe form
 
 
 def count_like_the_service(body: bytes) -> int:
