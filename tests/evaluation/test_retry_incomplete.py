@@ -173,3 +173,31 @@ def test_retry_incomplete_goes_into_job_json_on_resume_and_is_refused_without_re
     assert read_job(run_dir).retry_incomplete is False
     prepare_run(_args("--resume", str(run_dir), "--retry-incomplete", "--no-preflight"))
     assert read_job(run_dir).retry_incomplete is True
+
+
+async def test_a_simulator_that_lost_its_scene_mid_trial_interrupts_it_and_the_trial_is_rerun_at_once(tmp_path):
+    # A supervisor can restart a killed simulator before its death reaches the coordinator's link: the next
+    # request then meets a fresh simulator answering not_loaded. That is the same lost scene as a dead peer.
+    from roboswe.actors import RemoteError
+    from roboswe.protocol.control import Error
+
+    run_dir, plan = _setup(tmp_path, trials=1)
+    with trio.fail_after(60):
+        async with peers(run_dir, ReachAgent()) as links:
+            await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
+                                                       config={}))
+            real_wait, failed = links.sim.wait, []
+
+            async def wait(steps):
+                if not failed:  # the first wait of the series meets the restarted simulator
+                    failed.append(steps)
+                    raise RemoteError(Error(code="not_loaded", detail="no task is loaded; the coordinator sends Load first"))
+                return await real_wait(steps)
+
+            links.sim.wait = wait
+            ends = await run_series(links, plan, Progress(), reader_factory(run_dir))
+    assert failed and [(e.outcome, e.reason.split(":", 1)[0]) for e in ends] == [("incomplete", "interrupted"),
+                                                                                ("success", "success_interval")]
+    with RunReader(run_dir) as reader:
+        old, new = reader.trials(plan.series_id)
+    assert new.start.recovers == old.trial_id and new.start.index == old.start.index == 1
