@@ -71,7 +71,7 @@ def demo_preflight(engine: str | None, run_dir: Path) -> str | None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from roboswe.commands.run import run_run
+    from roboswe.commands.run import add_arguments_run, run_run
     from roboswe.commands.run_dirs import new_run_dir
     from roboswe.sim.manifest import CONFIGS_DIR
 
@@ -94,9 +94,12 @@ def run_demo(args: argparse.Namespace) -> int:
         return 1
     _say(f"   admitted ({time.monotonic() - t0:.0f} s)")
     _say("2/4 running a 5-trial series with the demo participant, then replaying each trial and rendering videos")
-    run_args = argparse.Namespace(admitted=admitted, config=CONFIGS_DIR / "runs" / "demo.toml", engine=args.engine,
-                                  sim=None, keys=None, out=run_dir, resume=None, tasks=DEMO_TASK, no_verify=False,
-                                  preflight="offline", no_preflight=False)
+    # Parsed by `roboswe run`'s own parser, so every option it has gets its default.
+    run_parser = argparse.ArgumentParser(prog="roboswe run")
+    add_arguments_run(run_parser)
+    run_args = run_parser.parse_args([str(admitted), "--config", str(CONFIGS_DIR / "runs" / "demo.toml"),
+                                      "--out", str(run_dir), "--tasks", DEMO_TASK, "--preflight", "offline",
+                                      *(["--engine", args.engine] if args.engine else [])])
     code = run_run(run_args)
     if not (run_dir / "run.sqlite").exists():
         print("roboswe demo: the run recorded nothing; see the messages above and "
