@@ -98,7 +98,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "bridge/door.py", "        allowed = rows[: session.steps_left]\n", "        allowed = rows\n",
              ("tests/bridge/test_door.py::test_bad_actions_and_exhausted_budgets_never_reach_the_simulator",)),
     Mutation("trial-step-budget-off", "a trial gets at most its step budget",
-             "sim/robosuite_backend.py", "            if self.steps_left <= 0:\n", "            if False:\n",
+             "sim/backend.py", "            if self.steps_left <= 0:\n", "            if False:\n",
              ("tests/sim/test_robosuite_backend.py::test_trial_budget_stops_a_chunk_and_reports_applied",)),
     Mutation("append-only-triggers-dropped", "nothing written to the run database is rewritten",
              "roboswe/records/store.py", '            for action in ("UPDATE", "DELETE"):\n', "            for action in ():\n",
