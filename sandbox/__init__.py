@@ -13,3 +13,4 @@ from ._docker import remove_orphans as remove_orphan_containers
 from ._output import Captured as Captured
 from ._output import OutputBuffer as OutputBuffer
 from ._output import terminal_safe as terminal_safe
+from ._process import pid_alive as pid_alive

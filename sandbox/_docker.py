@@ -23,6 +23,7 @@ from ._backend import (
     sandbox_backend,
 )
 from ._output import OutputBuffer
+from ._process import pid_alive
 
 log = structlog.get_logger()
 
@@ -41,7 +42,7 @@ def remove_orphans(client=None) -> int:
         removed = 0
         for container in client.containers.list(all=True, filters={"label": TRIAL_LABEL}):
             owner = container.labels.get(BRIDGE_PID_LABEL, "")
-            if owner.isdigit() and _alive(int(owner)):
+            if owner.isdigit() and pid_alive(int(owner)):
                 continue
             container.remove(force=True)
             removed += 1
@@ -51,16 +52,6 @@ def remove_orphans(client=None) -> int:
     except Exception as e:  # noqa: BLE001 - a cleanup must never stop a bridge from starting
         log.warning("sandbox_orphan_sweep_failed", error=str(e)[:300])
         return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @sandbox_backend("docker")

@@ -103,3 +103,16 @@ async def run_process(
                 with trio.CancelScope(shield=True):
                     await stream.aclose()
     return ProcessRun(proc.returncode, out, err, time.monotonic() - started, timed_out)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process with this pid exists (one owned by another user counts as alive)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

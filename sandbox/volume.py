@@ -25,6 +25,7 @@ from pathlib import Path
 
 import structlog
 
+from ._process import pid_alive
 from .walk import Found, clear_dir, remove_tree, walk
 
 log = structlog.get_logger()
@@ -212,7 +213,7 @@ def sweep() -> int:
     mounts = _loop_mounts()
     for home in homes:
         pid = home.name.split("-", 1)[0]
-        if pid.isdigit() and _alive(int(pid)):
+        if pid.isdigit() and pid_alive(int(pid)):
             continue
         image = str(home / "fs.img")
         for mount_point in mounts.get(image, []):
@@ -246,11 +247,3 @@ def _loop_mounts() -> dict[str, list[str]]:
     return out
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from roboswe.sandbox import pid_alive
 
 
 def add_arguments_status(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +31,7 @@ def run_status(args: argparse.Namespace) -> int:
     except FileNotFoundError:
         print(f"roboswe status: {run_dir / STATE_FILE} not found; was this run started with `roboswe up`?", file=sys.stderr)
         return 2
-    supervisor_alive = _pid_alive(state.get("supervisor_pid"))
+    supervisor_alive = pid_alive(state.get("supervisor_pid"))
     if not supervisor_alive and state["state"] in ("starting", "running", "stopping"):
         state["state"] = "dead (supervisor gone)"
     statistics = _query_statistics(state) if supervisor_alive and state["state"] == "running" else {}
@@ -84,16 +85,6 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _query_statistics(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
