@@ -194,9 +194,10 @@ class TrialRunner:
             # A peer that died costs this attempt only: the series re-runs it as a linked attempt (series.py).
             # A simulator that answers not_loaded mid-trial was restarted under it before its death reached
             # this link (a fast supervisor restart): the scene is lost just the same.
-            lost = isinstance(e, PeerDead) or (isinstance(e, RemoteError) and e.error.code == "not_loaded")
-            cause = "interrupted" if lost else "infrastructure"
-            outcome, reason = "incomplete", f"{cause}: {type(e).__name__}: {e}"
+            restarted_sim = isinstance(e, RemoteError) and e.error.code == "not_loaded"
+            cause = "interrupted" if isinstance(e, PeerDead) or restarted_sim else "infrastructure"
+            said = "the simulator was restarted under the trial: " if restarted_sim else ""
+            outcome, reason = "incomplete", f"{cause}: {said}{type(e).__name__}: {e}"
         except Exception as e:  # noqa: BLE001 - a harness bug ends this trial as an explicit slot, not the whole run
             log.exception("trial_internal_error", trial=self.trial_id)
             outcome, reason = "incomplete", f"internal: {type(e).__name__}: {e}"

@@ -196,6 +196,7 @@ async def test_a_simulator_that_lost_its_scene_mid_trial_interrupts_it_and_the_t
 
             links.sim.wait = wait
             ends = await run_series(links, plan, Progress(), reader_factory(run_dir))
+    assert "the simulator was restarted under the trial" in ends[0].reason
     assert failed and [(e.outcome, e.reason.split(":", 1)[0]) for e in ends] == [("incomplete", "interrupted"),
                                                                                 ("success", "success_interval")]
     with RunReader(run_dir) as reader:
