@@ -109,7 +109,7 @@ def actor_main(name: str, main: Callable[[Actor], Awaitable[None]], argv: list[s
     except ConfigError as e:
         print(f"roboswe {name}: {e}", file=sys.stderr)
         sys.exit(2)
-    configure_logging(run_dir=run_dir, actor=name, level=config.logging.level, console=False)
+    configure_logging(run_dir=run_dir, actor=name, level=config.logging.level, console=False, cache=True)
     bind_context(run=run_dir.name)
     actor = Actor(name, run_dir, config, args.config)
     try:

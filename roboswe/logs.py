@@ -78,11 +78,14 @@ def configure_logging(
     actor: str | None = None,
     level: str = "info",
     console: bool | None = None,
+    cache: bool = False,
 ) -> None:
     """Configure structlog for this process; call once at the entry point.
 
-    ``console=None`` renders to stderr only when stderr is a terminal. Raises ValueError
-    for an unknown level.
+    ``console=None`` renders to stderr only when stderr is a terminal. ``cache`` freezes each
+    logger's configuration at its first use (faster; for actor processes): a command run
+    in-process must not, or later reconfiguration, e.g. a test's ``capture_logs``, never
+    reaches modules it already logged from. Raises ValueError for an unknown level.
     """
     if level not in LEVELS:
         raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")
@@ -109,7 +112,7 @@ def configure_logging(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
         logger_factory=structlog.PrintLoggerFactory(_Stderr()),
-        cache_logger_on_first_use=True,
+        cache_logger_on_first_use=cache,
     )
     if actor is not None:
         bind_context(actor=actor)

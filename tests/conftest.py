@@ -69,3 +69,15 @@ def echo_server_factory() -> Iterator:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_structlog() -> Iterator[None]:
+    """Each test starts from structlog's defaults: a command run in-process configures logging for
+    the whole process (a level filter of `error`, say), and `capture_logs` swaps only the
+    processors, so a later test would capture nothing."""
+    import structlog
+
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
