@@ -6,6 +6,10 @@ one decision at a time and carries it out: files in the workspace, scripts in th
 through the bridge, observations and waits in the simulator. Every message, operation,
 checkpoint and the outcome go to the recorder as they happen. Peers are reached through
 their facades (``roboswe.evaluation.peers``); this module never touches a socket.
+
+It is one module (about 570 lines) on purpose: the operations share the trial's clock, budgets
+and attribution rule (participant-caused problems are failures, outside causes incomplete), and
+splitting the operation handlers from the loop would spread that rule over several files.
 """
 
 from __future__ import annotations
