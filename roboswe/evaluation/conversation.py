@@ -85,8 +85,10 @@ class Conversation:
             self.lost = True
             await self.recorder.event("context_lost", None, series=self.series_id, expected=self.expected,
                                       archived=state.archived)
-            raise TrialIncomplete(f"infrastructure: the context manager holds {state.archived} turns, expected "
-                                  f"{self.expected} (it was restarted); the conversation is rebuilt for the next trial")
+            # A restart outside the participant, like a dead peer: the series re-runs this attempt,
+            # linked, with the conversation rebuilt from the records (series.py).
+            raise TrialIncomplete(f"interrupted: the context manager was restarted under the trial (it holds "
+                                  f"{state.archived} turns, expected {self.expected}); re-run with the conversation rebuilt")
 
     async def in_sync(self) -> bool:
         """Whether the context manager still holds every turn it acknowledged (False after a restart)."""

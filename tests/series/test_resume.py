@@ -115,7 +115,10 @@ def test_a_restarted_context_manager_costs_one_incomplete_trial_and_the_conversa
     assert run.returncode == 0, output
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
-        one, two, again, three = reader.trials(series.series_id)
+        trials = reader.trials(series.series_id)
+        seen = [(v.start.index, v.start.attempt, v.end and v.end.outcome, v.end and v.end.reason) for v in trials]
+        assert len(trials) == 4, seen
+        one, two, again, three = trials
         assert one.end.outcome == "success" and three.end.outcome == "success"
         assert two.end.outcome == "incomplete" and two.end.reason.startswith("interrupted"), two.end.reason
         assert (again.start.index, again.start.recovers, again.end.outcome) == (2, two.trial_id, "success")
