@@ -69,7 +69,12 @@ class ContextService:
     async def handle(self, decoded: Decoded[Any]) -> Any:
         match decoded.message:
             case ResetContext(series=series):
-                self.window = self._new_window(series)
+                previous, self.window = self.window, self._new_window(series)
+                if previous.series == series:
+                    # The same series starting afresh (a fresh-context trial, a rebuild): its count
+                    # multipliers are never lowered within a series (DESIGN.md section 5).
+                    self.window.proxy_multiplier = previous.proxy_multiplier
+                    self.window.estimate_multiplier = previous.estimate_multiplier
                 return self._state()
             case AppendTurns(turns=turns, image_digests=digests):
                 if len(digests) != len(decoded.blobs):
