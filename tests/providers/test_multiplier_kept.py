@@ -4,9 +4,10 @@ the window (ResetContext) but keeps them; another series starts from the default
 from __future__ import annotations
 
 from roboswe.actors.context_manager import ContextService
-from roboswe.context.policy import PROXY_START
 from roboswe.protocol import Decoded
 from roboswe.protocol.context import ResetContext
+
+from roboswe.context.policy import PROXY_START
 from roboswe.providers import ProviderConfig
 
 
