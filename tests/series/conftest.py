@@ -6,8 +6,10 @@ session), run configs written per test, and a helper that runs the CLI as a subp
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -46,6 +48,35 @@ def roboswe(*args: str, timeout: float = 900, check: bool = False) -> subprocess
     if check and proc.returncode != 0:
         raise AssertionError(f"roboswe {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def start_run(run_dir: Path, admitted: Path, config: Path, *extra: str) -> subprocess.Popen:
+    """Start `roboswe run` in the background (output merged into ``stdout``), for a test that acts on it mid-run."""
+    return subprocess.Popen([sys.executable, "-m", "roboswe.cli", "run", str(admitted), "--config", str(config),
+                             "--out", str(run_dir), *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=cli_env(), cwd=ROOT)
+
+
+def operations_of(run_dir: Path, trial_suffix: str) -> int:
+    """Operations recorded so far for the trial whose id ends with ``trial_suffix``; read-only, and 0 while the
+    database does not exist yet or is busy (a test polls this while the run writes)."""
+    db = run_dir / "run.sqlite"
+    if not db.exists():
+        return 0
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            (n,) = conn.execute("SELECT count(*) FROM operations WHERE trial_id LIKE ?", (f"%{trial_suffix}",)).fetchone()
+        finally:
+            conn.close()
+        return n
+    except sqlite3.Error:
+        return 0
+
+
+def actor_pid(run_dir: Path, name: str) -> int:
+    """The pid of the run's actor ``name`` now, from the supervisor's state file."""
+    return json.loads((run_dir / "supervisor.json").read_text())["actors"][name]["pid"]
 
 
 def write_config(directory: Path, name: str, *, agent: str = DEMO_AGENT, series: str = "", extra: str = "") -> Path:

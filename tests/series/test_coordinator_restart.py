@@ -7,50 +7,30 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
-import subprocess
-import sys
 import time
 
 import pytest
 
 from roboswe.records.reader import RunReader
 
-from .conftest import ROOT, cli_env, write_config
+from .conftest import actor_pid, operations_of, start_run, write_config
 
 pytestmark = pytest.mark.slow
 
-
-def _operations_of(run_dir, trial_suffix: str) -> int:
-    db = run_dir / "run.sqlite"
-    if not db.exists():
-        return 0
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            (n,) = conn.execute("SELECT count(*) FROM operations WHERE trial_id LIKE ?", (f"%{trial_suffix}",)).fetchone()
-        finally:
-            conn.close()
-        return n
-    except sqlite3.Error:
-        return 0
 
 
 def test_a_killed_coordinator_is_restarted_and_the_run_resumes_by_itself(work_dir, admitted):
     config = write_config(work_dir, "corestart", series="trials = 2",
                           extra="[supervisor.actors.coordinator]\nmax_restarts = 1\n")
     run_dir = work_dir / "corestart"
-    run = subprocess.Popen([sys.executable, "-m", "roboswe.cli", "run", str(admitted), "--config", str(config),
-                            "--out", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           env=cli_env(), cwd=ROOT)
+    run = start_run(run_dir, admitted, config)
     try:
         deadline = time.monotonic() + 600
-        while _operations_of(run_dir, "/t2a0") < 2:  # trial 2 is under way
+        while operations_of(run_dir, "/t2a0") < 2:  # trial 2 is under way
             assert run.poll() is None, run.stdout.read()
             assert time.monotonic() < deadline, "trial 2 never started"
             time.sleep(0.2)
-        state = json.loads((run_dir / "supervisor.json").read_text())
-        coordinator = state["actors"]["coordinator"]["pid"]
+        coordinator = actor_pid(run_dir, "coordinator")
         os.kill(coordinator, signal.SIGKILL)
         output, _ = run.communicate(timeout=600)
     finally:

@@ -12,16 +12,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
-import subprocess
-import sys
 import time
 
 import pytest
 
 from roboswe.records.reader import RunReader
 
-from .conftest import ROOT, cli_env, write_config
+from .conftest import actor_pid, operations_of, start_run, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -29,22 +26,6 @@ pytestmark = pytest.mark.slow
 # restart back-off and closing the trial on a busy 2-core machine.
 SIMULATOR_DEADLINE = 30.0
 SUPERVISOR_DEADLINE = 10.0  # README: every actor notices the lifeline pipe close and exits
-
-
-def _operations_of(run_dir, trial_suffix: str) -> int:
-    """Operations recorded so far for the trial whose id ends with ``trial_suffix`` (read-only, tolerant)."""
-    db = run_dir / "run.sqlite"
-    if not db.exists():
-        return 0
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            (n,) = conn.execute("SELECT count(*) FROM operations WHERE trial_id LIKE ?", (f"%{trial_suffix}",)).fetchone()
-        finally:
-            conn.close()
-        return n
-    except sqlite3.Error:
-        return 0
 
 
 def _alive(pid: int) -> bool:
@@ -55,33 +36,18 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _start(run_dir, config, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "roboswe.cli", "run", str(config.admitted), "--config", str(config.path),
-                             "--out", str(run_dir), "--no-verify", *extra], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=cli_env(), cwd=ROOT)
-
-
-class _Config:
-    def __init__(self, admitted, path):
-        self.admitted, self.path = admitted, path
-
-
-def _actors(run_dir) -> dict:
-    return json.loads((run_dir / "supervisor.json").read_text())
-
-
 def test_simulator_killed_mid_trial_ends_it_incomplete_within_the_deadline_and_the_next_trial_runs(work_dir, admitted):
     path = write_config(work_dir, "simkill", agent='agent = "tests.series.restart_agents:SlowWaitAgent"',
                         series="trials = 2\ntrial_steps = 400")
     run_dir = work_dir / "simkill"
-    run = _start(run_dir, _Config(admitted, path))
+    run = start_run(run_dir, admitted, path, "--no-verify")
     try:
         deadline = time.monotonic() + 600
-        while _operations_of(run_dir, "/t1a0") < 3:  # trial 1 is under way: it has waited a few times
+        while operations_of(run_dir, "/t1a0") < 3:  # trial 1 is under way: it has waited a few times
             assert run.poll() is None, run.stdout.read()
             assert time.monotonic() < deadline, "trial 1 never got going"
             time.sleep(0.1)
-        simulator = _actors(run_dir)["actors"]["simulator"]["pid"]
+        simulator = actor_pid(run_dir, "simulator")
         killed_at = time.time()
         os.kill(simulator, signal.SIGKILL)
         output, _ = run.communicate(timeout=600)
@@ -111,7 +77,7 @@ def test_supervisor_killed_while_the_coordinator_waits_on_a_slow_provider_every_
     path = write_config(work_dir, "supkill", agent='agent = "tests.series.restart_agents:StallingAgent"',
                         series="trials = 1", extra=f'\n[provider.options]\nmarker = "{marker}"\nseconds = 120.0\n')
     run_dir = work_dir / "supkill"
-    run = _start(run_dir, _Config(admitted, path))
+    run = start_run(run_dir, admitted, path, "--no-verify")
     pids: list[int] = []
     try:
         deadline = time.monotonic() + 300
@@ -119,7 +85,7 @@ def test_supervisor_killed_while_the_coordinator_waits_on_a_slow_provider_every_
             assert run.poll() is None, run.stdout.read()
             assert time.monotonic() < deadline, "the provider was never asked"
             time.sleep(0.1)
-        state = _actors(run_dir)
+        state = json.loads((run_dir / "supervisor.json").read_text())
         pids = [a["pid"] for a in state["actors"].values() if a.get("pid")]
         assert len(pids) == 6 and all(_alive(p) for p in pids), state
         assert state["supervisor_pid"] == run.pid

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import sqlite3
-import subprocess
-import sys
 import time
 
 import pytest
@@ -15,24 +11,10 @@ import pytest
 from roboswe.records.reader import RunReader
 from roboswe.records.store import APPEND_ONLY
 
-from .conftest import ROOT, cli_env, roboswe, write_config
+from .conftest import actor_pid, operations_of, roboswe, start_run, write_config
 
 pytestmark = pytest.mark.slow
 
-
-def _operations_of(run_dir, trial_suffix: str) -> int:
-    db = run_dir / "run.sqlite"
-    if not db.exists():
-        return 0
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            (n,) = conn.execute("SELECT count(*) FROM operations WHERE trial_id LIKE ?", (f"%{trial_suffix}",)).fetchone()
-        finally:
-            conn.close()
-        return n
-    except sqlite3.Error:
-        return 0
 
 
 def test_kill_9_mid_trial_then_resume_keeps_completed_records_byte_for_byte(work_dir, admitted):
@@ -40,16 +22,14 @@ def test_kill_9_mid_trial_then_resume_keeps_completed_records_byte_for_byte(work
     config = write_config(work_dir, "resume", series="trials = 2",
                           extra="[supervisor.actors.coordinator]\nmax_restarts = 0\n")
     run_dir = work_dir / "resume"
-    run = subprocess.Popen([sys.executable, "-m", "roboswe.cli", "run", str(admitted), "--config", str(config),
-                            "--out", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           env=cli_env(), cwd=ROOT)
+    run = start_run(run_dir, admitted, config)
     try:
         deadline = time.monotonic() + 600
-        while _operations_of(run_dir, "/t2a0") < 2:  # trial 2 is under way: it has written files
+        while operations_of(run_dir, "/t2a0") < 2:  # trial 2 is under way: it has written files
             assert run.poll() is None, run.stdout.read()
             assert time.monotonic() < deadline, "trial 2 never started"
             time.sleep(0.2)
-        coordinator = json.loads((run_dir / "supervisor.json").read_text())["actors"]["coordinator"]["pid"]
+        coordinator = actor_pid(run_dir, "coordinator")
         os.kill(coordinator, signal.SIGKILL)
         output, _ = run.communicate(timeout=120)
     finally:
@@ -96,16 +76,14 @@ def test_kill_9_mid_trial_then_resume_keeps_completed_records_byte_for_byte(work
 def test_a_restarted_context_manager_costs_one_incomplete_trial_and_the_conversation_is_rebuilt(work_dir, admitted):
     config = write_config(work_dir, "ctxloss", series="trials = 3")
     run_dir = work_dir / "ctxloss"
-    run = subprocess.Popen([sys.executable, "-m", "roboswe.cli", "run", str(admitted), "--config", str(config),
-                            "--out", str(run_dir), "--no-verify"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, env=cli_env(), cwd=ROOT)
+    run = start_run(run_dir, admitted, config, "--no-verify")
     try:
         deadline = time.monotonic() + 600
-        while _operations_of(run_dir, "/t2a0") < 1:
+        while operations_of(run_dir, "/t2a0") < 1:
             assert run.poll() is None, run.stdout.read()
             assert time.monotonic() < deadline, "trial 2 never started"
             time.sleep(0.1)
-        context = json.loads((run_dir / "supervisor.json").read_text())["actors"]["context_manager"]["pid"]
+        context = actor_pid(run_dir, "context_manager")
         os.kill(context, signal.SIGKILL)  # the supervisor restarts it, empty
         output, _ = run.communicate(timeout=600)
     finally:
