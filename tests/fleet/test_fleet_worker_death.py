@@ -17,13 +17,8 @@ import time
 import pytest
 
 from roboswe.records.reader import RunReader
-from tests.series.conftest import write_config
-from tests.series.test_restarts import (
-    SIMULATOR_DEADLINE,
-    _Config,
-    _operations_of,
-    _start,
-)
+from tests.series.conftest import operations_of, start_run, write_config
+from tests.series.test_restarts import SIMULATOR_DEADLINE
 
 pytestmark = pytest.mark.slow
 STEPS = 400
@@ -33,11 +28,11 @@ def test_a_dead_worker_costs_only_its_own_trial(work_dir, admitted_three):
     path = write_config(work_dir, "fleet-death", agent='agent = "tests.series.restart_agents:SlowWaitAgent"',
                         series=f"trials = 2\ntrial_steps = {STEPS}")
     run_dir = work_dir / "fleet-death"
-    run = _start(run_dir, _Config(admitted_three, path), "--workers", "2", "--tasks", "lift-a,lift-b")
+    run = start_run(run_dir, admitted_three, path, "--no-verify", "--workers", "2", "--tasks", "lift-a,lift-b")
     try:
         deadline = time.monotonic() + 600
         # Series start in the job's order, each on the first free worker: lift-b runs on worker 2.
-        while _operations_of(run_dir, "lift-b/t1a0") < 3 or _operations_of(run_dir, "lift-a/t1a0") < 3:
+        while operations_of(run_dir, "lift-b/t1a0") < 3 or operations_of(run_dir, "lift-a/t1a0") < 3:
             assert run.poll() is None, run.stdout.read()
             assert time.monotonic() < deadline, "the trials never got going"
             time.sleep(0.1)
