@@ -39,6 +39,7 @@ from roboswe.protocol.sim import (
     Step,
     SuccessQuery,
     TakeStates,
+    TakeTaskRecord,
     Wait,
 )
 from roboswe.sim.backend import SimError
@@ -154,6 +155,8 @@ class SimulatorService:
                 return await self._call(s.success)
             case TakeStates():
                 return await self._call(s.take_states)
+            case TakeTaskRecord(end=end):
+                return await self._call(s.task_record, end)
             case GetSpec() | GetState() | Observe() | Step():
                 return await self.handle_robot(decoded)
             case _:

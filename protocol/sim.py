@@ -219,15 +219,32 @@ class RecordedStates(Message, frozen=True, kw_only=True):
     fields: dict[str, list[int]]  # name -> [blob index, columns]; names: sim.physics_state.RECORD_FIELDS
 
 
+class TakeTaskRecord(Message, frozen=True, kw_only=True):
+    """The task family's own evidence of the trial so far (e.g. RoboPaint's action log and canvas).
+
+    ``end`` is the trial's end reason when it ends (None: a look, nothing changes); the family
+    may finalize on it (RoboPaint saves the canvas; ``finish`` submits it). Most families have none.
+    """
+
+    end: str | None = None
+
+
+class TaskRecord(Message, frozen=True, kw_only=True):
+    """``data``: the family's evidence (empty when it keeps none); ``files``: name -> blob index (e.g. canvas.png)."""
+
+    data: dict[str, Any]
+    files: dict[str, int] = msgspec.field(default_factory=dict)
+
+
 SimRobotRequest = GetSpec | GetState | Observe | Step
 """What the sandbox bridge may ask on the robot endpoint."""
 
 SimRobotReply = TaskSpec | RobotState | Observation | StepResult | Error
 
-SimRequest = SimRobotRequest | Load | Wait | SuccessQuery | TakeStates
+SimRequest = SimRobotRequest | Load | Wait | SuccessQuery | TakeStates | TakeTaskRecord
 """What the coordinator may ask on the control endpoint: the robot subset plus the admin requests."""
 
-SimReply = SimRobotReply | Loaded | SuccessStatus | RecordedStates
+SimReply = SimRobotReply | Loaded | SuccessStatus | RecordedStates | TaskRecord
 
 # One codec per endpoint decodes both directions (the runtime's Server and Client share it).
 SimRobotMessage = Control | SimRobotRequest | SimRobotReply

@@ -185,6 +185,10 @@ class SimBackend(abc.ABC):
     @abc.abstractmethod
     def steps_left(self) -> int: ...
 
+    def task_record(self, end: str | None) -> tuple[dict, dict[str, bytes]]:
+        """The family's own evidence of this trial (data, files by name); ``end`` finalizes it. Most families keep none."""
+        return {}, {}
+
     def close(self) -> None:
         """Release the scene and its GL context."""
 

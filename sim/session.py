@@ -18,6 +18,7 @@ from roboswe.protocol.sim import (
     RobotState,
     StepResult,
     SuccessStatus,
+    TaskRecord,
     TaskSpec,
 )
 
@@ -134,6 +135,10 @@ class SimSession:
         fp = sim.fingerprint
         return RecordedStates(fingerprint_digest=fp.digest if fp else "", seed=fp.seed if fp else -1,
                               count=len(states), fields=fields), blobs
+
+    def task_record(self, end: str | None) -> tuple[TaskRecord, list[bytes]]:
+        data, files = self.backend.task_record(end)
+        return TaskRecord(data=data, files={name: i for i, name in enumerate(files)}), list(files.values())
 
     def accounting(self) -> dict[str, float]:
         """Increments of physics/render seconds, control steps and frames since the last call."""
