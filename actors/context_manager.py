@@ -86,9 +86,9 @@ class ContextService:
                 except ValueError as e:
                     return Error(code="invalid", detail=str(e))
                 return self._state()
-            case PrepareRequest(system=system, trial=trial):
+            case PrepareRequest(system=system, trial=trial, interface=interface):
                 try:
-                    prepared = await self.window.prepare(system, trial)
+                    prepared = await self.window.prepare(system, trial, interface)
                 except ContextOverflow as e:
                     return Error(code="context_overflow", detail=e.detail,
                                  data={"evidence": _json.encode(e.evidence).decode()})

@@ -82,6 +82,7 @@ class PrepareRequest(Message, frozen=True, kw_only=True):
 
     system: str
     trial: int
+    interface: str = "code"  # which tool set the request offers (participant.INTERFACES)
 
 
 class Prepared(Message, frozen=True, kw_only=True):

@@ -5,6 +5,15 @@ agent -- receives a `DecisionRequest` and returns one `Decision` holding one `Op
 The conversation is neutral: adapters map it to each provider's wire format and back.
 Images travel as digest references (`ImagePart.digest`) into `DecisionRequest.images`,
 so an actor can ship the bytes as raw ZMQ frames instead of inside msgpack.
+
+Interfaces: a series offers one tool set (``INTERFACES``). ``code`` is the coding agent's
+(files, exec, observe, wait); ``actions`` drives the robot directly with action chunks
+(``act``), no exec. A direct-action tool is an ``ActionOperation``: its ``chunk()`` is the list
+of action vectors the trial executes through the simulator, one native control step each,
+exactly as a script's steps (roboswe/evaluation/actions.py). Another family offers its own
+action tools by subclassing ActionOperation with its tag and fields (``chunk()`` maps them to
+action rows), adding the class to ``AnyOperation``, ``OperationName`` and ``OPERATIONS``, and
+naming a tool set in ``INTERFACES``; execution, records and replay need nothing more.
 """
 
 from __future__ import annotations
@@ -61,6 +70,25 @@ class Wait(Operation, tag="wait"):
     steps: Annotated[int, msgspec.Meta(ge=1, description="Number of control steps to advance.")]
 
 
+class ActionOperation(Operation):
+    """A direct-action tool: the trial executes ``chunk()`` through the simulator (no sandbox)."""
+
+    def chunk(self) -> list[list[float]]:
+        raise NotImplementedError
+
+
+class Act(ActionOperation, tag="act"):
+    """Execute an action chunk on the robot: one control step per action, in order; stops early at success or at the budget. The result is the observation after it."""
+
+    actions: Annotated[
+        list[list[float]],
+        msgspec.Meta(min_length=1, description="1..K action vectors (each action_dim numbers, within the action bounds)."),
+    ]
+
+    def chunk(self) -> list[list[float]]:
+        return self.actions
+
+
 class SearchHistory(Operation, tag="search_history"):
     """Literal search over conversation turns removed from the active context."""
 
@@ -73,20 +101,31 @@ class Finish(Operation, tag="finish"):
     reason: Annotated[str, msgspec.Meta(description="Why the trial is finished, in one sentence.")] = ""
 
 
-AnyOperation = WriteFile | ReadFile | ListFiles | Exec | Observe | Wait | SearchHistory | Finish
+AnyOperation = WriteFile | ReadFile | ListFiles | Exec | Observe | Wait | Act | SearchHistory | Finish
 
-OperationName = Literal["write_file", "read_file", "list_files", "exec", "observe", "wait", "search_history", "finish"]
+OperationName = Literal["write_file", "read_file", "list_files", "exec", "observe", "wait", "act", "search_history",
+                        "finish"]
 """The tool names, one per operation (each operation Struct's tag)."""
 
 Role = Literal["user", "assistant"]
 
 OPERATIONS: dict[str, type[Operation]] = {
     cls.__struct_config__.tag: cls  # type: ignore[misc]
-    for cls in (WriteFile, ReadFile, ListFiles, Exec, Observe, Wait, SearchHistory, Finish)
+    for cls in (WriteFile, ReadFile, ListFiles, Exec, Observe, Wait, Act, SearchHistory, Finish)
 }
 """Tool name -> operation Struct, in the order tools are offered."""
 
 SEARCH_HISTORY = "search_history"
+
+Interface = Literal["code", "actions"]
+
+INTERFACES: dict[str, tuple[str, ...]] = {
+    # The coding agent: scripts drive the robot through `import robot` in the sandbox.
+    "code": ("write_file", "read_file", "list_files", "exec", "observe", "wait", "search_history", "finish"),
+    # A policy (or a model acting directly): action chunks; workspace files stay available as notes.
+    "actions": ("act", "observe", "write_file", "read_file", "list_files", "search_history", "finish"),
+}
+"""Interface name -> the tool names it offers (in OPERATIONS order when offered)."""
 
 
 def operation_name(op: Operation) -> str:
@@ -142,9 +181,10 @@ def tool_spec(name: str) -> ToolSpec:
     return ToolSpec(name=name, description=(cls.__doc__ or name).strip(), parameters=tool_parameters(cls))
 
 
-def offered_tools(*, search_history: bool) -> list[ToolSpec]:
-    """The tools offered in a request; search_history only after the first context slide."""
-    return [tool_spec(n) for n in OPERATIONS if n != SEARCH_HISTORY or search_history]
+def offered_tools(*, search_history: bool, interface: str = "code") -> list[ToolSpec]:
+    """The interface's tools offered in a request; search_history only after the first context slide."""
+    names = INTERFACES[interface]
+    return [tool_spec(n) for n in OPERATIONS if n in names and (n != SEARCH_HISTORY or search_history)]
 
 
 class InvalidOperation(ValueError):

@@ -254,7 +254,7 @@ class ContextWindow:
 
     # ---- the request
 
-    def _request(self, system: str, trial: int) -> DecisionRequest:
+    def _request(self, system: str, trial: int, interface: str = "code") -> DecisionRequest:
         conversation: list[Turn] = []
         notice_due = bool(self.slides)
         for turn in self.active:
@@ -267,7 +267,7 @@ class ContextWindow:
         conversation, stripped = self.image_limit.apply(conversation, self._image_sizes)
         for turn_id in stripped:  # counted again as sent, without their images
             self._turn_tokens.pop(turn_id, None)
-        request = DecisionRequest(system=system, tools=offered_tools(search_history=bool(self.slides)),
+        request = DecisionRequest(system=system, tools=offered_tools(search_history=bool(self.slides), interface=interface),
                                   conversation=conversation, trial=trial, series=self.series)
         wanted = request.referenced_images()
         return msgspec.structs.replace(request, images={d: self.images[d] for d in wanted if d in self.images})
@@ -297,13 +297,13 @@ class ContextWindow:
             i += 1
         return groups
 
-    async def prepare(self, system: str, trial: int) -> Prepared:
+    async def prepare(self, system: str, trial: int, interface: str = "code") -> Prepared:
         """The next request, sliding the window first if it would exceed B; raises
         ContextOverflow (archive intact) when the indivisible part cannot fit, and
         ProviderFailure when a count call fails."""
         self._answer_unanswered(None)  # a request never ends on an unanswered tool call
         self._count_attempts = []
-        request = self._request(system, trial)
+        request = self._request(system, trial, interface)
         count = await self._count(request)
         before = self.units(count)
         if before <= self.budget:
@@ -332,7 +332,7 @@ class ContextWindow:
                 method=count.method, multiplier=self._scale(count), number=len(self.slides) + 1,
             )
             self.slides.append(pending_slide)  # the request after a slide offers search_history
-            request = self._request(system, trial)
+            request = self._request(system, trial, interface)
             try:
                 after_count = await self._count(request, actual=True)
             except BaseException:

@@ -136,6 +136,11 @@ class Simulator(Peer):
             return None
         return states_from_blobs(reply.message, reply.blobs)
 
+    async def task_record(self, end: str | None) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """The task family's evidence of the trial (data, files by name); ``end`` finalizes it (sim.TakeTaskRecord)."""
+        reply = await self.ask(simp.TakeTaskRecord(end=end), simp.TaskRecord, SIM_DEADLINE)
+        return reply.message.data, {name: bytes(reply.blobs[i]) for name, i in reply.message.files.items()}
+
 
 class Bridge(Peer):
     """The sandbox bridge: open a trial's sandbox, run workspace scripts in it, close it."""
@@ -174,9 +179,9 @@ class Context(Peer):
         """How many turns the context manager holds (fewer than acknowledged after a restart)."""
         return (await self.append([])).archived
 
-    async def prepare(self, system: str, trial: int) -> tuple[Prepared, tuple[bytes | memoryview, ...]]:
-        """The next request (sliding the window first if needed) and its images as blobs."""
-        reply = await self.ask(PrepareRequest(system=system, trial=trial), Prepared, CONTEXT_DEADLINE)
+    async def prepare(self, system: str, trial: int, interface: str = "code") -> tuple[Prepared, tuple[bytes | memoryview, ...]]:
+        """The next request offering ``interface``'s tools (sliding the window first if needed) and its images as blobs."""
+        reply = await self.ask(PrepareRequest(system=system, trial=trial, interface=interface), Prepared, CONTEXT_DEADLINE)
         return reply.message, reply.blobs
 
     async def record_usage(self, usage: Usage) -> None:
