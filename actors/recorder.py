@@ -132,7 +132,7 @@ class Recorder:
         except (ArtifactError, OSError) as e:
             return Error(code="artifact", detail=f"artifact {m.artifact_id!r}: {e}")
         record = artifact_record(self.run_dir, stored, artifact_id=m.artifact_id, run_id=m.run_id,
-                                 artifact=m.artifact, meta=m.meta)
+                                 artifact=m.artifact, meta=m.meta, trial_id=m.trial_id)
         reply = await self._durable([record], 1)
         if isinstance(reply, Error):
             return reply

@@ -26,7 +26,7 @@ RetainMode = Literal["retain", "none"]
 RecordedOperation = Literal[OperationName, "invalid"]
 """An operation's tool name, or "invalid" for a decision that carried no usable operation."""
 CheckpointLabel = Literal["trial_start", "after_write", "after_exec"]
-ArtifactKind = Literal["video", "video_index", "results"]
+ArtifactKind = Literal["video", "video_index", "results", "canvas"]
 Json = dict[str, Any]
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -266,6 +266,7 @@ class StoreArtifact(Message, frozen=True, kw_only=True):
     run_id: str
     artifact: ArtifactKind
     path: str  # relative to RUN_DIR, e.g. "results.json"
+    trial_id: str | None = None  # a trial's file (e.g. a RoboPaint canvas)
     meta: Json = msgspec.field(default_factory=_empty)
 
 

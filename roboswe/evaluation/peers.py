@@ -254,9 +254,10 @@ class Recorder(Peer):
         return reply.message
 
     async def store_artifact(self, artifact_id: str, artifact: str, path: str, data: bytes,
-                             meta: dict[str, Any]) -> rec.ArtifactStored:
+                             meta: dict[str, Any], trial_id: str | None = None) -> rec.ArtifactStored:
         """Have the recorder write ``data`` at RUN_DIR/``path``, read it back and record it."""
-        store = rec.StoreArtifact(artifact_id=artifact_id, run_id=self.run_id, artifact=artifact, path=path, meta=meta)
+        store = rec.StoreArtifact(artifact_id=artifact_id, run_id=self.run_id, artifact=artifact, path=path, meta=meta,
+                                  trial_id=trial_id)
         return (await self.ask(store, rec.ArtifactStored, RECORD_DEADLINE, [data])).message
 
 
