@@ -84,10 +84,10 @@ def check_actions(rows: list[list[float]], spec: simp.TaskSpec) -> str | None:
         if len(row) != spec.action_dim:
             return f"{where} has {len(row)} components; expected action_dim = {spec.action_dim}"
         for j, x in enumerate(row):
+            name = spec.action.components[j].name if j < len(spec.action.components) else str(j)
             if not math.isfinite(x):
-                return f"{where}, component {j}: {x} is not finite"
+                return f"{where}, component {j} ({name}): {x} is not finite; actions are rejected, never clipped"
             if x < low[j] or x > high[j]:
-                name = spec.action.components[j].name if j < len(spec.action.components) else str(j)
                 return f"{where}, component {j} ({name}) = {x} is outside [{low[j]}, {high[j]}]; actions are rejected, never clipped"
     return None
 
