@@ -108,7 +108,9 @@ class SavedCanvas(msgspec.Struct, frozen=True, kw_only=True):
     sha256: str  # paint_scene.canvas_sha256: shape header + raw RGB bytes
     shape: tuple[int, int, int]
     png: bytes
-    ended_by: Literal["submitted", "action_limit"]
+    # submitted: submit_painting (in code mode the participant's `finish`); action_limit: the 96th action;
+    # trial_end: the trial ended otherwise (a budget): the canvas is kept, but nothing was submitted.
+    ended_by: Literal["submitted", "action_limit", "trial_end"]
     actions_used: int
     control_step: int
 
@@ -185,7 +187,8 @@ class PaintBackend(TrialBookkeeping):
 
     @property
     def actions_used(self) -> int:
-        return len(self.action_log)
+        """Environment actions so far: every move_flange (accepted or not) and the submission; holds are not actions."""
+        return sum(a["kind"] != "hold" for a in self.action_log)
 
     @property
     def actions_left(self) -> int:
@@ -228,12 +231,38 @@ class PaintBackend(TrialBookkeeping):
         self.action_log.append({"kind": "submit_painting"})
         return self._save("submitted")
 
-    def _save(self, ended_by: Literal["submitted", "action_limit"]) -> SavedCanvas:
+    def _save(self, ended_by: Literal["submitted", "action_limit", "trial_end"]) -> SavedCanvas:
         rgb = self.rig.canvas.rgb()
         self.saved = SavedCanvas(sha256=ps.canvas_sha256(rgb), shape=rgb.shape, png=ps.png_bytes(rgb), ended_by=ended_by,
                                  actions_used=self.actions_used, control_step=self.rig.control_step)
-        self._tracker.update(self.rig.control_step, True)  # task reward: a canvas was saved (integrity, not quality)
+        if ended_by != "trial_end":
+            self._tracker.update(self.rig.control_step, True)  # task reward: a canvas was submitted and saved (integrity, not quality)
         return self.saved
+
+    def task_record(self, end: str | None) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """The round's evidence: the ordered action log with results, contact and protective-stop events, the canvas.
+
+        ``end`` is the trial's end reason: ``finish`` submits the painting (code mode has no submit
+        call: finishing the trial is the submission), any other end keeps the canvas unsubmitted.
+        None only reads. Files: ``canvas.png`` once the canvas is saved.
+        """
+        self._require_loaded()
+        if end is not None and self.saved is None:
+            if end == "finish":
+                self.submit_painting()
+            else:
+                self._save("trial_end")
+        stats = self.statistics()
+        data = {"family": "paint", "scene": SCENE_VERSION, "seed": self.fingerprint.seed if self.fingerprint else None,
+                "goal": msgspec.to_builtins(self.manifest.paint.goal), "action_limit": self.manifest.paint.action_limit,
+                "actions_used": self.actions_used, "end": end, **round_evidence(self.action_log, self.results),
+                "canvas": None if self.saved is None else {
+                    "sha256": self.saved.sha256, "shape": list(self.saved.shape), "ended_by": self.saved.ended_by,
+                    "actions_used": self.saved.actions_used, "control_step": self.saved.control_step},
+                "resources": {"control_steps": self.control_step, "sim_time": self.sim_time,
+                              "physics_seconds": round(stats.physics_seconds, 6), "render_seconds": round(stats.render_seconds, 6),
+                              "frames_rendered": stats.frames_rendered, "observes": stats.observes}}
+        return data, ({"canvas.png": self.saved.png} if self.saved is not None else {})
 
     def canvas(self) -> np.ndarray:
         return self.rig.canvas.rgb()
@@ -288,6 +317,8 @@ class PaintBackend(TrialBookkeeping):
         if steps < 0:
             raise InvalidAction(f"wait steps must be >= 0, got {steps}")
         n = min(steps, self.steps_left)
+        if self.saved is None:
+            self.action_log.append({"kind": "hold", "steps": n})  # a resting brush can still deposit: replay holds too
         t0 = time.perf_counter()
         self.rig.hold(n)
         self._physics_s += time.perf_counter() - t0
@@ -339,6 +370,28 @@ class PaintBackend(TrialBookkeeping):
             self._renderer = None
 
 
+def round_evidence(action_log: Sequence[dict[str, Any]], results: Sequence[MoveFlangeResult]) -> dict[str, Any]:
+    """The ordered actions with their results, and the contact and protective-stop events among them."""
+    moves = iter(results)
+    actions, contacts, stops = [], [], []
+    for k, entry in enumerate(action_log):
+        item = {"index": k, **entry}
+        if entry["kind"] == "move_flange":
+            r = next(moves, None)
+            if r is not None:
+                item["result"] = msgspec.to_builtins(msgspec.structs.replace(r, saved=None))
+                item["result"].pop("saved", None)
+                report = r.report
+                if report is not None and (report.paper_contact_steps or report.pigment_contact_steps):
+                    contacts.append({"action": k, "paper_ticks": report.paper_contact_steps,
+                                     "pigment_ticks": report.pigment_contact_steps,
+                                     "max_force_n": round(report.max_contact_force_n, 3)})
+                if report is not None and report.protective_stop is not None:
+                    stops.append({"action": k, **msgspec.to_builtins(report.protective_stop)})
+        actions.append(item)
+    return {"actions": actions, "contact_events": contacts, "protective_stops": stops}
+
+
 def replay_round(manifest: TaskManifest | dict, seed: int, action_log: Sequence[dict[str, Any]],
                  backend: PaintBackend | None = None) -> PaintBackend:
     """Re-execute a round's action log on a reset scene (fresh unless ``backend`` is given); returns the backend."""
@@ -350,8 +403,10 @@ def replay_round(manifest: TaskManifest | dict, seed: int, action_log: Sequence[
                 sim.move_flange(action["waypoints"])
             case "submit_painting":
                 sim.submit_painting()
+            case "hold":
+                sim.wait(int(action["steps"]))
             case other:
-                raise SimError(f"action log entry {k}: unknown kind {other!r}; expected move_flange or submit_painting")
+                raise SimError(f"action log entry {k}: unknown kind {other!r}; expected move_flange, hold or submit_painting")
     return sim
 
 
