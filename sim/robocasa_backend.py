@@ -42,10 +42,6 @@ Scene = int | Literal["kit"]
 DEFAULT_KIT_DIR = Path.home() / ".cache" / "roboswe" / "robocasa-kit"
 """Where the placeholder kit is written when the caller names no directory (one per RoboCasa version)."""
 
-# RoboCasa's registry name -> its folder under <assets>/objects
-_OBJECT_FOLDERS = {"objaverse": "objaverse", "aigen": "aigen_objs", "lightwheel": "lightwheel"}
-
-
 class AssetsMissing(SimError):
     """RoboCasa's downloaded assets are not where the task needs them; names the missing path."""
 
@@ -125,9 +121,31 @@ def kitchen_manifest(manifest: TaskManifest | dict) -> KitchenManifest:
 
 def asset_problems(root: Path, manifest: KitchenManifest) -> list[str]:
     """Paths a task needs under a real RoboCasa asset root that are missing (empty when loadable)."""
-    needed = [root / "textures", root / "fixtures" / "fixture_registry"]
-    needed += [root / "objects" / _OBJECT_FOLDERS[r] for r in manifest.upstream.obj_registries]
-    return [str(p) for p in needed if not p.is_dir()]
+    from . import robocasa_assets
+
+    return robocasa_assets.missing(root, robocasa_assets.parts_needed(manifest.upstream.obj_registries,
+                                                                       manifest.upstream.env_kwargs))
+
+
+def assets_exclusion(manifest: KitchenManifest, assets_root: Path | None = None) -> str | None:
+    """Why a real-asset task cannot load here, naming the missing paths and the fix; None when it can (or is a kit task)."""
+    from . import robocasa_assets, robocasa_kit
+
+    if manifest.upstream.assets == "placeholder":
+        return None
+    root, source = robocasa_assets.resolve_root(assets_root)
+    if root is None:
+        return f"task {manifest.id!r}: RoboCasa is not installed here, so it has no asset root; install praxis-robocasa"
+    if robocasa_kit.is_kit(root):
+        return f"task {manifest.id!r} needs RoboCasa's assets but {root} ({source}) is the placeholder kit"
+    by_part = robocasa_assets.missing_by_part(root, robocasa_assets.parts_needed(
+        manifest.upstream.obj_registries, manifest.upstream.env_kwargs))
+    missing = [path for _, paths in by_part for path in paths]
+    if not missing:
+        return None
+    return (f"task {manifest.id!r}: RoboCasa assets missing under {root} ({source}): {missing}. Download them with "
+            f"RoboCasa's script ({robocasa_assets.download_hint(root, by_part)}) or point roboswe at them "
+            "(`roboswe assets robocasa --path DIR`)")
 
 
 def _prepare_assets(manifest: KitchenManifest, assets_root: Path | None, kit_dir: Path | None) -> Path:
@@ -145,16 +163,12 @@ def _prepare_assets(manifest: KitchenManifest, assets_root: Path | None, kit_dir
         root = (kit_dir or DEFAULT_KIT_DIR / manifest.upstream.version)
         root = robocasa_kit.write_kit(root, package=package)
     else:
-        root = assets_root or robocasa_kit.robocasa_package_dir() / "models" / "assets"
-        if robocasa_kit.is_kit(root):
-            raise AssetsMissing(f"task {manifest.id!r} needs RoboCasa's assets but {root} is the placeholder kit")
-        missing = asset_problems(Path(root), manifest)
-        if missing:
-            raise AssetsMissing(
-                f"task {manifest.id!r}: RoboCasa assets missing: {missing}. Download them with RoboCasa's "
-                "script (python -m robocasa.scripts.download_kitchen_assets) or point roboswe at them "
-                "(`roboswe assets robocasa --path DIR`)"
-            )
+        from . import robocasa_assets
+
+        problem = assets_exclusion(manifest, assets_root)
+        if problem:
+            raise AssetsMissing(problem)
+        root = robocasa_assets.resolve_root(assets_root)[0]
     robocasa_shims.redirect_asset_root(root)
     return Path(root).resolve()
 
