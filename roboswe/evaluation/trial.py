@@ -45,6 +45,7 @@ from roboswe.evaluation.instructions import system_prompt, trial_opening
 from roboswe.evaluation.peers import INFRA_ERRORS, Links
 from roboswe.evaluation.plan import SeriesPlan, TrialIncomplete, trial_id
 from roboswe.evaluation.progress import Progress
+from roboswe.evaluation.task_record import end_argument, record_task_record
 from roboswe.evaluation.workspace import Workspace, WorkspaceError, check_relative
 from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
@@ -536,6 +537,8 @@ class TrialRunner:
         try:
             with trio.CancelScope(shield=True):
                 if self.control_step or self.seq:
+                    # Before the success query: a family may finalize on the end (RoboPaint saves the canvas).
+                    await record_task_record(self.links, self.trial_id, self.index, end_argument(outcome, reason))
                     status = await self.links.sim.success()
                     self.control_step, self.sim_time = status.control_step, status.sim_time
                     await self._take_states()
