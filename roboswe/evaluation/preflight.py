@@ -387,6 +387,21 @@ def robosuite_assets(manifests: list[TaskManifest]) -> list[Problem]:
     return out
 
 
+@asset_check("paint")
+def paint_assets(manifests: list[TaskManifest]) -> list[Problem]:
+    """RoboPaint (sim/paint_scene.py) loads robosuite's Panda MJCF; its goals are drawn, nothing is downloaded."""
+    from roboswe.sim.paint_scene import robot_xml_path
+
+    try:
+        path = robot_xml_path()
+        if not path.is_file():
+            raise FileNotFoundError(f"robosuite's Panda model {path} is missing")
+    except FileNotFoundError as e:
+        return [Problem(check="simulator assets", where=f"tasks {[m.id for m in manifests]}", what=str(e),
+                        fix="run ./setup.sh (or .venv/bin/pip install -e .)")]
+    return []
+
+
 @asset_check("gr1")
 def gr1_assets(manifests: list[TaskManifest]) -> list[Problem]:
     """GR1 tabletop: robosuite and robocasa_gr1 (the robot class) installed. A native task's RoboCasa GR1
