@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "exec": ("roboswe.commands.exec", "run authored scripts in the sandbox against one fresh scene of a task"),
     "run": ("roboswe.commands.run", "run five-trial series of admitted tasks with a participant, then verify by replay"),
     "verify": ("roboswe.commands.run", "replay a run's trials from their checkpoints and record verified/mismatch/error"),
+    "assets": ("roboswe.commands.assets", "record where RoboCasa's downloaded kitchen assets are, check them, list what can load"),
     "doctor": ("roboswe.commands.doctor", "check this machine (Python, packages, rendering, sandbox, image, keys, assets) and say what to fix"),
 }
 
