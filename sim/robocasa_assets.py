@@ -108,7 +108,7 @@ def resolve_root(explicit: str | Path | None = None, environ: Mapping[str, str] 
     recorded = recorded_root(environ)
     if recorded is not None:
         return recorded, f"recorded in {config_file(environ)}"
-    return package_root(), "RoboCasa's package (robocasa.models.assets_root, where its download script writes)"
+    return package_root(), "RoboCasa's package folder, where its download script writes"
 
 
 def fixture_folders(root: Path) -> tuple[str, ...]:
@@ -159,6 +159,18 @@ def missing(root: Path, parts: Iterable[Part]) -> list[str]:
 
 
 ALL_PARTS = (SHIPPED, TEXTURES, GENERATIVE_TEXTURES, Part("fixtures", (), "fixtures_lw"), *OBJECTS.values())
+
+
+def describe_missing(root: Path, by_part: Iterable[tuple[Part, list[str]]]) -> str:
+    """The missing folders relative to ``root``, one part per entry (fixture folders grouped): for messages."""
+    out = []
+    for part, paths in by_part:
+        rel = [str(Path(p).relative_to(root)) if Path(p).is_relative_to(root) else p for p in paths]
+        if part.source == "fixtures_lw" and len(rel) > 1:
+            out.append("fixtures/{" + ",".join(Path(r).name for r in rel) + "}")
+        else:
+            out += rel
+    return ", ".join(out)
 
 
 def download_hint(root: Path, by_part: Iterable[tuple[Part, list[str]]]) -> str:

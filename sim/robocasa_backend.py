@@ -30,7 +30,7 @@ import structlog
 from roboswe.protocol.sim import Fingerprint
 
 from .backend import ResetError, SimError, sim_backend
-from .manifest import ManifestError, TaskManifest
+from .manifest import ManifestError, Success, TaskManifest
 from .physics_state import fingerprint_bytes, snapshot
 from .robosuite_backend import RobosuiteBackend, _Part
 
@@ -83,11 +83,20 @@ class KitchenController(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     parts: dict[str, dict[str, Any]] = {}
 
 
+class KitchenSuccess(Success, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The interval, plus the predicate review: what RoboCasa's ``_check_success`` checks, as a person read it,
+    and the sha256 of the source they read (sim/robocasa_review.py; admission excludes the task when it changed)."""
+
+    review: Annotated[str, msgspec.Meta(min_length=10)]
+    predicate_sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
+
+
 class KitchenManifest(TaskManifest, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A task manifest whose upstream is a RoboCasa kitchen task (everything else as TaskManifest)."""
 
     upstream: RobocasaUpstream
     controller: KitchenController = KitchenController()
+    success: KitchenSuccess
 
 
 def load_kitchen_manifest(path: str | Path) -> KitchenManifest:
@@ -140,12 +149,11 @@ def assets_exclusion(manifest: KitchenManifest, assets_root: Path | None = None)
         return f"task {manifest.id!r} needs RoboCasa's assets but {root} ({source}) is the placeholder kit"
     by_part = robocasa_assets.missing_by_part(root, robocasa_assets.parts_needed(
         manifest.upstream.obj_registries, manifest.upstream.env_kwargs))
-    missing = [path for _, paths in by_part for path in paths]
-    if not missing:
+    if not any(paths for _, paths in by_part):
         return None
-    return (f"task {manifest.id!r}: RoboCasa assets missing under {root} ({source}): {missing}. Download them with "
-            f"RoboCasa's script ({robocasa_assets.download_hint(root, by_part)}) or point roboswe at them "
-            "(`roboswe assets robocasa --path DIR`)")
+    return (f"task {manifest.id!r}: RoboCasa assets missing under {root} ({source}): "
+            f"{robocasa_assets.describe_missing(root, by_part)}. Get them with RoboCasa's script "
+            f"({robocasa_assets.download_hint(root, by_part)}) or point roboswe at them (`roboswe assets robocasa --path DIR`)")
 
 
 def _prepare_assets(manifest: KitchenManifest, assets_root: Path | None, kit_dir: Path | None) -> Path:

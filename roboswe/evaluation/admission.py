@@ -48,6 +48,7 @@ class AdmittedTask(msgspec.Struct, frozen=True, kw_only=True):
     fingerprint: dict[str, Any] | None = None  # reference Fingerprint of the admitted seed
     measured: dict[str, Any] = {}
     reason: str | None = None  # why excluded
+    review: dict[str, Any] | None = None  # predicate review (families that pin one): live digest, reviewed digest, text
 
     def task_manifest(self) -> TaskManifest:
         return manifest_from_builtins(self.manifest)
@@ -75,6 +76,9 @@ class Admitted(msgspec.Struct, frozen=True, kw_only=True):
 def _content_digest(admitted: Admitted) -> str:
     body = msgspec.to_builtins(admitted)
     body.pop("digest", None)
+    for task in body["tasks"]:  # files written before tasks had a review keep their digest
+        if task.get("review") is None:
+            task.pop("review", None)
     return hashlib.sha256(msgspec.json.encode(body, order="sorted")).hexdigest()
 
 
@@ -211,15 +215,74 @@ def _finish_probe(proc: subprocess.Popen, timeout: float) -> dict[str, Any]:
     return {"ok": False, "reason": f"probe process exited {proc.returncode} without a result: {' | '.join(tail)}"}
 
 
-def admit_task(manifest: TaskManifest, *, hold_steps: int = HOLD_STEPS, timeout: float = 600) -> AdmittedTask:
-    """Probe one task in two fresh processes (run side by side); never raises for a task failure."""
+# ---- what is known before building a scene -----------------------------------------------------
+
+
+def _static_exclusion(manifest: TaskManifest) -> str | None:
+    """A reason the scene cannot load that needs no simulator: a family's missing downloaded assets."""
+    if manifest.upstream.package == "robocasa":
+        from roboswe.sim.robocasa_backend import assets_exclusion, kitchen_manifest
+
+        return assets_exclusion(kitchen_manifest(manifest))
+    return None
+
+
+def predicate_reviews(manifests: list[TaskManifest], timeout: float = 300) -> dict[str, dict[str, Any]]:
+    """task id -> predicate review record, for the tasks whose family pins one (RoboCasa kitchens).
+
+    The success function's source digest is read from the installed package in one fresh
+    process (importing RoboCasa fixes its asset root, so never here); sim/robocasa_review.py."""
+    from roboswe.sim.robocasa_review import review_record
+
+    kitchens = [m for m in manifests if m.upstream.package == "robocasa"]
+    if not kitchens:
+        return {}
+    envs = sorted({m.upstream.env for m in kitchens})
+    live: dict[str, Any] = {}
+    problem = None
+    try:
+        proc = subprocess.run([sys.executable, "-m", "roboswe.sim.robocasa_review", *envs], capture_output=True,
+                              text=True, env=_probe_env(), timeout=timeout)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REVIEW ")]
+        if lines:
+            live = json.loads(lines[-1][len("REVIEW "):])
+        else:
+            problem = f"review process exited {proc.returncode}: {' | '.join(proc.stderr.strip().splitlines()[-3:])}"
+    except subprocess.TimeoutExpired:
+        problem = f"review process exceeded {timeout:.0f} s"
+    out = {}
+    for m in kitchens:
+        found = live.get(m.upstream.env)
+        error = problem or (found or {}).get("error") or ("no answer" if found is None else None)
+        out[m.id] = review_record(None if error else found, m.success.review, m.success.predicate_sha256, error)
+    return out
+
+
+def _review_exclusion(review: dict[str, Any] | None) -> str | None:
+    if review is None or review["status"] == "current":
+        return None
+    if review["status"] == "unreadable":
+        return f"predicate review: the success function's source could not be read ({review['problem']})"
+    return (f"predicate review is stale: {review['defined_in']} has source sha256 {review['source_sha256'][:16]}…, "
+            f"the review read {review['reviewed_sha256'][:16]}…; read it again and update [success] review and "
+            "predicate_sha256 in the manifest")
+
+
+def admit_task(manifest: TaskManifest, *, hold_steps: int = HOLD_STEPS, timeout: float = 600,
+               review: dict[str, Any] | None = None) -> AdmittedTask:
+    """Probe one task in two fresh processes (run side by side); never raises for a task failure.
+
+    A task whose predicate review is stale, or whose assets are missing, is excluded without a probe."""
     log.info("admission.task_started", task=manifest.id)
     t0 = time.perf_counter()
+    common = {"id": manifest.id, "manifest": manifest.to_builtins(), "manifest_digest": manifest.digest(),
+              "privileged": manifest.privileged, "review": review}
+    reason = _review_exclusion(review) or _static_exclusion(manifest)
+    if reason is not None:
+        log.warning("admission.task_excluded", task=manifest.id, reason=reason)
+        return AdmittedTask(status="excluded", reason=reason, **common)
     full, second = _start_probe(manifest, hold_steps, True), _start_probe(manifest, hold_steps, False)
     a, b = _finish_probe(full, timeout), _finish_probe(second, timeout)
-    common = {"id": manifest.id, "manifest": manifest.to_builtins(), "manifest_digest": manifest.digest(),
-              "privileged": manifest.privileged}
-    reason = None
     if not a["ok"]:
         reason = a["reason"]
     elif not b["ok"]:
@@ -245,8 +308,9 @@ def admit_dataset(dataset_ref: str | Path, *, run_config: Path | None = None, ho
     dataset: Dataset
     dataset, manifests = load_dataset(dataset_ref)
     tasks = []
+    reviews = predicate_reviews(manifests)
     for m in manifests:
-        task = admit_task(m, hold_steps=hold_steps)
+        task = admit_task(m, hold_steps=hold_steps, review=reviews.get(m.id))
         tasks.append(task)
         if progress:
             progress(task)
