@@ -5,8 +5,12 @@ manifest is validated first; this trusted step runs here, never in the sandbox),
 fresh scene, check its fingerprint, open a sandbox with the same backend and image, and
 re-run the recorded writes, execs and waits in order. Per exec the replay is compared
 with the record (control steps, exit status, stdout/stderr digests, limit); at the end,
-whether success was reached over the same control-step interval. The verdict is
-``verified``, ``mismatch`` (with the first divergence) or ``error`` (with its cause).
+whether success was reached over the same control-step interval. A family that keeps its
+own record of the trial (task_record.py; RoboPaint's action log and canvas) is checked twice:
+the replayed scene, finalized as the trial ended, must give the same record, and the recorded
+action log re-executed in another fresh scene must too; a canvas hash that differs is a
+``mismatch`` naming the round. The verdict is ``verified``, ``mismatch`` (with the first
+divergence) or ``error`` (with its cause).
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ import structlog
 import trio
 
 from roboswe.actors import RemoteError
+from roboswe.evaluation import task_record
+from roboswe.evaluation.actions import executable_prefix, step
 from roboswe.evaluation.feedback import (
+    Acted,
     ExecOutcome,
     FileFeedback,
     Refused,
@@ -36,6 +43,7 @@ from roboswe.evaluation.series_config import Budgets
 from roboswe.evaluation.workspace import Workspace, WorkspaceError
 from roboswe.protocol import recorder as rec
 from roboswe.protocol.bridge import ScriptLimits
+from roboswe.protocol.participant import ACTION_OPERATIONS, InvalidOperation, parse_operation
 from roboswe.records.reader import RunReader, TrialView
 from roboswe.sandbox.checkpoints import (
     BlobStore,
@@ -103,6 +111,11 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
         if opened_msg.image_digest != pinned.image_digest:
             raise ReplayError(f"sandbox image {opened_msg.image_digest[:16]} is not the trial's {pinned.image_digest[:16]}")
         divergence = await _replay_operations(links, reader, view, replay_id, workspace, budgets, detail)
+        recorded = task_record.recorded(reader, view.trial_id)
+        if recorded is not None:  # finalize the replayed scene as the trial ended (RoboPaint saves its canvas)
+            replayed, _ = await links.sim.task_record(recorded.get("end"))
+            detail["task_record"] = {"operations": task_record.summary(recorded, replayed)}
+            divergence = divergence or task_record.divergence(recorded, replayed, "operations")
         status = await links.sim.success()
         interval = [status.achieved_step - status.interval + 1, status.achieved_step] if status.achieved else None
         original = list(view.end.success_interval) if view.end.success_interval else None
@@ -116,6 +129,14 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
         await _collect_states(links, detail)
         states_divergence = compare_states(reader, view, detail)
         divergence = divergence or states_divergence
+        if recorded is not None:  # the action log alone, in another fresh scene
+            try:
+                replayed = await task_record.replay_action_log(links, recorded, manifest, pinned.seed, budgets.trial_steps,
+                                                               view.start.fingerprint)
+            except ValueError as e:
+                raise ReplayError(f"action-log replay: {e}") from None
+            detail["task_record"]["action_log"] = task_record.summary(recorded, replayed)
+            divergence = divergence or task_record.divergence(recorded, replayed, "action-log")
         verdict = "mismatch" if divergence else "verified"
     except ReplayError as e:
         detail["cause"] = str(e)
@@ -147,7 +168,7 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
     ws = Workspace(workspace)
     first = ""
     for op in reader.operations(view.trial_id):
-        if op.operation not in REPLAYED:
+        if op.operation not in REPLAYED and op.operation not in ACTION_OPERATIONS:
             continue
         try:
             recorded = read_feedback(op.operation, op.feedback)
@@ -177,6 +198,15 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
                 if differs and not first:
                     first = (f"operation {op.seq} exec {op.arguments['path']}: " +
                              ", ".join(f"{k} {agree[k][0]!r} vs {agree[k][1]!r}" for k in differs))
+            case Acted(executed=executed) if executed:  # the chunk's executed actions, in one Step
+                try:
+                    chunk = parse_operation(op.operation, op.arguments).chunk()  # type: ignore[attr-defined]
+                except InvalidOperation as e:
+                    raise ReplayError(f"operation {op.seq}: {e}") from None
+                result = await step(links.sim, executable_prefix(chunk, executed))
+                detail.setdefault("chunks", []).append({"seq": op.seq, "executed": [executed, result.applied]})
+                if result.applied != executed and not first:
+                    first = f"operation {op.seq} {op.operation}: executed {executed} vs {result.applied}"
             case Waited(applied=applied):
                 result = await links.sim.wait(int(op.arguments["steps"]))
                 detail["waits"].append({"seq": op.seq, "applied": [applied, result.applied]})
