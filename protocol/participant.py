@@ -117,6 +117,9 @@ OPERATIONS: dict[str, type[Operation]] = {
 
 SEARCH_HISTORY = "search_history"
 
+ACTION_OPERATIONS: frozenset[str] = frozenset(n for n, c in OPERATIONS.items() if issubclass(c, ActionOperation))
+"""The direct-action tool names (executed through the simulator, replayed from their chunk)."""
+
 Interface = Literal["code", "actions"]
 
 INTERFACES: dict[str, tuple[str, ...]] = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from roboswe.protocol.participant import OPERATIONS
+from roboswe.protocol.participant import INTERFACES
 
 from roboswe.evaluation.instructions import system_prompt, trial_opening
 from roboswe.evaluation.series_config import Budgets
@@ -19,12 +19,25 @@ def test_system_prompt_carries_the_live_action_bounds_cameras_operations_and_bud
         assert f"[{c.index}] {c.name}: [{c.low:g}, {c.high:g}]" in text
     for cam in spec.cameras:
         assert cam.name in text
-    for name in OPERATIONS:
+    for name in INTERFACES["code"]:
         assert f"- {name}:" in text
+    assert "- act:" not in text
     assert "321 control steps" in text and "at most 17 control steps" in text
     assert "files and this conversation are kept" in text
     fresh = system_prompt(spec, budgets, trials=5, retain="none")
     assert "start empty again" in fresh
+
+
+def test_the_actions_interface_is_told_its_tools_track_and_bounds_and_no_exec():
+    spec = ToyRobot().spec()
+    budgets = Budgets(trial_steps=10, trial_seconds=60.0, script_steps=5, script_seconds=9.0, interface="actions",
+                      track="decisions", decision_calls=5, action_prefix=2, identity="toy/decision-5-prefix-2/v1")
+    text = system_prompt(spec, budgets, trials=1, retain="retain")
+    assert [n for n in INTERFACES if f"- {n}:" in text] == [] and "- exec:" not in text and "- act:" in text
+    assert "at most 5 replies (calls) per trial" in text and "first 2 actions" in text
+    assert "toy/decision-5-prefix-2/v1" in text
+    for c in spec.action.components:
+        assert f"{c.index}: {c.name} in [{c.low:g}, {c.high:g}]" in text
 
 
 def test_trial_opening_reports_the_previous_outcome_and_figures():

@@ -16,6 +16,7 @@ import msgspec
 
 from roboswe.evaluation.series_config import Budgets
 from roboswe.protocol.bridge import ExecFeedback, ScriptException
+from roboswe.protocol.participant import ACTION_OPERATIONS
 
 TEXT_KEPT = 4000  # characters of the participant's result text kept with the operation
 
@@ -76,6 +77,24 @@ class Waited(msgspec.Struct, frozen=True, kw_only=True):
     success_after: bool = False
 
 
+class Acted(msgspec.Struct, frozen=True, kw_only=True):
+    """A direct-action chunk (act, or a family's action tool): how much of it ran and why it stopped.
+
+    ``executed`` actions ran, one control step each, from ``step_start``; ``stopped`` is
+    ``done`` (the executed prefix ran), ``success`` (the success interval completed mid-chunk),
+    ``trial_budget`` (the control-step cap) or ``invalid_action`` (the simulator refused one).
+    A chunk refused before any physics is recorded as ``Refused`` instead.
+    """
+
+    requested: int  # actions in the chunk
+    executable: int  # the prefix the track allows (K in the decisions track, else the chunk)
+    executed: int
+    stopped: str
+    step_start: int
+    success_after: bool = False
+    call: int = 0  # the participant call (0-based decision index) that answered this chunk
+
+
 class Searched(msgspec.Struct, frozen=True, kw_only=True):
     hits: int
 
@@ -84,7 +103,7 @@ class Finished(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
 
 
-Feedback: TypeAlias = Refused | FileFeedback | Listed | ExecOutcome | Observed | Waited | Searched | Finished
+Feedback: TypeAlias = Refused | FileFeedback | Listed | ExecOutcome | Observed | Waited | Acted | Searched | Finished
 
 _BY_OPERATION: dict[str, type] = {
     "write_file": FileFeedback, "read_file": FileFeedback, "list_files": Listed, "exec": ExecOutcome,
@@ -123,7 +142,7 @@ def feedback_record(feedback: Feedback, *, is_error: bool, text: str) -> dict[st
 
 def read_feedback(operation: str, data: dict[str, Any]) -> Feedback:
     """The typed feedback of a recorded operation; raises ValueError naming the operation if it does not fit."""
-    kind = Refused if "error" in data else _BY_OPERATION.get(operation)
+    kind = Refused if "error" in data else _BY_OPERATION.get(operation, Acted if operation in ACTION_OPERATIONS else None)
     if kind is None:
         return Refused(error=str(data.get("text", f"unknown operation {operation!r}")))
     try:

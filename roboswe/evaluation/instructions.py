@@ -11,13 +11,14 @@ from collections.abc import Sequence
 
 from roboswe.bridge.apidoc import render_robot_api
 from roboswe.evaluation.series_config import Budgets
-from roboswe.protocol.participant import OPERATIONS
+from roboswe.protocol.participant import INTERFACES, OPERATIONS
 from roboswe.protocol.sim import TaskSpec
 
 
 def system_prompt(spec: TaskSpec, budgets: Budgets, trials: int, retain: str) -> str:
-    """The pinned instructions of every request of a series."""
-    ops = "\n".join(f"- {name}: {(cls.__doc__ or '').strip()}" for name, cls in OPERATIONS.items())
+    """The pinned instructions of every request of a series (for its interface: code or actions)."""
+    ops = "\n".join(f"- {name}: {(cls.__doc__ or '').strip()}" for name, cls in OPERATIONS.items()
+                    if name in INTERFACES[budgets.interface])
     keep = ("Between trials the scene resets; your workspace files and this conversation are kept."
             if retain == "retain" else
             "Between trials the scene resets, and your workspace and conversation start empty again.")
@@ -27,6 +28,8 @@ def system_prompt(spec: TaskSpec, budgets: Budgets, trials: int, retain: str) ->
             "says how the previous one ended (succeeded, did not succeed, or could not be completed) and what it used."
             if retain == "retain" else
             "While a trial runs you are not told whether the condition holds, and no trial is told how an earlier one ended.")
+    if budgets.interface == "actions":
+        return _actions_prompt(spec, budgets, trials, keep, told, ops)
     return f"""You control a simulated robot by writing Python programs.
 
 ## Task
@@ -53,8 +56,44 @@ Success is judged by the simulator. {told}
 {render_robot_api(spec)}"""
 
 
+def _actions_prompt(spec: TaskSpec, budgets: Budgets, trials: int, keep: str, told: str, ops: str) -> str:
+    """The instructions of the actions interface: the participant answers each observation with an action chunk."""
+    if budgets.track == "decisions":
+        limit = (f"- at most {budgets.decision_calls} replies (calls) per trial; each act runs at most the first "
+                 f"{budgets.action_prefix} actions of its chunk ({budgets.trial_steps} control steps at most).")
+    else:
+        limit = f"- {budgets.trial_steps} control steps per trial."
+    rows = "\n".join(f"  {c.index}: {c.name} in [{c.low:g}, {c.high:g}] {c.unit}".rstrip() for c in spec.action.components)
+    return f"""You control a simulated robot directly with action chunks.
+
+## Task
+{spec.instruction}
+
+## How this works
+You get {trials} trials of this task. {keep} Each trial opens with the task, the current
+camera images and the robot's sensor readings. Each reply must be exactly one tool call (one operation).
+act executes a chunk of actions, one control step ({spec.control_dt:g} s) per action, and returns the
+camera images and sensor readings after it. A trial ends when the task's success condition has held for
+its required number of consecutive control steps (even in the middle of a chunk), when you call finish,
+or when a budget runs out. Success is judged by the simulator. {told}
+
+## Operations
+{ops}
+
+## Budgets (per trial; protocol {budgets.identity or budgets.track})
+{limit}
+- {budgets.trial_seconds:g} s of active time.
+
+## Actions
+Each action is a list of {spec.action_dim} numbers. An action with a component outside its bound, a
+non-finite number or the wrong length rejects the whole chunk (nothing runs, nothing is clipped).
+{spec.action.doc}
+Components:
+{rows}"""
+
+
 def trial_opening(index: int, trials: int, previous: dict | None, *, instruction: str = "",
-                  cameras: Sequence[str] = (), sensors: Sequence[str] = ()) -> str:
+                  cameras: Sequence[str] = (), sensors: Sequence[str] = (), interface: str = "code") -> str:
     """The text of trial ``index``'s first message (seed 001: the instruction, the current camera
     images, the robot's sensor readings and the native interface; the images travel as image parts
     beside this text, one per name in ``cameras``). For trials after the first, in retain mode, it
@@ -78,7 +117,9 @@ def trial_opening(index: int, trials: int, previous: dict | None, *, instruction
     if sensors:
         lines.append("Robot sensor readings now:")
         lines += [f"  {line}" for line in sensors]
-    if instruction or cameras or sensors:
+    if (instruction or cameras or sensors) and interface == "actions":
+        lines.append("You act with action chunks (act): the actions and their bounds are in your instructions (\"Actions\").")
+    elif instruction or cameras or sensors:
         lines.append("You act through the `robot` module in exec scripts: its actions, bounds, cameras and limits are "
                      "in your instructions (\"The `robot` module\").")
     return "\n".join(lines)

@@ -1,7 +1,21 @@
-"""The `[series]` section of a run config: trials per series, retention mode, budgets.
+"""The `[series]` section of a run config: trials per series, retention mode, interface, budgets.
 
 Budgets come from each task's manifest; a run config may only tighten them (a smaller
 number), never loosen them. ``effective_budgets`` applies that rule per task.
+
+The interface (``code``: scripts in the sandbox; ``actions``: action chunks the trial executes,
+see roboswe/evaluation/actions.py) and the budget track are chosen here too. Two tracks
+(seed 002), never pooled as one protocol:
+
+- ``horizon``: ``control_step_cap`` N control steps per trial (one native control per action,
+  stop at the first success); identity ``.../control-N/v2``. The default for ``code``.
+- ``decisions``: at most ``decision_calls`` D participant calls per trial, each executing at most
+  the first ``action_prefix`` K actions of its chunk, so D x K control steps at most; identity
+  ``.../decision-D-prefix-K/v1``. The default for ``actions`` (D = 200, K = 5), ``actions`` only.
+
+The identity comes from the task family's contract where it has one (GR1 tabletop:
+configs/contracts/gr1-tabletop.toml), else ``<family>/control-N/v2`` or
+``<family>/decision-D-prefix-K/v1``. Every series records it with its budgets.
 """
 
 from __future__ import annotations
@@ -15,9 +29,16 @@ from roboswe.sim.manifest import TaskManifest
 PositiveInt = Annotated[int, msgspec.Meta(gt=0)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 
+DEFAULT_DECISION_CALLS = 200  # the seed's historical D
+DEFAULT_ACTION_PREFIX = 5  # and K
+
 
 class BudgetLoosened(ValueError):
     """A run config asks for a larger budget than the task's manifest allows."""
+
+
+class TrackRefused(ValueError):
+    """A budget track setting that the track or the task's contract does not allow; the message names it."""
 
 
 class SeriesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -32,22 +53,59 @@ class SeriesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     script_steps: PositiveInt | None = None
     script_seconds: PositiveFloat | None = None
     verify: bool = True  # replay every series right after it ends
+    interface: Literal["code", "actions"] = "code"
+    budget_mode: Literal["horizon", "decisions"] | None = None  # None: horizon for code, decisions for actions
+    control_step_cap: PositiveInt | None = None  # horizon: N (sets trial_steps)
+    decision_calls: PositiveInt | None = None  # decisions: D
+    action_prefix: PositiveInt | None = None  # decisions: K
 
 
 class Budgets(msgspec.Struct, frozen=True, kw_only=True):
-    """The budgets a trial runs under (recorded with the series)."""
+    """The budgets a trial runs under (recorded with the series and in each trial_opened event)."""
 
     trial_steps: int
     trial_seconds: float
     script_steps: int
     script_seconds: float
+    interface: str = "code"
+    track: str = ""  # "horizon" | "decisions" ("" in records made before tracks existed)
+    decision_calls: int | None = None  # D: participant calls per trial (decisions track)
+    action_prefix: int | None = None  # K: actions executed per chunk at most (decisions track)
+    identity: str = ""  # the budget track's protocol identity
 
 
 def effective_budgets(config: SeriesConfig, manifest: TaskManifest) -> Budgets:
-    """The manifest's budgets, tightened by the config; raises BudgetLoosened naming the key."""
+    """The manifest's budgets, tightened by the config, under the config's track.
+
+    Raises BudgetLoosened naming the key, TrackRefused for a setting the track does not take.
+    """
+    track = config.budget_mode or ("decisions" if config.interface == "actions" else "horizon")
+    calls = prefix = None
+    trial_steps = config.trial_steps
+    if track == "horizon":
+        if config.decision_calls is not None or config.action_prefix is not None:
+            raise TrackRefused("[series] decision_calls / action_prefix belong to budget_mode = \"decisions\"; "
+                               "the horizon track takes control_step_cap only")
+        if config.control_step_cap is not None:
+            if trial_steps is not None and trial_steps != config.control_step_cap:
+                raise TrackRefused(f"[series] trial_steps = {trial_steps} and control_step_cap = {config.control_step_cap} "
+                                   "disagree; the horizon track's cap is the trial's step budget (set one)")
+            trial_steps = config.control_step_cap
+    else:
+        if config.interface != "actions":
+            raise TrackRefused("[series] budget_mode = \"decisions\" counts action chunks: it needs interface = \"actions\"")
+        if config.control_step_cap is not None:
+            raise TrackRefused("[series] control_step_cap is not accepted in the decisions track; "
+                               "set budget_mode = \"horizon\" or use decision_calls / action_prefix")
+        calls = config.decision_calls or DEFAULT_DECISION_CALLS
+        prefix = config.action_prefix or DEFAULT_ACTION_PREFIX
+        if trial_steps is not None and trial_steps != calls * prefix:
+            raise TrackRefused(f"[series] trial_steps = {trial_steps} differs from decision_calls x action_prefix = "
+                               f"{calls * prefix}; the decisions track's step budget is D x K (leave trial_steps out)")
+        trial_steps = calls * prefix
     b = manifest.budgets
     pairs = {
-        "trial_steps": (config.trial_steps, b.trial.steps),
+        "trial_steps": (trial_steps, b.trial.steps),
         "trial_seconds": (config.trial_seconds, b.trial.seconds),
         "script_steps": (config.script_steps, b.script.steps),
         "script_seconds": (config.script_seconds, b.script.seconds),
@@ -62,4 +120,40 @@ def effective_budgets(config: SeriesConfig, manifest: TaskManifest) -> Budgets:
         out[key] = asked if asked is not None else allowed
     if out["script_steps"] > out["trial_steps"]:
         out["script_steps"] = out["trial_steps"]
-    return Budgets(**out)
+    identity = track_identity(manifest, track, cap=out["trial_steps"], calls=calls, prefix=prefix)
+    return Budgets(**out, interface=config.interface, track=track, decision_calls=calls, action_prefix=prefix,
+                   identity=identity)
+
+
+def track_identity(manifest: TaskManifest, track: str, *, cap: int, calls: int | None, prefix: int | None) -> str:
+    """The protocol identity of a task under a budget track; raises TrackRefused outside the contract's limits."""
+    family = manifest.upstream.package
+    if family == "gr1":
+        from roboswe.sim.gr1_contract import load_contract, protocol_identity
+
+        contract = load_contract()
+        try:
+            if track == "horizon":
+                return protocol_identity(contract, selection=gr1_selection(manifest, contract), track="horizon",
+                                         control_step_cap=cap)
+            return protocol_identity(contract, selection=gr1_selection(manifest, contract), track="decisions",
+                                     calls=calls, prefix=prefix)
+        except ValueError as e:
+            raise TrackRefused(f"task {manifest.id!r} ({contract.id} contract): {e}") from None
+    if track == "horizon":
+        return f"{family}/control-{cap}/v2"
+    return f"{family}/decision-{calls}-prefix-{prefix}/v1"
+
+
+# The contract's task scopes -> its selection names (the seed keeps pilot-0-19 / next-pair-1-2).
+_GR1_SELECTIONS = {"pilot": "pilot-0-19", "tabletop-next-pair-v1": "next-pair-1-2"}
+
+
+def gr1_selection(manifest: TaskManifest, contract) -> str:
+    """Which of the contract's selections a GR1 task belongs to (stand-ins are their own)."""
+    if getattr(manifest, "fidelity", "") == "offline-standin":
+        return "offline-standin"
+    for task in contract.native.tasks:
+        if task.task == manifest.upstream.env:
+            return _GR1_SELECTIONS.get(task.scope, task.scope)
+    raise TrackRefused(f"task {manifest.id!r}: {manifest.upstream.env!r} is not one of the contract's native tasks")

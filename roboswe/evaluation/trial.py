@@ -27,8 +27,10 @@ import structlog
 import trio
 
 from roboswe.actors import PeerDead, RemoteError
+from roboswe.evaluation.actions import run_chunk
 from roboswe.evaluation.conversation import Conversation, turn_event_data
 from roboswe.evaluation.feedback import (
+    Acted,
     ExecOutcome,
     Feedback,
     FileFeedback,
@@ -50,7 +52,9 @@ from roboswe.evaluation.workspace import Workspace, WorkspaceError, check_relati
 from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
 from roboswe.protocol.participant import (
+    INTERFACES,
     SEARCH_HISTORY,
+    ActionOperation,
     AnyOperation,
     Decision,
     Exec,
@@ -126,6 +130,11 @@ class TrialRunner:
         self.wall_started = 0.0
         self._message_id: str | None = None  # the provider attempt that decided the current operation
         self.overflow: dict[str, Any] | None = None  # OverflowEvidence (as builtins) when the context could not fit
+        self.spec: simp.TaskSpec | None = None
+        # Direct actions (actions interface): the seed-002 evidence of a policy trial.
+        self.action_decisions = 0  # accepted chunks (a stop-only answer or a refused chunk is none)
+        self.executed_prefixes: list[int] = []  # actions executed per accepted chunk, in order
+        self.first_success: tuple[int, int] | None = None  # (control step, call index) where success completed
 
     # -- figures
 
@@ -183,6 +192,7 @@ class TrialRunner:
             await self._close_sandbox()
             return await self._end("incomplete", failure)
         self.conversation.trial_ids.append(self.trial_id)
+        self.spec = loaded.spec
         self.system = system_prompt(loaded.spec, self.plan.budgets, self.plan.trials, self.plan.retain)
         self.instruction = loaded.spec.instruction
         outcome, reason = "incomplete", "interrupted"
@@ -327,6 +337,8 @@ class TrialRunner:
                 return "success", "success_interval"
             if self.control_step >= budgets.trial_steps:
                 return self._outcome("step_budget")
+            if budgets.decision_calls is not None and self.decisions >= budgets.decision_calls:
+                return self._outcome("decision_budget")
 
     def _outcome(self, reason: str) -> tuple[str, str]:
         achieved = self.success is not None and self.success.achieved
@@ -338,7 +350,7 @@ class TrialRunner:
         assert context is not None and provider is not None, "a run links the context manager and the provider client"
         t0 = time.monotonic()
         try:
-            prepared, images = await context.prepare(self.system, self.index)
+            prepared, images = await context.prepare(self.system, self.index, self.plan.budgets.interface)
         except RemoteError as e:
             if e.error.code == "context_overflow":
                 # The evidence (budget, size, the exchanges that could not leave) goes into the records: the
@@ -400,6 +412,11 @@ class TrialRunner:
     # -- operations
 
     async def _execute(self, op: AnyOperation, seq: int) -> OpResult:
+        name, offered = operation_name(op), INTERFACES[self.plan.budgets.interface]
+        if name not in offered:  # a local participant can return any operation, offered or not
+            msg = (f"{name} is not offered in this series (interface {self.plan.budgets.interface!r}); "
+                   f"the operations are: {', '.join(offered)}")
+            return OpResult(text=msg, error=True, feedback=Refused(error=msg))
         try:
             match op:
                 case WriteFile(path=path, content=content):
@@ -420,6 +437,8 @@ class TrialRunner:
                     return await self._wait(steps)
                 case SearchHistory(query=query):
                     return await self._search(query)
+                case ActionOperation():
+                    return await self._act(op)
                 case Finish(reason=reason):
                     return OpResult(text="Trial finished.", feedback=Finished(reason=reason))
         except WorkspaceError as e:
@@ -467,7 +486,8 @@ class TrialRunner:
         except RemoteError as e:
             raise TrialIncomplete(f"infrastructure: the opening observation failed: {e.error.code}: {e.error.detail}") from None
         text = trial_opening(self.index, self.plan.trials, previous, instruction=self.instruction,
-                             cameras=[im.camera for im in obs.images], sensors=lines)
+                             cameras=[im.camera for im in obs.images], sensors=lines,
+                             interface=self.plan.budgets.interface)
         parts: list[Any] = [TextPart(text=text), *(part for part, _ in images)]
         await self._append(Turn(id=f"{self.trial_id}/u{self._next_turn()}", role="user", trial=self.index, parts=parts),
                            images)
@@ -519,6 +539,36 @@ class TrialRunner:
                                                    success_after=status.achieved),
                         step_end=status.control_step, success=status.achieved)
 
+    async def _act(self, op: ActionOperation) -> OpResult:
+        """Execute a chunk through the simulator (roboswe/evaluation/actions.py); the result is the observation after it."""
+        assert self.spec is not None
+        call, step_start = self.decisions - 1, self.control_step
+        await self._sim_compute_since()
+        run = await run_chunk(self.links.sim, self.spec, op.chunk(), self.plan.budgets.action_prefix)
+        self.timing["script_sim"] += await self._sim_compute_since()
+        if run.problem and not run.executed:
+            text = f"act refused, nothing executed: {run.problem}"
+            if self.control_step:  # the sim may have rejected a row after none ran; keep the trace current
+                await self._after_motion()
+            return OpResult(text=text, error=True, feedback=Refused(error=run.problem))
+        self.action_decisions += 1
+        self.executed_prefixes.append(run.executed)
+        status = await self._after_motion()
+        if status.achieved and self.first_success is None:
+            self.first_success = (status.achieved_step, call)
+        lines = [f"executed {run.executed} of {run.requested} actions" +
+                 (f" (at most the first {run.executable} run per call)" if run.executable < run.requested else "") +
+                 f"; stopped: {run.stopped}; control step {status.control_step} of {self.plan.budgets.trial_steps}"]
+        if run.problem:
+            lines.append(f"action {run.executed} was rejected: {run.problem}")
+        result = await self._observe(None, False)
+        lines.append(result.text)
+        return OpResult(text="\n".join(lines), error=bool(run.problem), images=result.images,
+                        feedback=Acted(requested=run.requested, executable=run.executable, executed=run.executed,
+                                       stopped=run.stopped, step_start=step_start, success_after=status.achieved,
+                                       call=call),
+                        step_end=status.control_step, success=status.achieved)
+
     async def _search(self, query: str) -> OpResult:
         if not self.offered_search:
             msg = "search_history is offered only after the first context slide; nothing has been archived yet"
@@ -550,6 +600,9 @@ class TrialRunner:
         interval = None
         if status is not None and status.achieved and status.achieved_step is not None:
             interval = (status.achieved_step - status.interval + 1, status.achieved_step)
+        if self.plan.budgets.interface == "actions":
+            with trio.CancelScope(shield=True):
+                await self.rec.event("action_evidence", self.trial_id, **self.action_evidence())
         self.timing["recovery"] = self.recovery
         self.timing["recording"] = self.rec.seconds - self._recording_before
         self.timing["wall"] = time.monotonic() - self.wall_started
@@ -565,6 +618,16 @@ class TrialRunner:
         self.progress.active_clock = None
         self.progress.update(active_s=active, last_outcome=f"trial {self.index}: {outcome} ({reason})")
         return ended
+
+
+    def action_evidence(self) -> dict[str, Any]:
+        """Seed 002's per-trial figures: calls, action decisions, executed prefixes, first success (control, call)."""
+        b = self.plan.budgets
+        return {"identity": b.identity, "track": b.track, "policy_calls": self.decisions,
+                "action_decisions": self.action_decisions, "executed_prefixes": self.executed_prefixes,
+                "controls": self.control_step, "decision_calls": b.decision_calls, "action_prefix": b.action_prefix,
+                "first_success_control": self.first_success[0] if self.first_success else None,
+                "first_success_call": self.first_success[1] if self.first_success else None}
 
 
 def encode_png(rgb: np.ndarray) -> bytes:
