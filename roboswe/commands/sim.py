@@ -24,36 +24,41 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def add_arguments_tasks(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dataset", nargs="?", default="robosuite-pilot", help="dataset name or .toml path (default: robosuite-pilot)")
+    parser.add_argument("dataset", nargs="?", default="robosuite-pilot",
+                        help="dataset name or .toml path, or a catalogue name (robocasa365) (default: robosuite-pilot)")
     parser.add_argument("--admitted", type=Path, default=None, help="admitted.json to read action dims and admission status from")
+    parser.add_argument("--candidates", action="store_true",
+                        help="catalogue only: list just the selected candidates and the task classes a manifest uses")
+
+
+def _read_admitted_tasks(path: Path | None) -> dict:
+    from roboswe.evaluation.admission import read_admitted
+
+    return {t.id: t for t in read_admitted(path).tasks} if path is not None else {}
 
 
 def run_tasks(args: argparse.Namespace) -> int:
-    from roboswe.evaluation.admission import AdmissionError, read_admitted
+    from roboswe.evaluation.admission import AdmissionError
     from roboswe.sim.manifest import ManifestError, load_dataset
+    from roboswe.sim.robocasa_catalogue import catalogue_path
 
+    try:
+        admitted = _read_admitted_tasks(args.admitted)
+    except AdmissionError as e:
+        return _fail(str(e))
+    if catalogue_path(args.dataset) is not None:
+        return _list_catalogue(args.dataset, admitted, candidates_only=args.candidates)
     try:
         dataset, manifests = load_dataset(args.dataset)
     except ManifestError as e:
         return _fail(str(e))
-    admitted = {}
-    if args.admitted is not None:
-        try:
-            admitted = {t.id: t for t in read_admitted(args.admitted).tasks}
-        except AdmissionError as e:
-            return _fail(str(e))
     print(f"dataset {dataset.id}: {len(manifests)} task(s)")
     rows = [("TASK", "ENV", "ROBOT", "ACTION", "CAMERAS (d = depth)", "STATUS")]
     for m in manifests:
         a = admitted.get(m.id)
         dim = str(a.measured.get("action_dim", "?")) if a and a.status == "admitted" else "?"
         cams = ",".join(c.name + ("(d)" if c.depth else "") for c in m.observation.cameras)
-        if a is None:
-            status = "not admitted (run `roboswe admit`)"
-        elif a.manifest_digest != m.digest():
-            status = "manifest changed since admission"
-        else:
-            status = a.status if a.status == "admitted" else f"excluded: {a.reason}"
+        status = _status(m, admitted)
         label = m.id + (" [privileged]" if m.privileged else "")
         rows.append((label, m.upstream.env, m.upstream.robot, dim, cams, status))
     for task_id, why in dataset.excluded.items():
@@ -61,6 +66,67 @@ def run_tasks(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
         print("  ".join(r[i].ljust(widths[i]) for i in range(5)) + "  " + r[5])
+    return 0
+
+
+def _status(manifest, admitted: dict) -> str:
+    a = admitted.get(manifest.id)
+    if a is None:
+        return "not admitted (run `roboswe admit`)"
+    if a.manifest_digest != manifest.digest():
+        return "manifest changed since admission"
+    return a.status if a.status == "admitted" else f"excluded: {a.reason}"
+
+
+def _list_catalogue(name: str, admitted: dict, *, candidates_only: bool) -> int:
+    """The catalogue's task classes with their selection, metadata and the admission status of the manifests using them."""
+    from roboswe.sim.manifest import CONFIGS_DIR, ManifestError, load_manifest
+    from roboswe.sim.robocasa_backend import assets_exclusion
+    from roboswe.sim.robocasa_catalogue import load_catalogue
+
+    try:
+        catalogue = load_catalogue(name)
+    except ManifestError as e:
+        return _fail(str(e))
+    by_env: dict[str, list] = {}
+    for path in sorted((CONFIGS_DIR / "tasks").glob("*.toml")):
+        try:
+            m = load_manifest(path)
+        except ManifestError:
+            continue
+        if m.upstream.package == "robocasa":
+            by_env.setdefault(m.upstream.env, []).append(m)
+    sel, up = catalogue.selection, catalogue.upstream
+    kinds = [t.kind for t in catalogue.tasks.values()]
+    print(f"catalogue {catalogue.id}: {kinds.count('composite')} composite + {kinds.count('atomic')} atomic task classes, "
+          f"{up['package']} {up['version']} (registry sha256 {str(up['registry_sha256'])[:12]})")
+    print(f"selection{' (provisional)' if sel.provisional else ''}: {len(sel.harder)} harder, {len(sel.shorter)} shorter "
+          f"of {sel.shorter_eligible} eligible; rule: {sel.rule.strip().splitlines()[0]} ...")
+    for why in sel.unevaluated:
+        print(f"  not evaluated: {why}")
+    for comp in catalogue.compositions:
+        print(f"  composition {comp.id}: {comp.status} only ({comp.note})")
+    rows = [("TASK", "KIND", "SUBTASKS", "HORIZON", "CANDIDATE", "MANIFEST", "STATUS")]
+    for env, task in sorted(catalogue.tasks.items()):
+        manifests = by_env.get(env, [])
+        if candidates_only and not manifests and not catalogue.candidate(env):
+            continue
+        sub = "-" if task.subtasks is None else str(task.subtasks)
+        horizon = f"{task.registry_horizon} ({task.registry_horizon_seconds:g} s)"
+        for m in manifests or [None]:
+            if m is None:
+                mid, status = "-", "no task manifest"
+            else:
+                mid = m.id + (" [placeholder]" if m.upstream.assets == "placeholder" else "")
+                status = _status(m, admitted)
+                if m.id not in admitted and assets_exclusion(m) is not None:
+                    status = "not loadable here: RoboCasa assets missing (`roboswe assets robocasa`)"
+                elif m.success.predicate_sha256 != task.predicate_sha256:
+                    status = f"predicate changed since review ({task.predicate}); {status}"
+            rows.append((env, task.kind, sub, horizon, catalogue.candidate(env) or "-", mid, status))
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    for r in rows:
+        print("  ".join(r[i].ljust(widths[i]) for i in range(6)) + "  " + r[6])
     return 0
 
 
@@ -97,6 +163,9 @@ def run_admit(args: argparse.Namespace) -> int:
             m = task.measured
             print(f"  admitted  {task.id}: fingerprint {task.fingerprint['digest'][:16]}, action {m['action_dim']}-D, "
                   f"{m['step_ms']:.1f} ms/step, observe {m['observe_ms']} ms", flush=True)
+            if task.review:
+                print(f"            predicate {task.review['defined_in'].rsplit('.', 2)[-2]}._check_success "
+                      f"{task.review['source_sha256'][:12]} ({task.review['status']}): {task.review['review']}", flush=True)
         else:
             print(f"  EXCLUDED  {task.id}: {task.reason}", flush=True)
 
@@ -107,6 +176,10 @@ def run_admit(args: argparse.Namespace) -> int:
     sealed = write_admitted(admitted, args.out)
     n = len(sealed.admitted_tasks())
     print(f"wrote {args.out}: {n} of {len(sealed.tasks)} task(s) admitted, digest {sealed.digest[:16]}")
+    no_assets = [t.id for t in sealed.tasks if t.status == "excluded" and "RoboCasa assets missing" in (t.reason or "")]
+    if no_assets:
+        print(f"{len(no_assets)} task(s) excluded because RoboCasa's kitchen assets are missing; "
+              "`roboswe assets robocasa` says what is present and how to get the rest")
     return 0 if n else 1
 
 
