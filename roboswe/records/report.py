@@ -67,7 +67,32 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
         "verifications": results.verifications,
         "usage": msgspec.to_builtins(results.usage),
         "context": msgspec.to_builtins(results.context),
+        "predicate_reviews": predicate_reviews(run.config, run.admitted_sha256),
     }
+
+
+def predicate_reviews(config: dict[str, Any], admitted_sha256: str) -> dict[str, dict[str, Any]]:
+    """task -> predicate review record from the run's pinned admitted file (empty if it is gone or not the pinned one)."""
+    from roboswe.evaluation.admission import AdmissionError, read_admitted
+
+    path = config.get("admitted_path")
+    if not path:
+        return {}
+    try:
+        admitted = read_admitted(path)
+    except AdmissionError:
+        return {}
+    if admitted_sha256 and admitted.digest != admitted_sha256:
+        return {}
+    return {t.id: t.review for t in admitted.tasks if t.review}
+
+
+def review_line(task: str, review: dict[str, Any]) -> str:
+    """One line per task: which function decides success, its source digest, whether the review covers it, the review."""
+    where = review.get("defined_in", "?").rsplit(".", 2)
+    name = ".".join(where[-2:]) if len(where) >= 2 else where[0]
+    digest = (review.get("source_sha256") or review.get("reviewed_sha256") or "")[:12]
+    return f"  {task}: {name} {digest} ({review.get('status', '?')}): {review.get('review', '')}"
 
 
 def timing_rows(timing: dict[str, float]) -> list[tuple[str, float]]:
@@ -166,6 +191,10 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
         for task, why in denom["excluded"].items():
             console.print(f"  excluded {task}: {why}", soft_wrap=True)
     console.print(f"  exclusions from: {denom['source']}")
+    if summary.get("predicate_reviews"):
+        console.print("[bold]predicate review[/bold] (the success function, its source sha256, what it checks):")
+        for task, review in sorted(summary["predicate_reviews"].items()):
+            console.print(review_line(task, review), soft_wrap=True, markup=False)
     for d in summary["datasets"]:
         console.print(f"[bold]{d['model']} · mode={d['mode']}:[/bold] {d['headline']}", soft_wrap=True)
         table = Table(title=f"metrics  ·  {d['model']}  ·  mode={d['mode']}", title_justify="left")
