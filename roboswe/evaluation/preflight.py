@@ -415,13 +415,18 @@ def gr1_assets(manifests: list[TaskManifest]) -> list[Problem]:
 
 @asset_check("robocasa")
 def robocasa_assets(manifests: list[TaskManifest]) -> list[Problem]:
-    """RoboCasa kitchens: robosuite and robocasa installed. Kit tasks write their placeholder assets when built; a
-    task on RoboCasa's downloaded assets is checked by the backend, so admission excludes it naming the missing paths."""
+    """RoboCasa kitchens: robosuite and robocasa installed, and a real-asset task's downloaded assets under the root
+    sim/robocasa_assets.py resolves (ROBOCASA_ASSETS, the root `roboswe assets robocasa --path` recorded, the package).
+    Kit tasks write their placeholder assets when built. `roboswe admit` does not pass real-asset tasks here:
+    admission excludes them itself, naming the missing paths."""
     missing = [name for name in ("robosuite", "robocasa") if _package_dir(name) is None]
     if missing:
         return [Problem(check="simulator assets", where=f"tasks {[m.id for m in manifests]}",
                         what=f"{missing} not installed", fix="run ./setup.sh (or .venv/bin/pip install -e .)")]
-    return []
+    from roboswe.sim.robocasa_backend import assets_exclusion
+
+    return [Problem(check="simulator assets", where=f"task {m.id}", what=why, fix="`roboswe assets robocasa` says what "
+                    "is present and how to get the rest") for m in manifests if (why := assets_exclusion(m))]
 
 
 # ---- Ray (for a future --ray ADDRESS) ------------------------------------------------------------
