@@ -196,6 +196,9 @@ def _admit_preflight(args: argparse.Namespace, config) -> str | None:
         _, manifests = load_dataset(args.dataset)
     except ManifestError:
         return None  # admit_dataset reports it with its own message
+    # A kitchen task on RoboCasa's downloaded assets is excluded by admission when they are missing (naming the
+    # paths), not refused here: the admitted file records the exclusion.
+    manifests = [m for m in manifests if not (m.upstream.package == "robocasa" and m.upstream.assets == "robocasa")]
     outcome = preflight(provider=config.provider if config else None, source=str(args.config), manifests=manifests,
                         sandbox=False, keys=False)
     parent = Path(args.out).resolve().parent
