@@ -41,6 +41,11 @@ def three_strokes(round_index: int = 0) -> list[list[Waypoint]]:
     return [stroke_batch(y, -0.09, 0.09, press) for y in (0.07, 0.0, -0.07)]
 
 
+def batch_rows(batch: list[Waypoint]) -> list[list[float]]:
+    """A batch in the generic vector form (one 8-vector [x, y, z, qx, qy, qz, qw, duration_s] per waypoint)."""
+    return [[*w.position, *w.quaternion, w.duration_s] for w in batch]
+
+
 def scripted_session(backend, seed: int, rounds: int = 3) -> list[dict]:
     """Run ``rounds`` rounds of the scripted painter on one backend, resetting to ``seed`` before each.
 

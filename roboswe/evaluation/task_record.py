@@ -15,9 +15,10 @@ from typing import Any, get_args
 import structlog
 
 from roboswe.actors import RemoteError
-from roboswe.evaluation.peers import Links
+from roboswe.evaluation.peers import SIM_DEADLINE, Links
 from roboswe.evaluation.plan import slug
 from roboswe.protocol import recorder as rec
+from roboswe.protocol import sim as simp
 from roboswe.records.reader import RunReader
 
 log = structlog.get_logger()
@@ -63,3 +64,54 @@ def recorded(reader: RunReader, trial_id: str) -> dict[str, Any] | None:
     """The trial's task record (the last one, should there be several), or None."""
     found = reader.events(trial_id=trial_id, event=EVENT)
     return dict(found[-1][1].data) if found else None
+
+
+# --- verification: the record against a replay ------------------------------------------------
+
+
+def divergence(recorded: dict[str, Any], replayed: dict[str, Any], how: str) -> str:
+    """The first disagreement between a recorded task record and a replay's ('' when they agree).
+
+    A canvas hash that differs is named first, with its round: it is the evidence the record
+    stands on. Then the actions in order (kind, waypoints, result, contact figures).
+    """
+    where = f"round {recorded.get('round', '?')}"
+    rec_canvas, rep_canvas = recorded.get("canvas") or {}, replayed.get("canvas") or {}
+    if rec_canvas.get("sha256") != rep_canvas.get("sha256"):
+        return (f"{where}: canvas sha256 {str(rec_canvas.get('sha256'))[:16]} recorded, "
+                f"{str(rep_canvas.get('sha256'))[:16]} in the {how} replay")
+    rec_actions, rep_actions = recorded.get("actions", []), replayed.get("actions", [])
+    for k, (a, b) in enumerate(zip(rec_actions, rep_actions)):
+        if a != b:
+            keys = sorted(key for key in set(a) | set(b) if a.get(key) != b.get(key))
+            return f"{where}: action {k} ({a.get('kind')}) differs in the {how} replay: {', '.join(keys)}"
+    if len(rec_actions) != len(rep_actions):
+        return f"{where}: {len(rec_actions)} actions recorded, {len(rep_actions)} in the {how} replay"
+    return ""
+
+
+def summary(recorded: dict[str, Any], replayed: dict[str, Any]) -> dict[str, Any]:
+    return {"round": recorded.get("round"), "actions": [len(recorded.get("actions", [])), len(replayed.get("actions", []))],
+            "canvas_sha256": [(recorded.get("canvas") or {}).get("sha256"), (replayed.get("canvas") or {}).get("sha256")]}
+
+
+async def replay_action_log(links: Links, recorded: dict[str, Any], manifest: dict[str, Any], seed: int,
+                            trial_steps: int, fingerprint: str) -> dict[str, Any]:
+    """Re-execute the recorded action log in a fresh scene through the generic interface; returns that record.
+
+    Each action carries its own replay form (``{"step": rows}`` or ``{"wait": n}``); the rest
+    (the submission) happens at the recorded end. Raises ValueError when the fresh scene is not
+    the trial's (fingerprint).
+    """
+    loaded = await links.sim.load(manifest, seed, trial_steps)
+    if loaded.fingerprint.digest != fingerprint:
+        raise ValueError(f"fresh scene fingerprint {loaded.fingerprint.digest[:16]} is not the trial's {fingerprint[:16]}")
+    for action in recorded.get("actions", []):
+        how = action.get("replay") or {}
+        if "step" in how:
+            # One Step of the action's rows (one MoveFlange); a rejected batch is rejected again, and compared.
+            await links.sim.ask(simp.Step(actions=how["step"]), simp.StepResult, SIM_DEADLINE)
+        elif "wait" in how:
+            await links.sim.wait(int(how["wait"]))
+    replayed, _ = await links.sim.task_record(recorded.get("end"))
+    return replayed
