@@ -376,6 +376,12 @@ def round_evidence(action_log: Sequence[dict[str, Any]], results: Sequence[MoveF
     actions, contacts, stops = [], [], []
     for k, entry in enumerate(action_log):
         item = {"index": k, **entry}
+        # How a replay re-executes it through the generic interface (verify.py knows no family):
+        # a MoveFlange is one Step of its waypoint vectors, a hold one Wait; the submission is the trial's end.
+        if entry["kind"] == "move_flange":
+            item["replay"] = {"step": [[*w["position"], *w["quaternion"], w["duration_s"]] for w in entry["waypoints"]]}
+        elif entry["kind"] == "hold":
+            item["replay"] = {"wait": entry["steps"]}
         if entry["kind"] == "move_flange":
             r = next(moves, None)
             if r is not None:
