@@ -84,13 +84,26 @@ def plan_phase(text: str) -> str | None:
 
 
 class LiftDemoAgent:
-    """Deterministic Lift participant for the `python` provider kind (agent = "roboswe.agents.lift_demo:LiftDemoAgent")."""
+    """Deterministic Lift participant for the `python` provider kind (agent = "roboswe.agents.lift_demo:LiftDemoAgent").
+
+    A subclass with another script sets the class attributes below (configs/agents/kitchen_demo).
+    """
+
+    script_name = SCRIPT
+    fresh_plan = FRESH_PLAN
+    done_reason = "plan.json says done: the cube is grasped and held up"
+    failed_reason = "plan.json says failed: the cube could not be lifted"
 
     def __init__(self, max_execs: int = 12, max_retries: int = 3, observe_depth: bool = True):
         self.max_execs = max_execs
         self.max_retries = max_retries
         self.observe_depth = observe_depth
-        self.script = script_source()
+        self.script = self.read_script()
+
+    @staticmethod
+    def read_script() -> str:
+        """The script this participant writes and runs."""
+        return script_source()
 
     def decide(self, request: DecisionRequest) -> AnyOperation:
         """The next operation for this request."""
@@ -98,8 +111,8 @@ class LiftDemoAgent:
 
     def next_operation(self, steps: list[Step]) -> AnyOperation:
         """The next operation given this trial's operations so far and their results."""
-        write_script = WriteFile(path=SCRIPT, content=self.script)
-        reset_plan = WriteFile(path=PLAN, content=FRESH_PLAN)
+        write_script = WriteFile(path=self.script_name, content=self.script)
+        reset_plan = WriteFile(path=PLAN, content=self.fresh_plan)
         if not steps:
             return ListFiles()
         last = steps[-1]
@@ -107,30 +120,30 @@ class LiftDemoAgent:
         match last.op:
             case ListFiles():
                 # Retained workspace (trials 2-5): check the script before trusting it.
-                if not last.error and re.search(rf"(?<![\w./-]){re.escape(SCRIPT)}(?![\w.-])", last.text):
-                    return ReadFile(path=SCRIPT)
+                if not last.error and re.search(rf"(?<![\w./-]){re.escape(self.script_name)}(?![\w.-])", last.text):
+                    return ReadFile(path=self.script_name)
                 return write_script
-            case ReadFile(path=path) if path == SCRIPT:
+            case ReadFile(path=path) if path == self.script_name:
                 return reset_plan if not last.error and self.script in last.text else write_script
             case WriteFile() if last.error:
                 if sum(isinstance(s.op, WriteFile) and s.error for s in steps) >= self.max_retries:
                     return Finish(reason=f"could not write {last.op.path}: {last.text[:200]}")
                 return last.op
-            case WriteFile(path=path) if path == SCRIPT:
+            case WriteFile(path=path) if path == self.script_name:
                 return reset_plan
             case WriteFile(path=path) if path == PLAN:
                 return Observe(cameras=None, depth=self.observe_depth)
             case Observe():
-                return Exec(path=SCRIPT)
+                return Exec(path=self.script_name)
             case Exec():
                 return ReadFile(path=PLAN)
             case ReadFile(path=path) if path == PLAN:
                 phase = plan_phase(last.text) if not last.error else None
                 if phase == "done":
-                    return Finish(reason="plan.json says done: the cube is grasped and held up")
+                    return Finish(reason=self.done_reason)
                 if phase == "failed":
-                    return Finish(reason="plan.json says failed: the cube could not be lifted")
+                    return Finish(reason=self.failed_reason)
                 if execs >= self.max_execs:
-                    return Finish(reason=f"{SCRIPT} ran {execs} times without finishing (phase {phase})")
-                return Exec(path=SCRIPT)
+                    return Finish(reason=f"{self.script_name} ran {execs} times without finishing (phase {phase})")
+                return Exec(path=self.script_name)
         return Finish(reason=f"unexpected state after {type(last.op).__name__}; stopping")
