@@ -169,6 +169,9 @@ def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_i
             for a in s["attempts"]:
                 _export_trial(reader, run_dir, site, s, a, [x for x in artifacts if x.trial_id == a["trial_id"]],
                               blobs, exported_blobs, chunk, load_manifest, evidence)
+        from ._gallery import write_gallery  # gallery.html where trials kept canvases (RoboPaint)
+
+        write_gallery(reader, run_dir, site)
     log.info("viewer_exported", site=str(site), trials=len(keys), blobs=len(exported_blobs),
              seconds=round(time.perf_counter() - t0, 2))
     return site / "index.html"
