@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("roboswe.commands.compare", "pair runs by task: paired differences of A, Q, trial-1, success by T, gain"),
     "export": ("roboswe.commands.view", "write a run's static viewer site (works from file://)"),
     "view": ("roboswe.commands.view", "serve a run's viewer site on localhost"),
+    "pairs": ("roboswe.commands.pairs", "blinded pairwise rating files for the round-3 canvases of painting runs"),
     "demo": ("roboswe.commands.demo", "admit Lift, run a verified 5-trial demo series, export the viewer, print the report"),
     "tasks": ("roboswe.commands.sim", "list a dataset's tasks: robot, action size, cameras, admission status"),
     "admit": ("roboswe.commands.sim", "check every task of a dataset in fresh simulators and write admitted.json"),
