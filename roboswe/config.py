@@ -82,6 +82,12 @@ class FleetConfig(Section, frozen=True, kw_only=True):
     # Requests the provider client has in flight at once, across every worker: set it to what the key's
     # rate limit allows. None: no cap beyond the workers' own (a series has one decision in flight at most).
     provider_concurrency: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    # Place the workers on a Ray cluster ("auto" or HOST:PORT; `roboswe run --ray` overrides): roboswe/fleet/.
+    # What each worker's Ray actor requests: a stepping scene takes a CPU, its sandboxed code the other.
+    ray: str | None = None
+    ray_cpus: Annotated[float, msgspec.Meta(gt=0)] = 2.0
+    ray_memory_gib: Annotated[float, msgspec.Meta(gt=0)] = 3.0  # as GIB_PER_WORKER below
+    ray_gpus: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # e.g. 0.25: four workers render on one GPU
 
 
 GIB_PER_WORKER = 3.0  # a robosuite scene (~1.5 GiB resident) plus its sandbox and the worker's context window
