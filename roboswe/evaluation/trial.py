@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import io
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,7 @@ class TrialRunner:
         self._sim_compute = (0.0, 0.0)  # the simulator's (physics, rendering) seconds at the last reading
         self._recording_before = self.rec.seconds
         self.wall_started = 0.0
+        self.after_simulator: Callable[[], Awaitable[None]] | None = None  # the series' hook: the trial is done with the simulator
         self._message_id: str | None = None  # the provider attempt that decided the current operation
         self.overflow: dict[str, Any] | None = None  # OverflowEvidence (as builtins) when the context could not fit
         self.spec: simp.TaskSpec | None = None
@@ -197,11 +199,12 @@ class TrialRunner:
         self.instruction = loaded.spec.instruction
         outcome, reason = "incomplete", "interrupted"
         try:
-            await self._checkpoint("trial_start", None)
-            await self._open(previous)
-            self.started = time.monotonic()  # the active-time clock runs from the first participant input
-            self.progress.active_clock = self.active_time
-            outcome, reason = await self._loop()
+            async with self.links.interrupt_on_death():  # a peer that dies mid-trial, even one not asked, ends it
+                await self._checkpoint("trial_start", None)
+                await self._open(previous)
+                self.started = time.monotonic()  # the active-time clock runs from the first participant input
+                self.progress.active_clock = self.active_time
+                outcome, reason = await self._loop()
         except TrialIncomplete as e:
             outcome, reason = "incomplete", e.reason
         except INFRA_ERRORS as e:
@@ -595,6 +598,8 @@ class TrialRunner:
                     await self._sim_compute_since()
         except INFRA_ERRORS as e:
             log.warning("trial_end_query_failed", trial=self.trial_id, error=str(e))
+        if self.after_simulator is not None:
+            await self.after_simulator()  # e.g. stage the next trial's scene while this one's records are written
         if outcome != "incomplete" and status is not None and status.achieved and outcome == "failure":
             outcome = "success"  # the interval was reached during the last operation
         interval = None
