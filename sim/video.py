@@ -26,9 +26,10 @@ def frame_rows(states: PhysicsStates, control_hz: int, fps: int) -> list[int]:
 class VideoRenderer:
     """Builds the task scene once and renders video frames from recorded states."""
 
-    def __init__(self, manifest: TaskManifest, *, backend: str = "robosuite"):
+    def __init__(self, manifest: TaskManifest, *, backend: str | None = None):
+        """``backend``: a registered simulator backend; None: the manifest's family (``upstream.package``)."""
         self.manifest = manifest
-        self._sim = create_backend(backend, manifest)
+        self._sim = create_backend(backend or manifest.upstream.package, manifest)
 
     def render(self, states: PhysicsStates, *, seed: int | None = None, model_xml_sha256: str | None = None,
                cameras: Sequence[str] = (), rows: Sequence[int] | None = None) -> dict[str, list[np.ndarray]]:

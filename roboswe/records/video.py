@@ -49,7 +49,7 @@ def video_path(run_dir: str | Path, trial_id: str, camera: str) -> Path:
 
 
 def render_trial_video(run_dir: str | Path, trial_id: str, manifest: Any, states: Any = None, *, run_id: str,
-                       backend: str = "robosuite", seed: int | None = None,
+                       backend: str | None = None, seed: int | None = None,
                        model_xml_sha256: str | None = None, renderer: Any = None) -> list[ArtifactRecord]:
     """Render and store one mp4 (+ index) per manifest video camera; returns their artifact records.
 
@@ -114,7 +114,7 @@ _IN_WORKER = False
 _RENDERERS: dict[tuple[str, str], Any] = {}
 
 
-def _cached_renderer(manifest: Any, backend: str) -> Any:
+def _cached_renderer(manifest: Any, backend: str | None) -> Any:
     """In the worker process, one scene per manifest: building a robosuite scene costs seconds."""
     from roboswe.sim.video import VideoRenderer
 
