@@ -11,7 +11,8 @@ reply did not decode, or ``UnexpectedReply``: it decoded to the wrong type) and
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -56,6 +57,7 @@ EXEC_MARGIN = 60.0  # on top of the script's own wall limit (sandbox start, tear
 CONTEXT_DEADLINE = 120.0
 RECORD_DEADLINE = 60.0
 RESTART_WAIT = 120.0  # how long to wait for a peer the supervisor is restarting
+DEATH_POLL = 0.25  # how often a trial's watch looks at its peers' links (a few attribute reads)
 
 R = TypeVar("R", bound=Message)
 
@@ -284,3 +286,40 @@ class Links:
         if waited > 0.5:
             log.info("peers_back", waited=round(waited, 2))
         return waited
+
+    @asynccontextmanager
+    async def interrupt_on_death(self) -> AsyncIterator[None]:
+        """Run the body while every peer stays the process it was on entry; else cancel it and raise PeerDead.
+
+        A peer that dies under a trial costs that trial even when the trial never asks it again:
+        a recorder that died lost the records it had queued, a bridge that died took the trial's
+        sandbox with it. Its link sees the death within the liveness window (silence), or sooner
+        when the supervisor's restart answers at the same endpoint with a new pid.
+        """
+        watched = [(peer, peer.client.peer_pid) for peer in self.peers()]
+        death: list[PeerDead] = []
+
+        async def watch(scope: trio.CancelScope) -> None:
+            while True:
+                for peer, pid in watched:
+                    link = peer.client
+                    replaced = pid is not None and link.peer_pid is not None and link.peer_pid != pid
+                    if replaced or not link.peer_alive:
+                        silent = trio.current_time() - link.last_seen
+                        death.append(PeerDead(link.peer, link.endpoint, silent, restarted=replaced))
+                        log.warning("peer_lost_under_trial", peer=link.peer, old_pid=pid, pid=link.peer_pid)
+                        scope.cancel()
+                        return
+                await trio.sleep(DEATH_POLL)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch, nursery.cancel_scope)
+                yield
+                nursery.cancel_scope.cancel()  # the body is done: stop watching
+        except BaseExceptionGroup as group:  # the body's own error (or the death's), unwrapped for the caller's except
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        if death:
+            raise death[0]
