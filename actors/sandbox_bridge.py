@@ -17,6 +17,8 @@ import os
 import shutil
 import socket
 import tempfile
+import time
+from collections import defaultdict
 from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any, AsyncIterator
@@ -24,10 +26,12 @@ from typing import Any, AsyncIterator
 import structlog
 import trio
 from roboswe.actors import Actor, Client, RemoteError, actor_main
+from roboswe.actors._robot_stream import RobotStreamLink, stream_path
 from roboswe.bridge import wire
-from roboswe.bridge.allowlist import Refusal, screen
+from roboswe.bridge.allowlist import Refusal, request_kind, screen
 from roboswe.bridge.door import Refused, RobotDoor, ScriptSession, refusal_error
 from roboswe.protocol import Decoded, Message
+from roboswe.protocol._codec import _envelope_decoder
 from roboswe.protocol import sim as simp
 from roboswe.protocol.bridge import (
     BRIDGE_CODEC,
@@ -106,6 +110,8 @@ class TrialSandbox:
         self._idle = trio.Event()
         self._serving = trio.Lock()  # robot calls reach the door one at a time, whatever the connection
         self._connections: set[trio.CancelScope] = set()
+        # Per robot-call kind (Step, StepMany): seconds summed per hop and a count; see hop_accounting.
+        self.hops: defaultdict[str, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
 
     @property
     def socket_path(self) -> Path:
@@ -190,8 +196,11 @@ class TrialSandbox:
                             self._refuse(kind, f"{e}; the connection is closed")
                             await self._send(stream, refusal_error(str(e)), [], None)
                             return
+                        arrived = time.monotonic()
+                        self.door.last_sim = None
                         reply, blobs = await self._answer(request)
                         await self._send(stream, reply, blobs, _correlation(request))
+                        self._account_hops(request, arrived)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the program went away
         finally:
@@ -200,6 +209,28 @@ class TrialSandbox:
     async def _send(self, stream: trio.SocketStream, reply: Message, blobs: list[Any], correlation: str | None) -> None:
         _env, out = BRIDGE_ROBOT_CODEC.encode(reply, sender="sandbox_bridge", correlation_id=correlation, blobs=blobs)
         await stream.send_all(wire.encode(out))
+
+    def _account_hops(self, request: list[bytes], arrived: float) -> None:
+        """Add one answered Step / StepMany's hops (CLOCK_MONOTONIC stamps: the request's envelope, ours,
+        the simulator reply's envelope); the simulator accounts its own inner hops (actors/simulator.py)."""
+        sim = self.door.last_sim
+        if sim is None or len(request) < 2:
+            return
+        kind = request_kind(request)
+        if kind not in ("Step", "StepMany"):
+            return
+        try:
+            sent_at = _envelope_decoder.decode(request[0]).sent_at
+        except Exception:  # noqa: BLE001 - already answered; a garbled envelope has no stamp
+            return
+        sent, sim_replied, received = sim
+        h = self.hops[kind]
+        h["count"] += 1
+        h["runner_to_bridge"] += arrived - sent_at
+        h["bridge_in"] += sent - arrived
+        h["sim_round_trip"] += received - sent
+        h["sim_to_bridge"] += received - sim_replied
+        h["bridge_out"] += time.monotonic() - received
 
     async def _wait_idle(self) -> None:
         while self._in_flight:
@@ -269,8 +300,6 @@ async def _receive_request(stream: trio.SocketStream) -> list[bytes]:
 
 def _correlation(request: list[bytes]) -> str | None:
     try:
-        from roboswe.protocol._codec import _envelope_decoder
-
         return _envelope_decoder.decode(request[0]).message_id
     except Exception:  # noqa: BLE001 - garbage has no id to correlate
         return None
@@ -349,10 +378,8 @@ async def open_trial(
     try:
         if workspace_mb:
             volume = await _mount_volume(trial, sandbox.workspace, workspace_mb, image)
-        link = Client(name, sim_endpoint, simp.SIM_ROBOT_CODEC, peer="simulator", heartbeat_interval=heartbeat_interval,
-                      liveness=liveness, curve=curve)
-        async with link as sim:
-            door = RobotDoor(sim.request)
+        async with _sim_link(name, sim_endpoint, heartbeat_interval, liveness, curve) as request:
+            door = RobotDoor(request)
             await sandbox.start(limits)
             try:
                 trial_sandbox = TrialSandbox(trial, sandbox, door, bridge_dir, limits)
@@ -371,6 +398,23 @@ async def open_trial(
                     await trio.to_thread.run_sync(volume.unmount)
                 except VolumeError as e:  # the trial's checkpoints still hold its files
                     log.error("workspace_volume_unmount_failed", trial=trial, error=str(e))
+
+
+@asynccontextmanager
+async def _sim_link(name: str, endpoint: str, heartbeat_interval: float, liveness: int, curve: Any) -> AsyncIterator[Any]:
+    """The door's way to the simulator's robot endpoint: its unix stream when the simulator is on this
+    host and serves one (fewer wake-ups per step), else the ZeroMQ endpoint (remote, CURVE)."""
+    path = stream_path(endpoint)
+    if curve is None and path is not None and os.path.exists(path):
+        link = RobotStreamLink(path, name)
+        try:
+            yield link.request
+        finally:
+            await link.aclose()
+        return
+    async with Client(name, endpoint, simp.SIM_ROBOT_CODEC, peer="simulator", heartbeat_interval=heartbeat_interval,
+                      liveness=liveness, curve=curve) as sim:
+        yield sim.request
 
 
 async def _mount_volume(trial: str, workspace: Path, size_mb: int, image: SandboxImage) -> WorkspaceVolume | None:

@@ -6,23 +6,30 @@
   ``SimRobotMessage`` (GetSpec, GetState, Observe, Step), so a reset or a grading request
   from that side does not even parse.
 
-One thread owns the scene (MuJoCo GL contexts belong to a thread); the trio loop only
-awaits it, so heartbeats flow while physics and rendering run. Requests from both
-endpoints are applied one at a time in arrival order.
+  A bridge on the same host reaches the same door over a plain unix stream beside it
+  (actors/_robot_stream.py): fewer wake-ups per step than ZeroMQ's I/O threads.
+
+One thread owns the scene's GL context and does the building and rendering; the trio loop only
+awaits it, so heartbeats flow while physics and rendering run. A robot stream's connection
+thread steps the scene itself (physics is not tied to a thread). A lock keeps the scene to one
+thread at a time; requests of one endpoint are applied in arrival order.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import os
+import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar, assert_never
 
 import structlog
 import trio
 from roboswe.actors import Accounts, Actor, CurveServerKeys, Server, actor_main
+from roboswe.actors._robot_stream import RobotStreamServer, stream_path
 from roboswe.protocol import Decoded
-from roboswe.protocol.control import Error
+from roboswe.protocol.control import Error, Ok
 from roboswe.protocol.sim import (
     SIM_CODEC,
     SIM_ROBOT_CODEC,
@@ -30,6 +37,7 @@ from roboswe.protocol.sim import (
     GetState,
     Load,
     Observe,
+    Prepare,
     SimControlMessage,
     SimReply,
     SimRequest,
@@ -68,6 +76,20 @@ def robot_endpoint(control_endpoint: str) -> str:
     raise ValueError(f"simulator endpoint {control_endpoint!r}: expected ipc:// or tcp://")
 
 
+def _hops(sent_at: float, arrived: float, stamps: list[float], actions: int) -> dict[str, float]:
+    """One robot Step's hops (CLOCK_MONOTONIC, comparable across processes on one host) as accounts.
+
+    Reported under ``Statistics.extra`` as ``hop.step1.*`` (one action) or ``hop.stepN.*`` (a
+    chunk): seconds summed per hop, and ``count``; benchmarks/sandbox.py prints them per step.
+    ``stamps``: physics start, physics end, and (over ZeroMQ) back on the loop.
+    """
+    prefix = "hop.step1." if actions == 1 else "hop.stepN."
+    done = stamps[2] if len(stamps) > 2 else time.monotonic()
+    return {prefix + "count": 1.0, prefix + "bridge_to_sim": arrived - sent_at,
+            prefix + "sim_before_physics": stamps[0] - arrived, prefix + "physics": stamps[1] - stamps[0],
+            prefix + "sim_after_physics": done - stamps[1]}
+
+
 class _SceneThread:
     """The one thread that builds, steps and renders the scene."""
 
@@ -88,6 +110,10 @@ class _SceneThread:
             await done.wait()
         return future.result()
 
+    def submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        """Queue ``fn(*args)`` on the scene thread from any other thread."""
+        return self._pool.submit(fn, *args)
+
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
@@ -100,24 +126,103 @@ class SimulatorService:
         self.accounts = accounts
         self.scene = _SceneThread()
         self._lock = trio.Lock()  # both endpoints share the scene: one request at a time
+        # The robot stream's connection threads step the scene themselves (no hop to the scene
+        # thread); this lock keeps the scene to one thread at a time. GL work stays on the scene thread.
+        self._scene_lock = threading.Lock()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._unmerged: list[dict[str, float]] = []  # accounting from the stream's threads, merged on the loop
+        self._unmerged_lock = threading.Lock()
+        self._unsent = threading.local()  # per stream thread: the accounting of the reply being sent
 
-    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        def work() -> tuple[Any, dict[str, float]]:
+    def _guarded(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, dict[str, float]]:
+        """Run ``fn`` with the scene to itself; a SimError becomes the Error reply. Any thread."""
+        with self._scene_lock:
             try:
                 return fn(*args), self.session.accounting()
             except SimError as e:
                 return Error(code=e.code, detail=str(e)), self.session.accounting()
 
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         async with self._lock:
-            reply, accounting = await self.scene.run(work)
+            reply, accounting = await self.scene.run(self._guarded, fn, *args)
+        self._account(accounting)
+        return reply
+
+    def _account(self, accounting: dict[str, float]) -> None:
         for name, amount in accounting.items():
             self.accounts.add(name, amount)
+
+    # --- the robot stream (actors/_robot_stream.py): called on its connection threads ---------------
+
+    def answer_robot_stream(self, decoded: Decoded[SimRobotMessage]) -> Any:
+        """A robot call from a local bridge, answered on the calling thread.
+
+        Everything but Observe runs right here under the scene lock (physics has no thread
+        affinity); Observe renders on the scene thread, which owns the GL context.
+        """
+        message = decoded.message
+        if not isinstance(message, SimRobotRequest):
+            kind = type(message).__name__
+            log.warning("robot_request_refused", kind=kind, sender=decoded.envelope.sender)
+            return Error(code="refused", detail=f"the robot endpoint does not accept {kind}")
+        s = self.session
+        match message:
+            case Observe(cameras=cameras, depth=depth):
+                reply, accounting = self.scene.submit(self._guarded, s.observe, cameras, depth).result()
+            case Step(actions=actions) if actions:
+                arrived = time.monotonic()
+                stamps: list[float] = []
+                reply, accounting = self._guarded(self._stamped_step, actions, stamps)
+                if len(stamps) == 2:
+                    accounting = {**accounting, **_hops(decoded.envelope.sent_at, arrived, stamps, len(actions))}
+            case Step():
+                return Error(code="invalid_action", detail="Step needs at least one action")
+            case GetSpec():
+                reply, accounting = self._guarded(s.spec)
+            case GetState():
+                reply, accounting = self._guarded(s.state)
+            case _:
+                assert_never(message)
+        self._unsent.accounting = accounting  # handed to the loop once the reply is out (after_robot_reply)
         return reply
+
+    def after_robot_reply(self) -> None:
+        accounting, self._unsent.accounting = getattr(self._unsent, "accounting", None), None
+        if accounting:
+            self._account_soon(accounting)
+
+    def _stamped_step(self, actions: list[list[float]], stamps: list[float]) -> Any:
+        stamps.append(time.monotonic())
+        try:
+            return self.session.step(actions)
+        finally:
+            stamps.append(time.monotonic())
+
+    def _account_soon(self, accounting: dict[str, float]) -> None:
+        """Hand a stream thread's accounting to the trio loop (Accounts is not thread-safe); one wake-up per batch."""
+        if not accounting or self._token is None:
+            return
+        with self._unmerged_lock:
+            self._unmerged.append(accounting)
+            first = len(self._unmerged) == 1
+        if first:
+            try:
+                self._token.run_sync_soon(self._merge)
+            except trio.RunFinishedError:
+                pass
+
+    def _merge(self) -> None:
+        with self._unmerged_lock:
+            batch, self._unmerged = self._unmerged, []
+        for accounting in batch:
+            self._account(accounting)
 
     async def handle_robot(self, decoded: Decoded[SimRobotMessage]) -> SimRobotReply | tuple[SimRobotReply, list[bytes]]:
         """The bridge's subset; anything else that decodes here is refused."""
         s = self.session
         message = decoded.message
+        if isinstance(message, Step) and message.actions:
+            return await self._robot_step(decoded.envelope.sent_at, message.actions)
         if not isinstance(message, SimRobotRequest):
             kind = type(message).__name__
             log.warning("robot_request_refused", kind=kind, sender=decoded.envelope.sender)
@@ -136,6 +241,18 @@ class SimulatorService:
             case _:
                 assert_never(message)
 
+    async def _robot_step(self, sent_at: float, actions: list[list[float]]) -> SimRobotReply:
+        """A bridge Step over ZeroMQ, with its hops stamped like the stream's (see ``_hops``)."""
+        arrived = time.monotonic()
+        stamps: list[float] = []
+        async with self._lock:
+            reply, accounting = await self.scene.run(self._guarded, self._stamped_step, actions, stamps)
+        if len(stamps) == 2:
+            stamps.append(time.monotonic())
+            accounting = {**accounting, **_hops(sent_at, arrived, stamps, len(actions))}
+        self._account(accounting)
+        return reply
+
     async def handle_control(self, decoded: Decoded[SimControlMessage]) -> SimReply | tuple[SimReply, list[bytes]]:
         s = self.session
         message = decoded.message
@@ -145,8 +262,16 @@ class SimulatorService:
             case Load(manifest=manifest, seed=seed, trial_steps=trial_steps, backend=backend):
                 reply = await self._call(s.load, manifest, seed, trial_steps, backend)
                 if not isinstance(reply, Error):
-                    log.info("task_loaded", task=reply.spec.task_id, seed=seed, fingerprint=reply.fingerprint.digest)
+                    log.info("task_loaded", task=reply.spec.task_id, seed=seed, fingerprint=reply.fingerprint.digest,
+                             staged=reply.staged)
                 return reply
+            case Prepare(manifest=manifest, seed=seed, trial_steps=trial_steps, backend=backend):
+                t0 = time.monotonic()
+                reply = await self._call(s.prepare, manifest, seed, trial_steps, backend)
+                if isinstance(reply, Error):
+                    return reply
+                log.info("scene_staged", seed=seed, seconds=round(time.monotonic() - t0, 3))
+                return Ok()
             case Wait(steps=steps):
                 if steps < 0:
                     return Error(code="invalid_action", detail=f"Wait steps must be >= 0, got {steps}")
@@ -205,9 +330,15 @@ async def serve_simulator(
                 task_status = trio.TASK_STATUS_IGNORED
             log.warning("robot_shutdown_ignored", detail="Shutdown on the robot endpoint; serving it again")
 
+    stream = None
     try:
         async with trio.open_nursery() as nursery:
             robot_bound = await nursery.start(keep_robot_endpoint)
+            if (path := stream_path(robot_bound)) is not None:  # a bridge on this host skips ZeroMQ's threads
+                service._token = trio.lowlevel.current_trio_token()
+                stream = RobotStreamServer(path, service.answer_robot_stream, name=f"{name}.robot",
+                                           after_reply=service.after_robot_reply)
+                stream.start()
             await nursery.start(control_server.serve)
             log.info("simulator_ready", control=control_server.endpoint, robot=robot_bound)
             task_status.started((control_server.endpoint, robot_bound))
@@ -215,6 +346,8 @@ async def serve_simulator(
             await trio.sleep(0.1)  # let the Ok leave
             nursery.cancel_scope.cancel()
     finally:
+        if stream is not None:
+            stream.close()
         await service.aclose()
 
 

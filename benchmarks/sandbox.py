@@ -9,6 +9,11 @@ Everything is measured in one run, interleaved in rounds so background load hits
   env.step   robosuite env.step(hold action) in this process (the upstream cost)
   robot.step robot.step(hold) timed inside the sandbox: sandbox -> bridge -> simulator -> back
   step_many  robot.step_many of 10-row chunks, per control step
+  mj_step    raw MuJoCo mj_step x substeps per control step on the same model (the physics floor: what
+             robosuite's env.step adds on top of it is robosuite's own cost)
+  hops       where one robot.step's time goes, from CLOCK_MONOTONIC stamps every side takes (the
+             request's and reply's envelopes, the bridge's, the simulator's Statistics hop.* accounts):
+             runner -> bridge -> simulator -> physics -> reply, per control step
   overhead   robot.step against a stand-in simulator with no physics (tests/sandbox/stand_in_sim.py):
              the sandbox -> bridge -> simulator -> back cost alone, which robot.step adds to env.step;
              "legacy": the same against a stand-in that answers Step without the new state (as
@@ -36,6 +41,7 @@ STEP_SCRIPT = """
 import json, time, robot, numpy as np
 hold = np.asarray(robot.spec()["action"]["hold"])
 n = {n}
+robot.step(hold)  # the first call connects
 t0 = time.perf_counter()
 for _ in range(n):
     robot.step(hold)
@@ -48,6 +54,41 @@ many = (time.perf_counter() - t0) / (n // 10 * 10) * 1000
 print(json.dumps({{"step_ms": one, "step_many_ms": many}}))
 """
 
+# The accounting's rows, in the order a step's time passes through them.
+HOPS = [
+    ("runner_to_bridge", "sandbox -> bridge (robot module's send to the bridge's read)"),
+    ("bridge_in", "bridge: allow-list, token, action checks, encode for the simulator"),
+    ("bridge_to_sim", "bridge -> simulator handler (ZeroMQ ipc, decode, in-order queue)"),
+    ("sim_before_physics", "simulator: lock, hand-over to the scene thread"),
+    ("physics", "physics: backend.step + allowed state"),
+    ("sim_after_physics", "simulator: back from the scene thread, reply built"),
+    ("sim_reply", "simulator: reply encoded and sent"),
+    ("sim_to_bridge", "simulator -> bridge (ZeroMQ ipc, decode)"),
+    ("bridge_out", "bridge: reply built, encoded, written to the sandbox socket"),
+    ("to_runner", "bridge -> sandbox, robot module decode (the rest of the measured call)"),
+]
+
+
+def hop_accounting(bridge: dict, sim: dict, call_ms: float, per_call_steps: int) -> dict[str, float]:
+    """ms per control step for each of HOPS, from one exec's summed bridge and simulator stamps."""
+    n = bridge.get("count", 0)
+    if not n or not sim.get("count"):
+        return {}
+    b = {k: v / n * 1000 for k, v in bridge.items() if k != "count"}
+    s = {k: v / sim["count"] * 1000 for k, v in sim.items() if k != "count"}
+    out = {k: b[k] for k in ("runner_to_bridge", "bridge_in")}
+    out.update({k: s[k] for k in ("bridge_to_sim", "sim_before_physics", "physics", "sim_after_physics")})
+    out["sim_to_bridge"] = b["sim_to_bridge"]
+    out["sim_reply"] = b["sim_round_trip"] - sum(out[k] for k in ("bridge_to_sim", "sim_before_physics", "physics",
+                                                                 "sim_after_physics", "sim_to_bridge"))
+    out["bridge_out"] = b["bridge_out"]
+    out["to_runner"] = call_ms * per_call_steps - sum(out.values())
+    return {k: v / per_call_steps for k, v in out.items()}
+
+
+def _sim_hops(before: dict, after: dict, prefix: str) -> dict[str, float]:
+    return {k[len(prefix):]: after[k] - before.get(k, 0.0) for k in after if k.startswith(prefix)}
+
 
 async def bench(args, manifest, inproc, results: dict) -> None:
     import trio
@@ -55,7 +96,7 @@ async def bench(args, manifest, inproc, results: dict) -> None:
     from roboswe.actors.sandbox_bridge import open_trial
     from roboswe.actors.simulator import robot_endpoint
     from roboswe.protocol.bridge import ScriptLimits
-    from roboswe.protocol.control import Shutdown
+    from roboswe.protocol.control import Shutdown, StatisticsRequest
     from roboswe.protocol.sim import SIM_CODEC, Load
     from roboswe.sandbox import backend_class
     from roboswe.sandbox.images import load_image
@@ -71,14 +112,17 @@ async def bench(args, manifest, inproc, results: dict) -> None:
         await trio.sleep(0.05)
     limits = ScriptLimits(steps=args.steps * 2 + 10, seconds=600)
     try:
-        async with Client("bench", f"ipc://{sock}", SIM_CODEC) as sim:
+        # The in-process env.step rounds block this loop for seconds: a link that expects heartbeats
+        # would declare the simulator dead meanwhile.
+        async with Client("bench", f"ipc://{sock}", SIM_CODEC, liveness=10**6) as sim:
             await sim.request(Load(manifest=manifest.to_builtins(), seed=0, trial_steps=10**7))
             for backend in backends:
                 ws = run_dir / f"ws-{backend}"
                 ws.mkdir()
                 (ws / "empty.py").write_text("")
                 (ws / "steps.py").write_text(STEP_SCRIPT.format(n=args.steps))
-                r = results["backends"].setdefault(backend, {"start_ms": [], "exec_ms": [], "step_ms": [], "step_many_ms": []})
+                r = results["backends"].setdefault(backend, {"start_ms": [], "exec_ms": [], "step_ms": [], "step_many_ms": [],
+                                                             "ratio": [], "ratio_many": [], "hops": [], "hops_many": []})
                 async with open_trial("bench", ws, robot_endpoint(f"ipc://{sock}"), backend=backend, image=image) as t:
                     await t.exec("empty.py")  # warm caches
                     for _ in range(args.starts):
@@ -87,12 +131,23 @@ async def bench(args, manifest, inproc, results: dict) -> None:
                         r["exec_ms"].append((time.perf_counter() - t0) * 1000)
                         r["start_ms"].append(fb.wall_seconds * 1000)
                     for _ in range(args.rounds):
-                        results["env_step_ms"].append(_env_step_ms(inproc, args.steps))
+                        env_ms = _env_step_ms(inproc, args.steps)
+                        results["env_step_ms"].append(env_ms)
+                        results["mj_step_ms"].append(_mj_step_ms(inproc, args.steps))
+                        t.hops.clear()
+                        before = (await sim.request(StatisticsRequest())).message.extra
                         fb = await t.exec("steps.py", limits)
                         assert fb.exit_status == 0, fb.stderr
+                        after = (await sim.request(StatisticsRequest())).message.extra
                         m = json.loads(fb.stdout)
                         r["step_ms"].append(m["step_ms"])
                         r["step_many_ms"].append(m["step_many_ms"])
+                        r["ratio"].append(m["step_ms"] / env_ms)
+                        r["ratio_many"].append(m["step_many_ms"] / env_ms)
+                        r["hops"].append(hop_accounting(dict(t.hops["Step"]), _sim_hops(before, after, "hop.step1."),
+                                                        m["step_ms"], 1))
+                        r["hops_many"].append(hop_accounting(dict(t.hops["StepMany"]), _sim_hops(before, after, "hop.stepN."),
+                                                             m["step_many_ms"], 10))
             await sim.request(Shutdown(reason="benchmark done"))
         await _overhead(args, image, backends, run_dir, results)
     finally:
@@ -131,12 +186,44 @@ async def _overhead(args, image, backends, run_dir: Path, results: dict) -> None
         nursery.cancel_scope.cancel()
 
 
+def _mj_step_ms(inproc, n: int) -> float:
+    """Raw mj_step per control step (control_dt / timestep substeps) on a copy of the in-process scene's state."""
+    import mujoco
+
+    model = inproc.model
+    data = mujoco.MjData(model)
+    data.qpos[:], data.qvel[:] = inproc.data.qpos, inproc.data.qvel
+    data.ctrl[:] = inproc.data.ctrl
+    substeps = max(1, round(inproc.control_dt / model.opt.timestep))
+    t0 = time.perf_counter()
+    for _ in range(n * substeps):
+        mujoco.mj_step(model, data)
+    return (time.perf_counter() - t0) / n * 1000
+
+
 def _env_step_ms(inproc, n: int) -> float:
     hold = inproc.hold_action()
     t0 = time.perf_counter()
     for _ in range(n):
         inproc.env.step(hold)
     return (time.perf_counter() - t0) / n * 1000
+
+
+def _print_hops(results: dict) -> None:
+    """The per-hop accounting: median over rounds, ms per control step."""
+    cols = [(b, key) for b in results["backends"] for key in ("hops", "hops_many")]
+    cols = [(b, key) for b, key in cols if any(results["backends"][b][key])]
+    if not cols:
+        return
+    print("\n| hop (ms per control step, median of rounds) | " + " | ".join(
+        f"{b} {'robot.step' if key == 'hops' else 'step_many/10'}" for b, key in cols) + " |")
+    print("|---|" + "---|" * len(cols))
+    for name, what in HOPS:
+        cells = []
+        for b, key in cols:
+            rounds = [h[name] for h in results["backends"][b][key] if h]
+            cells.append(f"{statistics.median(rounds):.3f}" if rounds else "-")
+        print(f"| {what} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
@@ -153,11 +240,13 @@ def main() -> None:
     args = parser.parse_args()
     manifest = load_manifest(ROOT / "configs" / "tasks" / f"{args.task}.toml")
     inproc = create_backend("robosuite", manifest, trial_steps=10**7)
-    results: dict = {"env_step_ms": [], "backends": {}}
+    results: dict = {"env_step_ms": [], "mj_step_ms": [], "backends": {}}
     trio.run(bench, args, manifest, inproc, results)
     env = statistics.median(results["env_step_ms"])
+    floor = statistics.median(results["mj_step_ms"])
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
-    print(f"task {args.task}; {args.starts} empty-script starts, {args.rounds} rounds of {args.steps} steps; in-process env.step {env:.2f} ms (median)\n")
+    print(f"task {args.task}; {args.starts} empty-script starts, {args.rounds} rounds of {args.steps} steps; in-process env.step {env:.2f} ms (median), "
+          f"raw mj_step per control step {floor:.2f} ms (the physics floor; robosuite adds {env - floor:.2f} ms)\n")
     print("| backend | empty script p50 (p90) | exec round trip p50 | robot.step | step_many (10/chunk) | robot.step / env.step | bridge overhead per step | same, with a GetState per step (before) |")
     print("|---|---|---|---|---|---|---|---|")
     for backend, r in results["backends"].items():
@@ -169,6 +258,10 @@ def main() -> None:
               f"{step:.2f} ms | {many:.2f} ms | {step / env:.2f}x (step_many {many / env:.2f}x) | "
               f"{statistics.median(r['overhead_ms']):.2f} ms ({statistics.median(r['overhead_ms']) / env:.1%} of env.step) | "
               f"{statistics.median(r['overhead_legacy_ms']):.2f} ms ({statistics.median(r['overhead_legacy_ms']) / env:.1%}) |")  # fmt: skip
+    print("\nRatios per round (each round's robot.step against the env.step measured just before it): "
+          + "; ".join(f"{b} {statistics.median(r['ratio']):.2f}x (step_many {statistics.median(r['ratio_many']):.2f}x), "
+                      f"rounds {', '.join(f'{x:.2f}' for x in r['ratio'])}" for b, r in results["backends"].items()))
+    _print_hops(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -99,6 +100,9 @@ class RobotDoor:
         self.sim = sim
         self.session: ScriptSession | None = None
         self._spec: simp.TaskSpec | None = None
+        # The last simulator round trip: (request sent, reply's envelope sent_at, reply received), all
+        # time.monotonic(), for the per-hop accounting (the bridge actor reads it after each call).
+        self.last_sim: tuple[float, float, float] | None = None
 
     def begin(self, script: str, limits: ScriptLimits) -> ScriptSession:
         self.session = ScriptSession(script, limits)
@@ -118,7 +122,9 @@ class RobotDoor:
         return (await self._ask_blobs(message, expected))[0]
 
     async def _ask_blobs(self, message: Message, expected: type) -> tuple[Any, tuple]:
+        sent = time.monotonic()
         decoded = await self.sim(message)
+        self.last_sim = (sent, decoded.envelope.sent_at, time.monotonic())
         if not isinstance(decoded.message, expected):
             raise BridgeFault(f"simulator answered {type(decoded.message).__name__} to {type(message).__name__}")
         return decoded.message, decoded.blobs

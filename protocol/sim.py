@@ -179,10 +179,27 @@ class Load(Message, frozen=True, kw_only=True):
     backend: str = "robosuite"
 
 
+class Prepare(Message, frozen=True, kw_only=True):
+    """Build the scene the next ``Load`` with these same fields will ask for, now, between trials.
+
+    Every trial of a series loads the same manifest and seed, so the series sends this once a
+    trial is done with the simulator; the next Load then takes the staged scene instead of
+    building one. The staged scene is built fresh and reset with ``seed`` exactly as Load would
+    (never a used scene reset), untouched until that Load, which reports its fingerprint for the
+    usual check; a Load with other fields builds fresh and drops it. Answered with Ok once built.
+    """
+
+    manifest: dict[str, Any]
+    seed: int
+    trial_steps: int | None = None
+    backend: str | None = None  # None: the manifest's family (upstream.package), as the series' Load names it
+
+
 class Loaded(Message, frozen=True, kw_only=True):
     fingerprint: Fingerprint
     spec: TaskSpec
     manifest_digest: str
+    staged: bool = False  # the scene was built ahead by Prepare (fresh, untouched), not by this Load
 
 
 class Wait(Message, frozen=True, kw_only=True):
@@ -241,7 +258,7 @@ SimRobotRequest = GetSpec | GetState | Observe | Step
 
 SimRobotReply = TaskSpec | RobotState | Observation | StepResult | Error
 
-SimRequest = SimRobotRequest | Load | Wait | SuccessQuery | TakeStates | TakeTaskRecord
+SimRequest = SimRobotRequest | Load | Prepare | Wait | SuccessQuery | TakeStates | TakeTaskRecord
 """What the coordinator may ask on the control endpoint: the robot subset plus the admin requests."""
 
 SimReply = SimRobotReply | Loaded | SuccessStatus | RecordedStates | TaskRecord

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import structlog
 from roboswe.protocol.sim import (
     ActionError,
+    Fingerprint,
     CameraImage,
     Loaded,
     Observation,
@@ -29,6 +30,13 @@ from .physics_state import states_to_blobs
 log = structlog.get_logger()
 
 
+def _untouched(sim: SimBackend) -> bool:
+    """A staged scene is used only as it was built: reset once, nothing stepped, observed or rejected since."""
+    s = sim.statistics()
+    return sim.control_step == 0 and s.control_steps == 0 and s.observes == 0 and s.frames_rendered == 0 \
+        and s.rejected_actions == 0
+
+
 class SimSession:
     """Holds at most one loaded backend; every method raises SimError subclasses on misuse."""
 
@@ -36,6 +44,9 @@ class SimSession:
         self._require_fixed_hash_seed = require_fixed_hash_seed
         self._backend: SimBackend | None = None
         self._manifest: TaskManifest | None = None
+        # Prepare's scene: ((manifest digest, seed, trial_steps, backend), the backend built and reset, never
+        # stepped since, the fingerprint its reset gave)
+        self._staged: tuple[tuple[str, int, int | None, str], SimBackend, Fingerprint] | None = None
         self._accounted = {"physics_seconds": 0.0, "render_seconds": 0.0, "control_steps": 0.0, "frames_rendered": 0.0}
 
     @property
@@ -45,27 +56,51 @@ class SimSession:
         return self._backend
 
     def load(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str | None = None) -> Loaded:
-        """Build the task's scene fresh and reset it; raises SimError / ManifestError.
+        """Build the task's scene fresh and reset it (or take the one Prepare staged for exactly this); raises SimError / ManifestError.
 
         ``backend`` names a registered simulator backend; None: the manifest's family (``upstream.package``).
         """
+        manifest, name = self._manifest_and_backend(manifest_data, backend)
+        staged, self._staged = self._staged, None
+        self.close()
+        if staged is not None and staged[0] == (manifest.digest(), seed, trial_steps, name) and _untouched(staged[1]):
+            (_key, sim, fingerprint), was_staged = staged, True
+        else:
+            if staged is not None:
+                staged[1].close()
+            (sim, fingerprint), was_staged = self._build(manifest, name, seed, trial_steps), False
+        self._backend, self._manifest = sim, manifest
+        return Loaded(fingerprint=fingerprint, spec=sim.spec(), manifest_digest=manifest.digest(), staged=was_staged)
+
+    def prepare(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str | None = None) -> None:
+        """Build and reset the scene a Load with the same arguments will take; the loaded scene stays as it is."""
+        manifest, name = self._manifest_and_backend(manifest_data, backend)
+        self.drop_staged()
+        sim, fingerprint = self._build(manifest, name, seed, trial_steps)
+        self._staged = ((manifest.digest(), seed, trial_steps, name), sim, fingerprint)
+
+    def drop_staged(self) -> None:
+        staged, self._staged = self._staged, None
+        if staged is not None:
+            staged[1].close()
+
+    def _manifest_and_backend(self, manifest_data: dict, backend: str | None) -> tuple[TaskManifest, str]:
         try:
             manifest = manifest_from_builtins(manifest_data)
         except ManifestError as e:
             raise SimError(str(e)) from None
-        self.close()
-        name = backend or manifest.upstream.package
+        return manifest, backend or manifest.upstream.package
+
+    def _build(self, manifest: TaskManifest, name: str, seed: int, trial_steps: int | None) -> tuple[SimBackend, Fingerprint]:
         try:
             sim = create_backend(name, manifest, trial_steps=trial_steps, require_fixed_hash_seed=self._require_fixed_hash_seed)
         except KeyError as e:
             raise SimError(f"task {manifest.id!r}: {e.args[0]}") from None
         try:
-            fingerprint = sim.reset(seed)
+            return sim, sim.reset(seed)
         except Exception:
             sim.close()
             raise
-        self._backend, self._manifest = sim, manifest
-        return Loaded(fingerprint=fingerprint, spec=sim.spec(), manifest_digest=manifest.digest())
 
     def spec(self) -> TaskSpec:
         return self.backend.spec()
@@ -152,6 +187,8 @@ class SimSession:
         return delta
 
     def close(self) -> None:
+        """Close the loaded scene (a staged one is closed too, unless load() took it first)."""
+        self.drop_staged()
         if self._backend is not None:
             backend, self._backend = self._backend, None
             self._accounted = dict.fromkeys(self._accounted, 0.0)

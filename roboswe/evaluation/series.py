@@ -37,6 +37,7 @@ from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.trial import TrialRunner
 from roboswe.evaluation.trial import encode_png as encode_png  # kept importable from here: the viewer test fixture uses it
 from roboswe.protocol import recorder as rec
+from roboswe.protocol import sim as simp
 from roboswe.protocol.participant import Turn
 from roboswe.records.reader import RunReader, TrialView
 from roboswe.sandbox.checkpoints import BlobStore, load_manifest, restore
@@ -231,6 +232,8 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         progress.say(f"{plan.series_id}: trial {index}/{plan.trials} starts")
         runner = TrialRunner(links, plan, progress, index=index, attempt=attempt, workspace=workspace,
                              recovers=recovers, conversation=conversation)
+        if index < last:
+            runner.after_simulator = lambda: stage_next_scene(links, plan)
         ended = await runner.run(previous if plan.retain == "retain" else None)
         ends.append(ended)
         progress.say(f"{plan.series_id}: trial {index}/{plan.trials} {ended.outcome} ({ended.reason}), "
@@ -252,6 +255,23 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
     if retry_incomplete or history.only_slot:  # more slots to re-run, or the rest of the series after one
         return ends + await run_series(links, plan, progress, reader_factory, retry_incomplete=retry_incomplete)
     return ends
+
+
+async def stage_next_scene(links: Links, plan: SeriesPlan) -> None:
+    """Ask the simulator to build the next trial's fresh scene now (``Prepare``), without waiting for it.
+
+    Sent once a trial is done with the simulator, so the build overlaps that trial's last records and
+    sandbox removal and the next trial's sandbox start instead of following them; the simulator
+    applies requests in order, so the next ``Load`` waits for the build and takes the staged scene
+    (same manifest, seed and budget; its fingerprint is checked as any Load's). A scene built
+    while a trial runs would slow its physics on a small machine, so nothing is staged earlier.
+    A failed Prepare costs nothing: that Load builds the scene itself.
+    """
+    prepare = simp.Prepare(manifest=plan.manifest, seed=plan.seed, trial_steps=plan.budgets.trial_steps)
+    try:
+        await links.sim.client.send(prepare)  # the Ok that comes back later is not awaited
+    except INFRA_ERRORS as e:
+        log.warning("stage_next_scene_failed", series=plan.series_id, error=f"{type(e).__name__}: {e}")
 
 
 async def stop_series(links: Links, plan: SeriesPlan, progress: Progress, index: int, ended: rec.TrialEnded,

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import trio
 from roboswe.actors import Client, RemoteError
+from roboswe.actors._robot_stream import RobotStreamLink, stream_path
 from roboswe.actors.simulator import robot_endpoint
-from roboswe.protocol.control import Shutdown, Statistics, StatisticsRequest
+from roboswe.protocol.control import Ok, Shutdown, Statistics, StatisticsRequest
 from roboswe.protocol.sim import (
     SIM_CODEC,
     SIM_ROBOT_CODEC,
@@ -19,6 +20,7 @@ from roboswe.protocol.sim import (
     GetState,
     Load,
     Observe,
+    Prepare,
     Step,
     SuccessQuery,
     TakeStates,
@@ -96,22 +98,50 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
         async with Client("sandbox_bridge2", robot_endpoint(control), SIM_ROBOT_CODEC) as bridge2:
             with trio.fail_after(30):
                 assert (await bridge2.request(GetState())).message.control_step == 3
+        # A bridge on this host takes the unix stream beside the robot endpoint: the same door, the same
+        # robot subset (an admin request does not decode there either), stepping the same scene.
+        stream = RobotStreamLink(stream_path(robot_endpoint(control)))
+        try:
+            with trio.fail_after(60):
+                stepped = (await stream.request(Step(actions=[[0.0] * 7]))).message
+                assert (stepped.applied, stepped.control_step) == (1, 4) and set(stepped.values) == set(spec.state_keys)
+                assert (await stream.request(GetState())).message.values == stepped.values
+                with pytest.raises(RemoteError) as failure:
+                    await stream.request(TakeStates())
+                assert failure.value.code == "decode"
+                assert (await stream.request(GetSpec())).message == spec  # the connection stays usable
+                stats = (await coord.request(StatisticsRequest())).message.extra
+                assert stats["hop.step1.count"] >= 1 and stats["hop.step1.physics"] > 0
+        finally:
+            await stream.aclose()
         with trio.fail_after(90):
             waited = (await coord.request(Wait(steps=5))).message
-            assert (waited.applied, waited.control_step) == (5, 8)
+            assert (waited.applied, waited.control_step) == (5, 9)
             status = (await coord.request(SuccessQuery())).message
-            assert status.achieved is False and status.control_step == 8 and status.interval == 10
+            assert status.achieved is False and status.control_step == 9 and status.interval == 10
             reply = await coord.request(TakeStates())
             states = states_from_blobs(reply.message, reply.blobs)
-            assert states.step.tolist() == list(range(9)) and states.qpos.shape == (9, 16)
+            assert states.step.tolist() == list(range(10)) and states.qpos.shape == (10, 16)
             stats = (await coord.request(StatisticsRequest())).message
             assert isinstance(stats, Statistics)
-            assert stats.extra["control_steps"] == 8 and stats.extra["render_seconds"] > 0
+            assert stats.extra["control_steps"] == 9 and stats.extra["render_seconds"] > 0
             assert stats.extra["physics_seconds"] > 0
             # The next trial's Load builds a fresh scene that lands on the same fingerprint.
             again = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=0))).message
             assert again.fingerprint == loaded.fingerprint and again.spec.trial_limits.steps == 6000
+            assert (await coord.request(SuccessQuery())).message.control_step == 0 and not again.staged
+
+            # Prepare stages the next scene while the loaded one stays usable; the matching Load takes it,
+            # fresh (same fingerprint, step 0), and one with other fields builds its own.
+            await coord.request(Wait(steps=2))
+            assert isinstance((await coord.request(Prepare(manifest=lift_manifest.to_builtins(), seed=0))).message, Ok)
+            assert (await coord.request(SuccessQuery())).message.control_step == 2  # the loaded scene, untouched
+            staged = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=0))).message
+            assert staged.staged and staged.fingerprint == loaded.fingerprint
             assert (await coord.request(SuccessQuery())).message.control_step == 0
+            await coord.request(Prepare(manifest=lift_manifest.to_builtins(), seed=0))
+            other = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=1))).message
+            assert not other.staged and other.fingerprint.seed == 1 and other.fingerprint.digest != loaded.fingerprint.digest
             await coord.request(Shutdown(reason="test over"))
     assert proc.wait(30) == 0, proc_events(proc)
 
