@@ -57,3 +57,25 @@ class NoisyMoveAgent:
         mine = sum(1 for t in request.conversation if t.role == "assistant" and t.trial == request.trial)
         plan = [WriteFile(path="noisy.py", content=self.SCRIPT), Exec(path="noisy.py"), Finish(reason="done")]
         return plan[min(mine, len(plan) - 1)]
+
+
+class HoldUntilKilledAgent:
+    """An attempt that begins before ``<state>/killed.<trial>`` exists only ever waits (a short wait per
+    decision, ``pause`` apart), so a test can kill an actor while it is under way and the attempt never
+    ends by itself; an attempt that begins after it (the linked re-run) lists files and finishes.
+    The choice is read back from the attempt's first call, so a restarted provider client keeps it."""
+
+    def __init__(self, state: str, pause: float = 0.2):
+        self.state = Path(state)
+        self.pause = pause
+
+    def decide(self, request: DecisionRequest):
+        calls = [c.name for t in request.conversation if t.role == "assistant" and t.trial == request.trial
+                 for c in t.tool_calls()]
+        if not calls:
+            if (self.state / f"killed.{request.trial}").exists():
+                return ListFiles()
+        elif calls[0] == "list_files":
+            return Finish(reason="done")
+        time.sleep(self.pause)
+        return Wait(steps=2)
