@@ -164,7 +164,7 @@ body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 section.goal-group{border-top:2px solid #ccc;margin-top:1.5em;padding-top:.5em}
 .goal img{border:1px solid #999}
 .series{display:flex;gap:1em;align-items:flex-start;margin:1em 0}
-.series .who{width:16em;font-size:.9em}
+.series .who{width:16em;font-size:.9em;overflow-wrap:anywhere}
 figure.canvas{margin:0;width:256px;font-size:.8em}
 figure.canvas img{border:1px solid #999;image-rendering:pixelated}
 figure.canvas .blank{width:254px;height:254px;border:1px dashed #999;display:flex;align-items:center;justify-content:center;text-align:center}
