@@ -101,7 +101,8 @@ def render_trial_video(run_dir: str | Path, trial_id: str, manifest: Any, states
             artifact_record(run_dir, sv.video, artifact_id=f"{base}/video", run_id=run_id, trial_id=trial_id,
                             artifact="video", camera=cam,
                             meta={"frames": sv.frames, "codec": sv.video_index.codec, "fps": video.fps,
-                                  "control_timestep": sv.video_index.control_timestep, "source": "state_log"}),
+                                  "control_timestep": sv.video_index.control_timestep, "source": "state_log",
+                                  "render_device": getattr(renderer, "device", "")}),
             artifact_record(run_dir, sv.index, artifact_id=f"{base}/index", run_id=run_id, trial_id=trial_id,
                             artifact="video_index", camera=cam),
         ]
