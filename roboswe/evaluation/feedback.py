@@ -69,6 +69,7 @@ class Observed(msgspec.Struct, frozen=True, kw_only=True):
     images: list[str]  # image digests, as the turn's image parts name them
     render_seconds: float
     control_step: int
+    renderer: str = ""  # the GL renderer that drew them (Observation.renderer): "llvmpipe ..." is the CPU
 
 
 class Waited(msgspec.Struct, frozen=True, kw_only=True):

@@ -526,7 +526,8 @@ class TrialRunner:
         lines += [f"  {line}" for line in readings]
         return OpResult(text="\n".join(lines), images=images,
                         feedback=Observed(cameras=[im.camera for im in obs.images], images=[p.digest for p, _ in images],
-                                          render_seconds=obs.render_seconds, control_step=obs.control_step))
+                                          render_seconds=obs.render_seconds, control_step=obs.control_step,
+                                          renderer=obs.renderer))
 
     async def _wait(self, steps: int) -> OpResult:
         await self._sim_compute_since()
