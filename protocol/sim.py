@@ -144,6 +144,9 @@ class Observation(Message, frozen=True, kw_only=True):
     images: list[CameraImage]
     state: RobotState
     render_seconds: float
+    # The GL renderer that drew the images (GL_RENDERER: "llvmpipe (...)" is the CPU, "NVIDIA H200/..." the
+    # GPU), so the observation's evidence says which device rendered it. "" from a simulator predating it.
+    renderer: str = ""
 
 
 class Step(Message, frozen=True, kw_only=True):

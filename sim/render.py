@@ -8,6 +8,9 @@ frame rendered from a recorded state is identical to the live frame at that step
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import msgspec
 import numpy as np
 import structlog
@@ -124,6 +127,76 @@ def make_context(model, fontscale: int):
     return context
 
 
+# --- which device renders ----------------------------------------------------------------------
+
+_SOFTWARE_EGL = "EGL_MESA_device_software"  # Mesa's llvmpipe device: rendering on the CPU
+_chosen: dict[str, str | None] = {}
+_device: str | None = None
+
+
+def gpu_present() -> bool:
+    """Whether this host exposes a GPU to processes (NVIDIA's device nodes, or a DRM render node)."""
+    return Path("/dev/nvidia0").exists() or Path("/proc/driver/nvidia/gpus").is_dir() or any(Path("/dev/dri").glob("renderD*"))
+
+
+def choose_egl_device() -> str | None:
+    """Pick the EGL device MuJoCo renders on, explicitly, before its first GL context (once per process).
+
+    MuJoCo's EGL backend takes the first device that initializes when MUJOCO_EGL_DEVICE_ID is
+    unset, which on a host with Mesa installed can be the software (llvmpipe) device even with a
+    GPU present. So with MUJOCO_GL=egl and no MUJOCO_EGL_DEVICE_ID, the first hardware device is
+    set in MUJOCO_EGL_DEVICE_ID; a host with a GPU but only a software EGL device is an error
+    event (``render.gpu_not_used``), never a silent CPU fallback. Returns the id used, or None
+    when nothing was chosen here (not EGL, or the variable was already set, or CPU only).
+    """
+    if "id" in _chosen:
+        return _chosen["id"]
+    _chosen["id"] = None
+    if os.environ.get("MUJOCO_GL", "").lower() != "egl" or "MUJOCO_EGL_DEVICE_ID" in os.environ:
+        return None
+    try:
+        devices = _egl_devices()
+    except Exception as e:  # noqa: BLE001 - MuJoCo's own choice still applies; say why we could not choose
+        log.warning("render.egl_devices_unreadable", error=f"{type(e).__name__}: {e}")
+        return None
+    hardware = [i for i, extensions in enumerate(devices) if _SOFTWARE_EGL not in extensions]
+    if hardware:
+        os.environ["MUJOCO_EGL_DEVICE_ID"] = str(hardware[0])
+        _chosen["id"] = str(hardware[0])
+        log.info("render.egl_device_chosen", device_id=hardware[0], devices=len(devices))
+    elif gpu_present():
+        log.error("render.gpu_not_used", devices=len(devices),
+                  detail="a GPU is present but EGL offers only the software device: rendering runs on the CPU; "
+                         "install the GPU's EGL vendor library (e.g. NVIDIA's libEGL_nvidia) or set MUJOCO_EGL_DEVICE_ID")
+    return _chosen["id"]
+
+
+def _egl_devices() -> list[str]:
+    """Each EGL device's extension string, in MuJoCo's order (the index MUJOCO_EGL_DEVICE_ID takes)."""
+    import ctypes
+
+    from mujoco.egl import egl_ext as EGL
+
+    query = ctypes.CFUNCTYPE(ctypes.c_char_p, EGL.EGLDeviceEXT, EGL.EGLint)(EGL.eglGetProcAddress("eglQueryDeviceStringEXT"))
+    return [(query(device, EGL.EGL_EXTENSIONS) or b"").decode() for device in EGL.eglQueryDevicesEXT()]
+
+
+def device() -> str | None:
+    """The GL renderer this process's contexts draw with (GL_RENDERER, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
+    or "NVIDIA H200/PCIe/SSE2"); None before the first SceneRenderer. One EGL display per process, so one device."""
+    return _device
+
+
+def _read_gl_renderer() -> str:
+    try:
+        from OpenGL import GL
+
+        raw = GL.glGetString(GL.GL_RENDERER)
+        return raw.decode() if isinstance(raw, bytes) else str(raw)
+    except Exception as e:  # noqa: BLE001 - reported as unknown, never a failed scene
+        return f"unknown ({type(e).__name__})"
+
+
 class SceneRenderer:
     """Owns one GL context and a scratch MjData for a model; draws fixed cameras on request.
 
@@ -138,8 +211,15 @@ class SceneRenderer:
         # The offscreen buffer is sized from the model's visual settings; grow it if needed.
         model.vis.global_.offwidth = max(int(model.vis.global_.offwidth), max_width)
         model.vis.global_.offheight = max(int(model.vis.global_.offheight), max_height)
+        choose_egl_device()
         self._gl = mujoco.GLContext(int(model.vis.global_.offwidth), int(model.vis.global_.offheight))
         self._gl.make_current()
+        global _device
+        if _device is None:
+            _device = _read_gl_renderer()
+            log.info("render.device", renderer=_device, egl_device_id=os.environ.get("MUJOCO_EGL_DEVICE_ID"),
+                     mujoco_gl=os.environ.get("MUJOCO_GL"))
+        self.device = _device
         self._scene = mujoco.MjvScene(model, maxgeom=10000)
         self._context = make_context(model, int(mujoco.mjtFontScale.mjFONTSCALE_150))
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._context)

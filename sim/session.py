@@ -26,6 +26,7 @@ from roboswe.protocol.sim import (
 from .backend import InvalidAction, NotLoaded, SimBackend, SimError, create_backend
 from .manifest import ManifestError, TaskManifest, manifest_from_builtins
 from .physics_state import states_to_blobs
+from .render import device as render_device
 
 log = structlog.get_logger()
 
@@ -135,7 +136,7 @@ class SimSession:
             ))
         render_seconds = sim.statistics().render_seconds - before
         return Observation(control_step=sim.control_step, sim_time=sim.sim_time, images=images, state=self.state(),
-                           render_seconds=render_seconds), blobs
+                           render_seconds=render_seconds, renderer=render_device() or ""), blobs
 
     def step(self, actions: Sequence[Sequence[float]]) -> StepResult:
         sim = self.backend

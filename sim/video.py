@@ -55,6 +55,11 @@ class VideoRenderer:
                 frames[n].append(renderer.render(n, video.width, video.height, depth=False, calibration=False).rgb)
         return frames
 
+    @property
+    def device(self) -> str:
+        """The GL renderer the frames are drawn with (e.g. llvmpipe on the CPU, the GPU's name on a GPU)."""
+        return getattr(self._sim._renderer, "device", "") or ""
+
     def close(self) -> None:
         self._sim.close()
 

@@ -72,3 +72,17 @@ def test_context_build_releases_the_gil_and_renders_identically(lift_panda):
         for context in built:
             context.free()
         gl.free()
+
+
+def test_the_rendering_device_is_reported(lift_panda):
+    """Observations say which GL renderer drew them: Mesa's llvmpipe on a CPU host, the GPU where there is one
+    (MUJOCO_EGL_DEVICE_ID chosen explicitly; a GPU host left on the software device is not silent)."""
+    from roboswe.sim import render
+
+    lift_panda.reset(0)
+    lift_panda.observe(["agentview"], depth=False)
+    assert render.device() and lift_panda._renderer.device == render.device()
+    if render.gpu_present():
+        assert "llvmpipe" not in render.device(), render.device()
+    else:
+        assert "llvmpipe" in render.device()

@@ -27,6 +27,7 @@ from roboswe.protocol.sim import (
     Wait,
 )
 from roboswe.sim.physics_state import states_from_blobs
+from roboswe.sim.render import gpu_present
 
 from .conftest import sim_env
 
@@ -80,6 +81,7 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
             assert rgb.std() > 5 and 0.3 < float(np.median(depth)) < 5.0
             assert np.array(img.K).shape == (3, 3) and np.array(img.T_world_camera).shape == (4, 4)
             assert obs.state.control_step == 3 and set(obs.state.values) == set(spec.state_keys)
+            assert obs.renderer and ("llvmpipe" in obs.renderer) != gpu_present()  # which device drew it
             with pytest.raises(RemoteError) as refused:
                 await bridge.request(Observe(cameras=["frontview"]))  # a video camera, not an observation camera
             assert "not allowed" in refused.value.error.detail
