@@ -51,6 +51,13 @@ class SeriesPlan(msgspec.Struct, frozen=True, kw_only=True):
     def seed(self) -> int:
         return int((self.task.fingerprint or {}).get("seed", self.task.manifest["seed"]))
 
+    @property
+    def assets(self) -> str | None:
+        """Whose assets the admitted scene was built from ("placeholder": RoboCasa's offline kit), as the
+        simulator's fingerprint says (else the manifest); None for a family without the notion."""
+        versions = (self.task.fingerprint or {}).get("versions") or {}
+        return versions.get("assets") or (self.task.manifest.get("upstream") or {}).get("assets")
+
     def limits(self) -> ScriptLimits:
         return ScriptLimits(steps=self.budgets.script_steps, seconds=self.budgets.script_seconds)
 

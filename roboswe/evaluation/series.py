@@ -173,7 +173,7 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
                 trials=plan.trials, created_at=time.time(),
                 pins={"budgets": msgspec.to_builtins(plan.budgets), "backend": plan.backend,
                       "fingerprint": plan.reference_fingerprint, "manifest_digest": plan.task.manifest_digest,
-                      "seed": plan.seed}))
+                      "seed": plan.seed, "assets": plan.assets}))
         progress.update(task=plan.task.id, series_id=plan.series_id, mode=plan.retain, trials=plan.trials)
         if history.next_index > plan.trials:
             return []

@@ -109,7 +109,8 @@ def run_pins(reader: RunReader, run_id: str) -> dict[str, Any]:
             observation[s.task] = _digest(manifest["observation"])
         else:  # the manifest digest covers the observation interface, among the rest of the scene
             observation[s.task] = f"manifest {str(s.pins.get('manifest_digest', 'unrecorded'))[:16]}"
-        assets[s.task] = str(s.pins.get("assets") or manifest.get("assets") or run.config.get("assets") or "unlabelled")
+        assets[s.task] = str(s.pins.get("assets") or (manifest.get("upstream") or {}).get("assets")
+                             or run.config.get("assets") or "unlabelled")
     return {"admitted_set": run.admitted_sha256, "budgets": budgets, "image": images, "observation": observation,
             "assets": assets}
 
