@@ -67,6 +67,7 @@ class Canvas:
     protective_stops: int = 0
     verdict: str = ""
     problem: str = ""  # why no canvas is shown
+    run_dir: str = ""  # where the run lies (the PNG is run_dir / png)
     site_png: str = field(default="", repr=False)
 
 
@@ -92,7 +93,7 @@ def canvases(reader: RunReader, run_dir: Path) -> list[Canvas]:
                        action_limit=int(data.get("action_limit", 0)), actions_used=int(data.get("actions_used", 0)),
                        contact_events=len(data.get("contact_events", [])),
                        protective_stops=len(data.get("protective_stops", [])),
-                       verdict=view.verification.verdict if view.verification else "")
+                       verdict=view.verification.verdict if view.verification else "", run_dir=str(run_dir))
             canvas, file = data.get("canvas"), (data.get("files") or {}).get("canvas.png")
             if canvas and file:
                 c.sha256, c.ended_by = canvas["sha256"], canvas["ended_by"]
@@ -219,7 +220,7 @@ def write_gallery(reader: RunReader, run_dir: Path, site: Path) -> dict[str, Any
             parts += [_canvas_html(rounds.get(r), r) for r in range(1, shown + 1)]
             parts.append("</div>")
         parts.append("</section>")
-    pairs = write_pairs(found, site / FOLDER / "pairs", seed=_seed_for(reader), copy_from=run_dir)
+    pairs = write_pairs(found, site / FOLDER / "pairs", seed=_seed_for(reader))
     parts.append(f"<p>Blinded pairs of round-3 canvases: {pairs['pairs']} (seed {pairs['seed']}, in gallery/pairs/).</p>")
     parts.append("</body></html>")
     (site / GALLERY).write_text("\n".join(parts), encoding="utf-8")
@@ -235,11 +236,8 @@ def _seed_for(reader: RunReader) -> int:
     return int(hashlib.sha256(reader.run().run_id.encode()).hexdigest()[:8], 16)
 
 
-def write_pairs(found: list[Canvas], out: Path, *, seed: int, copy_from: Path | dict[str, Path]) -> dict[str, Any]:
-    """Blinded pairwise-rating files for the round-3 canvases (see the module docs); returns the summary.
-
-    ``copy_from``: the run directory holding the PNGs (or run id -> run directory, across runs).
-    """
+def write_pairs(found: list[Canvas], out: Path, *, seed: int) -> dict[str, Any]:
+    """Blinded pairwise-rating files for the round-3 canvases (see the module docs); returns the summary."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     rng = random.Random(seed)
@@ -248,9 +246,8 @@ def write_pairs(found: list[Canvas], out: Path, *, seed: int, copy_from: Path | 
     rng.shuffle(names)
     key, by_goal = {}, {}
     for name, c in zip(names, finals):
-        src = (copy_from[c.run_id] if isinstance(copy_from, dict) else copy_from) / c.png
-        shutil.copyfile(src, out / f"{name}.png")
-        key[name] = {k: v for k, v in asdict(c).items() if k != "site_png"}
+        shutil.copyfile(Path(c.run_dir) / c.png, out / f"{name}.png")
+        key[name] = {k: v for k, v in asdict(c).items() if k not in ("site_png", "run_dir")}
         by_goal.setdefault(goal_key(c.goal), []).append(name)
     pairs = []
     goals = {}
@@ -275,11 +272,8 @@ def export_pairs(run_dirs: list[Path], out: Path, seed: int | None = None) -> di
     """Blinded round-3 pairs across runs (``roboswe pairs``); a seed is drawn and recorded when none is given."""
     import secrets
 
-    found, where = [], {}
+    found = []
     for run_dir in run_dirs:
         with RunReader(run_dir) as reader:
-            got = canvases(reader, Path(run_dir))
-        for c in got:
-            where[c.run_id] = Path(run_dir)
-        found += got
-    return write_pairs(found, Path(out), seed=secrets.randbelow(2**32) if seed is None else seed, copy_from=where)
+            found += canvases(reader, Path(run_dir))
+    return write_pairs(found, Path(out), seed=secrets.randbelow(2**32) if seed is None else seed)

@@ -116,8 +116,9 @@ def _session_gallery(work: Path, browser, artifacts_dir: Path) -> None:
     assert pairs["round"] == 3 and pairs["pairs"] == [] and isinstance(pairs["seed"], int)  # one series: nothing to pair
 
 
-def _canvas(run: str, model: str, round_number: int, sha: str) -> Canvas:
-    return Canvas(run_id=run, series_id=f"{run}/paint", task="paint", model=model, mode="retain", round=round_number,
+def _canvas(run_dir: Path, model: str, round_number: int, sha: str) -> Canvas:
+    run = "run"  # the same run id in every run directory (e.g. each --out RUNS/<model>/run): names must not clash
+    return Canvas(run_dir=str(run_dir), run_id=run, series_id=f"{run}/paint", task="paint", model=model, mode="retain", round=round_number,
                   attempt=0, trial_id=f"{run}/paint/t{round_number}a0", goal={"kind": "text", "text": "a pelican"},
                   outcome="success", sha256=sha, png="canvas.png", png_sha256="x")
 
@@ -128,19 +129,19 @@ def test_pairs_are_round_three_only_blinded_and_reproducible_from_their_seed(tmp
         runs[run] = tmp_path / run
         runs[run].mkdir()
         (runs[run] / "canvas.png").write_bytes(run.encode())
-    found = [_canvas(run, f"model-{run}", r, f"{run}{r}") for run in runs for r in (1, 2, 3)]
-    summary = write_pairs(found, tmp_path / "p1", seed=7, copy_from=runs)
+    found = [_canvas(path, f"model-{run}", r, f"{run}{r}") for run, path in runs.items() for r in (1, 2, 3)]
+    summary = write_pairs(found, tmp_path / "p1", seed=7)
     assert summary == {"pairs": 3, "canvases": 3, "seed": 7}
     text = (tmp_path / "p1" / "pairs.json").read_text()
     assert not any(s in text for s in ("model-", "runA", "runB", "runC"))  # no model or run names for raters
     pairs = json.loads(text)["pairs"]
     key = json.loads((tmp_path / "p1" / "key.json").read_text())["canvases"]
     assert {key[p["left"][:-4]]["round"] for p in pairs} | {key[p["right"][:-4]]["round"] for p in pairs} == {3}
-    assert {frozenset((key[p["left"][:-4]]["run_id"], key[p["right"][:-4]]["run_id"])) for p in pairs} == {
-        frozenset(x) for x in (("runA", "runB"), ("runA", "runC"), ("runB", "runC"))}
+    assert {frozenset((key[p["left"][:-4]]["model"], key[p["right"][:-4]]["model"])) for p in pairs} == {
+        frozenset(x) for x in (("model-runA", "model-runB"), ("model-runA", "model-runC"), ("model-runB", "model-runC"))}
     for p in pairs:  # each anonymous PNG is the canvas the key names
-        assert (tmp_path / "p1" / p["left"]).read_bytes() == key[p["left"][:-4]]["run_id"].encode()
-    write_pairs(found, tmp_path / "p2", seed=7, copy_from=runs)
+        assert (tmp_path / "p1" / p["left"]).read_bytes() == key[p["left"][:-4]]["model"].removeprefix("model-").encode()
+    write_pairs(found, tmp_path / "p2", seed=7)
     assert (tmp_path / "p2" / "pairs.json").read_text() == text  # the recorded seed reproduces the draw
 
 
