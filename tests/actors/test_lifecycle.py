@@ -81,7 +81,9 @@ async def test_wait_peer_alive_returns_at_once_for_a_live_peer_and_when_a_dead_o
     async def handler(decoded: Decoded) -> Ok:
         return Ok()
 
-    async with Client("tester", endpoint, NOTE_CODEC, handshake=False, heartbeat_interval=0.05, liveness=3) as client:
+    # A 1 s liveness window: entering the link on a busy machine must not outlast it before the first check.
+    async with Client("tester", endpoint, NOTE_CODEC, handshake=False, heartbeat_interval=0.25, liveness=4) as client:
+        assert client.peer_alive
         with trio.fail_after(1):
             await client.wait_peer_alive()  # not yet declared dead: at once
         with trio.fail_after(5):

@@ -85,9 +85,10 @@ async def test_stopped_peer_fails_pending_request_with_peer_dead(echo_server_fac
         os.kill(server.process.pid, signal.SIGSTOP)
         try:
             started = time.monotonic()
-            with trio.fail_after(3), pytest.raises(PeerDead) as failure:
+            with trio.fail_after(10), pytest.raises(PeerDead) as failure:
                 await client.request(Nap(seconds=0.01))
-            assert 0.5 <= time.monotonic() - started < 1.5
+            # not before the 0.6 s liveness window; the upper bound leaves room for a busy 2-core machine
+            assert 0.5 <= time.monotonic() - started < 5
             assert failure.value.peer == "echo"
             with pytest.raises(PeerDead):  # new requests fail at once while the peer is dead
                 await client.request(Echo(text="x"))
