@@ -96,20 +96,21 @@ def test_up_restarts_dead_actors_and_stops_cleanly_on_sigterm(up):
     assert set(first) == {"coordinator", "simulator", "sandbox_bridge", "provider_client", "context_manager", "recorder"}
     assert all(a["state"] == "ready" and pid_alive(a["pid"]) for a in first.values())
 
-    # A killed actor is reported within 3 s and restarted.
+    # A killed actor is reported (its exit is seen at once; 10 s leaves room for a busy machine) and restarted.
     victim = first["coordinator"]["pid"]
     os.kill(victim, signal.SIGKILL)
     killed_at = time.monotonic()
-    died = wait_for_event(run.run_dir, 3.0, event="actor_died", actor="coordinator")
-    assert time.monotonic() - killed_at < 3.0
+    died = wait_for_event(run.run_dir, 10.0, event="actor_died", actor="coordinator")
+    assert time.monotonic() - killed_at < 10.0
     assert died["pid"] == victim and died["signal"] == "SIGKILL" and died["cause"] == "exit"
 
     # A hung actor (stopped, so no heartbeats) is declared dead by heartbeat loss.
     hung = first["context_manager"]["pid"]
     os.kill(hung, signal.SIGSTOP)
     stopped_at = time.monotonic()
-    died = wait_for_event(run.run_dir, 4.0, event="actor_died", actor="context_manager")
-    assert time.monotonic() - stopped_at < 4.0  # liveness 3 x 0.75 s, plus scheduling slack on a busy CI box
+    died = wait_for_event(run.run_dir, 10.0, event="actor_died", actor="context_manager")
+    # liveness 3 x 0.75 s after its last heartbeat (at most 0.75 s before the stop), plus slack on a busy box
+    assert 1.4 < time.monotonic() - stopped_at < 10.0
     assert died["cause"] == "heartbeat" and died["pid"] == hung
 
     for name in ("coordinator", "context_manager"):
