@@ -136,7 +136,7 @@ async def test_sleeping_past_the_time_limit_is_killed(trial):
     assert fb.limit == "wall_time"
     assert fb.stdout == "sleeping\n"
     assert fb.exit_status == 137
-    assert 1.4 < fb.wall_seconds < 4 and time.monotonic() - start < 6
+    assert 1.4 < fb.wall_seconds < 10 and time.monotonic() - start < 20  # killed at its 1.5 s limit, not after 60 s
     await _still_serving(trial)
 
 
@@ -227,7 +227,7 @@ async def test_background_processes_do_not_outlive_the_script(trial):
         """
     )
     assert fb.exit_status == 0 and fb.stdout == "leaving\n"
-    assert fb.wall_seconds < 2
+    assert fb.wall_seconds < 8  # the script's own 0.3 s, not its 10 s limit waiting on the background processes
     beat = trial.workspace / "heartbeat"
     size = beat.stat().st_size
     assert size > 0
