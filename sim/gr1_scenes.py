@@ -274,4 +274,29 @@ class Gr1StandinCupToDrawer(Gr1StandinTabletop):
         return bool(inside and self.drawer_opening() <= self.closed_within and not self._touches_hand(self.cup))
 
 
-STANDIN_ENVS = {c.__name__: c for c in (Gr1StandinCubeToBin, Gr1StandinCupToTray, Gr1StandinCupToDrawer)}
+class Gr1StandinCloseDrawer(Gr1StandinCupToDrawer):
+    """Close the open drawer (the drawer cabinet alone): holds while the drawer is within 1 cm of shut.
+
+    A push task for joint-space policies without grasping (the scripted GR1 policy completes it).
+    """
+
+    language = "close the drawer"
+
+    def _objects(self):
+        self.cabinet = drawer_cabinet("cabinet")
+        return [self.cabinet]
+
+    def _sampler(self):
+        s = SequentialCompositeSampler(name="placement")
+        s.append_sampler(UniformRandomSampler(
+            name="cabinet", mujoco_objects=self.cabinet, x_range=[self.cabinet_pos[0]] * 2,
+            y_range=[self.cabinet_pos[1]] * 2, rotation=0.0, ensure_object_boundary_in_range=False,
+            ensure_valid_placement=False, reference_pos=self.table_offset, z_offset=0.0, rng=self.rng))
+        return s
+
+    def _check_success(self):
+        return bool(self.drawer_opening() <= self.closed_within)
+
+
+STANDIN_ENVS = {c.__name__: c for c in (Gr1StandinCubeToBin, Gr1StandinCupToTray, Gr1StandinCupToDrawer,
+                                         Gr1StandinCloseDrawer)}
