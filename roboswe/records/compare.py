@@ -8,8 +8,10 @@ resample count and seed as every other figure (``roboswe.records.scoring``). Tas
 run completed, and tasks neither completed, are listed, never dropped silently.
 
 A comparison is only meaningful when the runs differ in the compared factor alone. The
-pins checked are the admitted set digest, the budgets (and T), the sandbox image, each
-task's observation interface and whether its assets are placeholders; any difference
+pins checked are each task's protocol (the budget track's identity, e.g. GR1's
+``.../control-1000/v2`` vs ``.../decision-200-prefix-5/v1``, which are never pooled, and the
+participant interface: code or actions), the admitted set digest, the budgets (and T), the
+sandbox image, each task's observation interface and whether its assets are placeholders; any difference
 refuses the comparison (``ComparisonRefused``, naming it) unless allowed by name
 (``--allow-differ FIELD``), and an allowed difference stays in the output.
 """
@@ -31,7 +33,8 @@ from roboswe.records.scoring import (
     score_run,
 )
 
-PIN_FIELDS: tuple[str, ...] = ("admitted_set", "budgets", "image", "observation", "assets")
+PIN_FIELDS: tuple[str, ...] = ("protocol", "admitted_set", "budgets", "image", "observation", "assets")
+PROTOCOL_KEYS = ("identity", "interface", "track")  # in the series' budgets pin; compared as the protocol pin
 FIGURES: tuple[str, ...] = ("A", "Q", "trial1", "success_by_T", "gain")
 
 
@@ -101,9 +104,11 @@ def run_pins(reader: RunReader, run_id: str) -> dict[str, Any]:
     manifests = _admitted_manifests(run.config, run.admitted_sha256)
     images = sorted({str(e.data["image_digest"]) for _, e in reader.events(event="trial_opened")
                      if e.run_id == run_id and e.data.get("image_digest")})
-    budgets, observation, assets = {}, {}, {}
+    protocol, budgets, observation, assets = {}, {}, {}, {}
     for s in series:
-        budgets[s.task] = {"trials": s.trials, **dict(s.pins.get("budgets") or {})}
+        recorded = dict(s.pins.get("budgets") or {})
+        protocol[s.task] = protocol_pin(recorded)
+        budgets[s.task] = {"trials": s.trials, **{k: v for k, v in recorded.items() if k not in PROTOCOL_KEYS}}
         manifest = manifests.get(s.task) or {}
         if "observation" in manifest:
             observation[s.task] = _digest(manifest["observation"])
@@ -111,8 +116,13 @@ def run_pins(reader: RunReader, run_id: str) -> dict[str, Any]:
             observation[s.task] = f"manifest {str(s.pins.get('manifest_digest', 'unrecorded'))[:16]}"
         assets[s.task] = str(s.pins.get("assets") or (manifest.get("upstream") or {}).get("assets")
                              or run.config.get("assets") or "unlabelled")
-    return {"admitted_set": run.admitted_sha256, "budgets": budgets, "image": images, "observation": observation,
+    return {"protocol": protocol, "admitted_set": run.admitted_sha256, "budgets": budgets, "image": images, "observation": observation,
             "assets": assets}
+
+
+def protocol_pin(budgets: dict[str, Any]) -> str:
+    """A series' protocol as compared and shown: its track identity and interface (records before tracks: unrecorded)."""
+    return f"{budgets.get('identity') or 'unrecorded'} ({budgets.get('interface') or 'code'} interface)"
 
 
 def _pin_differences(a: dict[str, Any], b: dict[str, Any], tasks: list[str], allowed: set[str]) -> list[PinDifference]:

@@ -108,3 +108,20 @@ def test_compare_cli_refuses_with_the_difference_and_exit_2(tmp_path):
     out = subprocess.run([sys.executable, "-m", "roboswe.cli", "compare", a, b], check=False, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 2 and "script_steps 50 vs 20" in out.stderr and "--allow-differ budgets" in out.stderr
+
+
+def test_two_budget_tracks_are_never_pooled_the_protocol_pin_names_them(tmp_path):
+    horizon = {**BUDGETS, "trial_steps": 1000, "interface": "actions", "track": "horizon",
+               "identity": "gr1-tabletop-offline-standin/rgb256-qpos29/control-1000/v2"}
+    decisions = {**horizon, "track": "decisions", "decision_calls": 200, "action_prefix": 5,
+                 "identity": "gr1-tabletop-offline-standin/rgb256-qpos29/decision-200-prefix-5/v1"}
+    a = _build(tmp_path / "a", "retain", {"Cube": "FFSSS"}, budgets=horizon)
+    b = _build(tmp_path / "b", "retain", {"Cube": "FSSSS"}, budgets=decisions)
+    with pytest.raises(ComparisonRefused, match=r"^.*protocol \(Cube: '[^']*/control-1000/v2 \(actions interface\)' vs "
+                                                r"'[^']*/decision-200-prefix-5/v1 \(actions interface\)'\)"):
+        compare_runs(a, b)
+    coder = _build(tmp_path / "c", "retain", {"Cube": "FSSSS"}, budgets={**horizon, "interface": "code"})
+    with pytest.raises(ComparisonRefused, match=r"protocol \(Cube: .*\(actions interface\)' vs .*\(code interface\)'\)"):
+        compare_runs(a, coder)
+    same = compare_runs(a, _build(tmp_path / "d", "none", {"Cube": "SSSSS"}, budgets=horizon))
+    assert same.a.pins["protocol"] == {"Cube": f"{horizon['identity']} (actions interface)"}
