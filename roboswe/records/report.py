@@ -19,6 +19,9 @@ import msgspec
 TIMING_ORDER = ("provider", "execution", "transport", "physics", "rendering", "waits", "recovery", "replay")
 TOTALS = ("active_time", "sim_time", "wall")  # shown as totals, not as components
 BADGES = {"verified": "verified", "mismatch": "MISMATCH", "error": "replay error", None: "unverified"}
+# What an assets label pinned by a series means, where readers must be told (report header, viewer).
+ASSET_NOTICES = {"placeholder": "placeholder assets (RoboCasa's offline kit: generated textures, box objects; "
+                                "sim/robocasa_kit.py): for tests and CI, never comparable with runs on RoboCasa's assets"}
 
 
 def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) -> dict[str, Any]:
@@ -26,10 +29,12 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
 
     ``results`` (artifacts.Results of this run) is computed here unless given."""
     from roboswe.records.artifacts import build_results
+    from roboswe.records.compare import run_pins
 
     run = reader.run(run_id)
     if results is None:
         results = build_results(reader, run.run_id)
+    assets = run_pins(reader, run.run_id)["assets"]  # the label compare checks, for runs before the series pinned it too
     series = []
     metrics_by_id = {m.series_id: m for m in results.series}
     for s in reader.series(run.run_id):
@@ -54,7 +59,7 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
             })
         m = metrics_by_id.get(s.series_id)
         series.append({"series_id": s.series_id, "task": s.task, "model": s.model, "mode": s.mode,
-                       "trials": s.trials, "attempts": attempts,
+                       "trials": s.trials, "assets": assets.get(s.task), "attempts": attempts,
                        "metrics": msgspec.to_builtins(m) if m is not None else None,
                        "timing": results.timing_by_series.get(s.series_id, {})})
     return {
@@ -68,7 +73,18 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
         "usage": msgspec.to_builtins(results.usage),
         "context": msgspec.to_builtins(results.context),
         "predicate_reviews": predicate_reviews(run.config, run.admitted_sha256),
+        "assets_notice": assets_notice(series),
     }
+
+
+def assets_notice(series: list[dict[str, Any]]) -> str:
+    """One line naming the tasks whose assets label needs telling ("placeholder"), or "" when none does."""
+    lines = []
+    for label, notice in ASSET_NOTICES.items():
+        tasks = sorted({s["task"] for s in series if s.get("assets") == label})
+        if tasks:
+            lines.append(f"assets = {label} ({', '.join(tasks)}): {notice}")
+    return "; ".join(lines)
 
 
 def predicate_reviews(config: dict[str, Any], admitted_sha256: str) -> dict[str, dict[str, Any]]:
@@ -158,8 +174,11 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
     run = summary["run"]
     console.print(f"[bold]run[/bold] {run['run_id']}  ·  roboswe {run.get('roboswe_version') or '?'}  ·  "
                   f"admitted {run.get('admitted_sha256', '')[:12] or '-'}")
+    if summary.get("assets_notice"):
+        console.print(summary["assets_notice"], style="bold yellow", soft_wrap=True, markup=False)
     for s in summary["series"]:
-        table = Table(title=f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}", title_justify="left")
+        label = f"  ·  assets={s['assets']}" if s.get("assets") not in (None, "unlabelled") else ""
+        table = Table(title=f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}{label}", title_justify="left")
         for col, just in (("trial", "right"), ("attempt", "right"), ("outcome", "left"), ("replay", "left"),
                           ("slot", "left"), ("steps", "right"), ("sim time s", "right"), ("active s", "right"),
                           ("reason", "left")):

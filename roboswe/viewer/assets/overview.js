@@ -160,6 +160,7 @@
       `<h1>Run ${esc(r.run_id)}</h1><p class="muted">created ${when(r.created_at)} · roboswe ${esc(r.roboswe_version || "?")} · ` +
       `admitted file sha256 <code>${esc((r.admitted_sha256 || "").slice(0, 16))}</code> · ${run.series.length} series · replays: ` +
       (Object.keys(v).map((k) => `${esc(k)} ${v[k]}`).join(", ") || "none") + "</p>" +
+      (run.assets_notice ? `<p id="assets-notice" class="assets-notice">${esc(run.assets_notice)}</p>` : "") +
       (run.results_file ? `<p><a id="download-results" href="${esc(run.results_file.src)}" download="results.json">download results.json</a> ` +
         `<span class="small muted">the figures on this page (sha256 ${esc(run.results_file.sha256.slice(0, 16))}…)</span></p>` : "");
     document.getElementById("grid").innerHTML = grid(run);

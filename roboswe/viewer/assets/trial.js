@@ -344,6 +344,7 @@
     const timing = Object.entries(a.timing || {}).map(([k, v]) => `${esc(k)} ${num(v)} s`).join(" · ");
     $("trial-head").innerHTML =
       `<h1>${esc(trial.task)} — trial ${a.index} ${outcome(a.outcome)} ${badge(a.verdict)}</h1>` +
+      (run.assets_notice ? `<p id="assets-notice" class="assets-notice">${esc(run.assets_notice)}</p>` : "") +
       `<p>${num(a.control_steps, 0)} control steps · ${num(a.sim_time)} s simulated · ${num(a.active_time)} s active · ` +
       `${trial.operations} operations · reason: ${esc(a.reason || "–")}` +
       (a.success_interval ? ` · success held steps ${a.success_interval[0]}–${a.success_interval[1]}` : "") + "</p>" +
