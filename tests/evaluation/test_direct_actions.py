@@ -21,6 +21,7 @@ from roboswe.evaluation.verify import verify_series
 from roboswe.protocol import recorder as rec
 from roboswe.protocol.participant import INTERFACES, Act, DecisionRequest, Exec, Finish, Observe, Wait
 from roboswe.records.reader import RunReader
+from roboswe.viewer._trace import trace_data
 from roboswe.sim.physics_state import states_from_traces
 
 from .agents import _STATE, MAX_MOVE, decided, results
@@ -100,6 +101,7 @@ async def test_a_policy_completes_the_task_mid_chunk_and_the_replay_verifies_it(
         states = states_from_traces(reader.control_traces(view.trial_id))
         evidence = _evidence(reader, view.trial_id)
         (series,) = reader.series()
+        plotted = trace_data(reader, view.trial_id)["chunks"]  # the viewer's action plot marks each chunk
     chunk = op.arguments["actions"]
     fb = op.feedback
     # The success interval (3 steps) completed inside the chunk: the rest of it never ran.
@@ -114,6 +116,8 @@ async def test_a_policy_completes_the_task_mid_chunk_and_the_replay_verifies_it(
                         "executed_prefixes": [fb["executed"]], "controls": fb["executed"], "decision_calls": None,
                         "action_prefix": None, "first_success_control": end.control_steps, "first_success_call": 0}
     assert series.pins["budgets"]["identity"] == "fake/control-200/v2"
+    assert plotted == [{"seq": 0, "start": 0, "end": fb["executed"], "requested": len(chunk), "executed": fb["executed"],
+                        "stopped": "success"}]
     assert op.feedback["text"].startswith(f"executed {fb['executed']} of {len(chunk)} actions; stopped: success")
 
 

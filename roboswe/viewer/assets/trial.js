@@ -74,8 +74,21 @@
     const step = currentStep();
     drawPlot($("plot-action"), trace.action, "commanded action", true);
     drawPlot($("plot-qpos"), trace.qpos, "joint positions (qpos)", false);
+    drawChunks($("plot-action"));
     drawCursor($("plot-action"), step);
     drawCursor($("plot-qpos"), step);
+  }
+  // A policy trial's action chunks: a tick at the step each began (data-chunks counts them).
+  function drawChunks(canvas) {
+    const chunks = trace.chunks || [];
+    canvas.dataset.chunks = String(chunks.length);
+    if (!canvas._x || !chunks.length) return;
+    const ctx = canvas.getContext("2d");
+    ctx.strokeStyle = "rgba(0, 0, 0, 0.35)";
+    chunks.forEach((c) => {
+      const X = canvas._x(Math.min(Math.max(c.start, canvas._s[0]), canvas._s[1]));
+      ctx.beginPath(); ctx.moveTo(X, PAD.t); ctx.lineTo(X, PAD.t + 10); ctx.stroke();
+    });
   }
   function stepAt(canvas, ev) {
     const r = canvas.getBoundingClientRect(), frac = ((ev.clientX - r.left) * canvas.width / r.width - PAD.l) / (canvas.width - PAD.l - PAD.r);
@@ -200,6 +213,7 @@
       case "read_file": return `${a.path || ""}`;
       case "exec": return `${a.path || ""}` + (f.exit_status != null ? ` → exit ${f.exit_status}` : "");
       case "wait": return `${a.steps} steps`;
+      case "act": return f.executed != null ? `chunk: ${f.executed} of ${f.requested} actions run · ${f.stopped}` : `chunk of ${(a.actions || []).length}`;
       case "observe": return (a.cameras || f.cameras || []).join(", ") || "all cameras";
       case "search_history": return JSON.stringify(a.query || "");
       case "finish": return a.reason || "";
