@@ -88,7 +88,7 @@ def axis_angle(R):
     axis = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
     n = np.linalg.norm(axis)
     if n < 1e-9:  # angle near pi: the axis is the eigenvector of R + I
-        w, v = np.linalg.eigh((R + np.eye(3)) / 2)
+        _, v = np.linalg.eigh((R + np.eye(3)) / 2)
         return v[:, -1] * angle
     return axis / n * angle
 
