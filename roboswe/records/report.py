@@ -58,7 +58,9 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
                 "fingerprint": view.start.fingerprint,
             })
         m = metrics_by_id.get(s.series_id)
+        from roboswe.records.compare import protocol_pin  # the series' budget-track identity and interface
         series.append({"series_id": s.series_id, "task": s.task, "model": s.model, "mode": s.mode,
+                       "protocol": protocol_pin(dict(s.pins.get("budgets") or {})),
                        "trials": s.trials, "assets": assets.get(s.task), "attempts": attempts,
                        "metrics": msgspec.to_builtins(m) if m is not None else None,
                        "timing": results.timing_by_series.get(s.series_id, {})})
@@ -178,7 +180,8 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
         console.print(summary["assets_notice"], style="bold yellow", soft_wrap=True, markup=False)
     for s in summary["series"]:
         label = f"  ·  assets={s['assets']}" if s.get("assets") not in (None, "unlabelled") else ""
-        table = Table(title=f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}{label}", title_justify="left")
+        protocol = f"  ·  protocol {s['protocol']}" if s.get("protocol") else ""
+        table = Table(title=f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}{label}{protocol}", title_justify="left")
         for col, just in (("trial", "right"), ("attempt", "right"), ("outcome", "left"), ("replay", "left"),
                           ("slot", "left"), ("steps", "right"), ("sim time s", "right"), ("active s", "right"),
                           ("reason", "left")):
