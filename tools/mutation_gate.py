@@ -46,6 +46,8 @@ class Mutation:
 
 DIVERGENCE = "tests/evaluation/test_replay_divergence.py"
 CONFIGURATION = "tests/sandbox/test_configuration.py"
+PEER_DEATH = ("tests/evaluation/test_interrupt_on_death.py::"
+              "test_a_series_whose_bridge_dies_under_a_waiting_trial_ends_it_interrupted_and_reruns_it_linked")
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation("verify-states-off", "replay compares every control step's physics state",
@@ -122,6 +124,11 @@ MUTATIONS: tuple[Mutation, ...] = (
              "roboswe/records/metrics.py", '        return TrialSlot(**common, status="unverified")\n',
              "        return TrialSlot(**common, status=end.outcome)\n",
              ("tests/records/test_scoring.py::test_every_kind_of_slot_scores_as_worked_by_hand",)),
+    Mutation("peer-death-unwatched", "a peer that dies under a trial ends it, even one the trial is not asking",
+             "roboswe/evaluation/peers.py", "                    if replaced or not link.peer_alive:\n",
+             "                    if False:\n", (PEER_DEATH,)),
+    Mutation("trial-unguarded", "the trial runs its participant phase under the peers' watch",
+             "roboswe/evaluation/trial.py", "async with self.links.interrupt_on_death():", "if True:", (PEER_DEATH,)),
 )
 
 

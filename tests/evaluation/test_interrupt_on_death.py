@@ -6,12 +6,13 @@ trial does between a recorder's fire-and-forget records or while the bridge is n
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import pytest
 import trio
 
-from roboswe.actors import Client, PeerDead
+from roboswe.actors import Client, PeerDead, Server
 from roboswe.evaluation.peers import Bridge, Links, Recorder, Simulator
 
 from ..actors.echo_server import ECHO_CODEC
@@ -69,3 +70,64 @@ async def test_a_body_that_ends_or_fails_on_its_own_passes_through_unwrapped(ech
         with pytest.raises(ValueError, match="the body's own"):  # not an ExceptionGroup: trial.py catches by type
             async with links.interrupt_on_death():
                 raise ValueError("the body's own")
+
+
+async def test_a_series_whose_bridge_dies_under_a_waiting_trial_ends_it_interrupted_and_reruns_it_linked(tmp_path):
+    """In one process (tests/evaluation/harness.py): mid-trial, the bridge's link is moved to an endpoint where
+    nothing answers yet (its process gone) while the trial only waits (it never asks the bridge); once the trial
+    has ended, a bridge is served there again. The end-to-end kills are tests/series/test_actor_kills.py."""
+    from roboswe.evaluation.progress import Progress
+    from roboswe.evaluation.series import run_series
+    from roboswe.protocol import recorder as rec
+    from roboswe.protocol.bridge import BRIDGE_CODEC
+    from roboswe.records.reader import RunReader
+
+    from ..series.restart_agents import HoldUntilKilledAgent
+    from .harness import admitted_task, peers, reach_manifest, reader_factory, series_plan
+
+    run_dir, state = tmp_path / "run", tmp_path / "state"
+    run_dir.mkdir()
+    state.mkdir()
+    (state / "killed.2").write_text("")
+    plan = series_plan(run_dir, admitted_task(reach_manifest()), trials=2, trial_steps=200)
+    moved = f"ipc://{tmp_path}/moved-bridge.sock"
+
+    def seen(query: str) -> int:
+        conn = sqlite3.connect(f"file:{run_dir / 'run.sqlite'}?mode=ro", uri=True)
+        try:
+            return conn.execute(query).fetchone()[0]
+        finally:
+            conn.close()
+
+    with trio.fail_after(120):
+        async with peers(run_dir, HoldUntilKilledAgent(str(state), pause=0.05)) as links:
+            await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
+                                                       config={}))
+            async with (trio.open_nursery() as nursery,
+                        Client("coordinator", moved, BRIDGE_CODEC, handshake=False, heartbeat_interval=0.1,
+                               liveness=3) as new_link):
+                ends: list = []
+                nursery.start_soon(lambda: _collect(ends, run_series(links, plan, Progress(), reader_factory(run_dir))))
+                while seen("SELECT count(*) FROM operations WHERE trial_id LIKE '%/t1a0'") < 3:
+                    await trio.sleep(0.05)
+                (state / "killed.1").write_text("")
+                links.bridge.client = new_link  # the bridge process is gone; its successor will answer here
+                while seen("SELECT count(*) FROM trial_ends WHERE trial_id LIKE '%/t1a0'") == 0:
+                    await trio.sleep(0.05)
+                await nursery.start(Server("sandbox_bridge", moved, BRIDGE_CODEC, links.fake_bridge.handle).serve)
+                while len(ends) == 0:
+                    await trio.sleep(0.05)
+                nursery.cancel_scope.cancel()
+    # without the watch, trial 1 waits on to its 200-step budget (failure, step_budget) and is never re-run
+    assert [(e.outcome, e.reason.split(":")[0]) for e in ends[0]] == [
+        ("incomplete", "interrupted"), ("failure", "finish"), ("failure", "finish")], ends[0]
+    one = ends[0][0]
+    assert one.reason.startswith("interrupted: PeerDead") and one.control_steps < 200, one
+    with RunReader(run_dir) as reader:
+        views = reader.trials(plan.series_id)
+        assert [(v.start.index, v.start.attempt, v.start.recovers) for v in views] == [
+            (1, 0, None), (1, 1, views[0].trial_id), (2, 0, None)]
+
+
+async def _collect(into: list, awaitable) -> None:
+    into.append(await awaitable)
