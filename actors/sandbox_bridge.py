@@ -362,10 +362,12 @@ async def open_trial(
     liveness: int = 5,
     curve: Any = None,
     workspace_mb: int | None = WORKSPACE_MB,
+    sim_transport: str = "auto",
 ) -> AsyncIterator[TrialSandbox]:
     """Open a trial's sandbox and bridge socket against the simulator's robot endpoint; closes both on exit.
 
     With ``workspace_mb`` (and root), the workspace is a filesystem of that size while the trial is open.
+    ``sim_transport``: "auto" (the simulator's unix stream when it is on this host, else ZeroMQ) or "zmq".
     """
     image = image or load_image()
     chosen = choose_backend(backend, image)
@@ -378,7 +380,7 @@ async def open_trial(
     try:
         if workspace_mb:
             volume = await _mount_volume(trial, sandbox.workspace, workspace_mb, image)
-        async with _sim_link(name, sim_endpoint, heartbeat_interval, liveness, curve) as request:
+        async with _sim_link(name, sim_endpoint, heartbeat_interval, liveness, curve, sim_transport) as request:
             door = RobotDoor(request)
             await sandbox.start(limits)
             try:
@@ -401,11 +403,12 @@ async def open_trial(
 
 
 @asynccontextmanager
-async def _sim_link(name: str, endpoint: str, heartbeat_interval: float, liveness: int, curve: Any) -> AsyncIterator[Any]:
+async def _sim_link(name: str, endpoint: str, heartbeat_interval: float, liveness: int, curve: Any,
+                    transport: str = "auto") -> AsyncIterator[Any]:
     """The door's way to the simulator's robot endpoint: its unix stream when the simulator is on this
     host and serves one (fewer wake-ups per step), else the ZeroMQ endpoint (remote, CURVE)."""
     path = stream_path(endpoint)
-    if curve is None and path is not None and os.path.exists(path):
+    if transport == "auto" and curve is None and path is not None and os.path.exists(path):
         link = RobotStreamLink(path, name)
         try:
             yield link.request

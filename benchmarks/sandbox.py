@@ -58,12 +58,12 @@ print(json.dumps({{"step_ms": one, "step_many_ms": many}}))
 HOPS = [
     ("runner_to_bridge", "sandbox -> bridge (robot module's send to the bridge's read)"),
     ("bridge_in", "bridge: allow-list, token, action checks, encode for the simulator"),
-    ("bridge_to_sim", "bridge -> simulator handler (ZeroMQ ipc, decode, in-order queue)"),
-    ("sim_before_physics", "simulator: lock, hand-over to the scene thread"),
+    ("bridge_to_sim", "bridge -> simulator handler (transport, decode; over ZeroMQ: I/O threads, in-order queue)"),
+    ("sim_before_physics", "simulator: scene lock (over ZeroMQ: hand-over to the scene thread)"),
     ("physics", "physics: backend.step + allowed state"),
-    ("sim_after_physics", "simulator: back from the scene thread, reply built"),
+    ("sim_after_physics", "simulator: reply built (over ZeroMQ: back from the scene thread)"),
     ("sim_reply", "simulator: reply encoded and sent"),
-    ("sim_to_bridge", "simulator -> bridge (ZeroMQ ipc, decode)"),
+    ("sim_to_bridge", "simulator -> bridge (transport, decode)"),
     ("bridge_out", "bridge: reply built, encoded, written to the sandbox socket"),
     ("to_runner", "bridge -> sandbox, robot module decode (the rest of the measured call)"),
 ]
@@ -121,9 +121,12 @@ async def bench(args, manifest, inproc, results: dict) -> None:
                 ws.mkdir()
                 (ws / "empty.py").write_text("")
                 (ws / "steps.py").write_text(STEP_SCRIPT.format(n=args.steps))
-                r = results["backends"].setdefault(backend, {"start_ms": [], "exec_ms": [], "step_ms": [], "step_many_ms": [],
-                                                             "ratio": [], "ratio_many": [], "hops": [], "hops_many": []})
-                async with open_trial("bench", ws, robot_endpoint(f"ipc://{sock}"), backend=backend, image=image) as t:
+                r = results["backends"].setdefault(backend, {"start_ms": [], "exec_ms": []})
+                for key in ("step_ms", "step_many_ms", "ratio", "ratio_many", "hops", "hops_many"):
+                    r[key], r[key + "_zmq"] = [], []
+                endpoint = robot_endpoint(f"ipc://{sock}")
+                async with open_trial("bench", ws, endpoint, backend=backend, image=image) as t, \
+                        open_trial("bench-zmq", ws, endpoint, backend=backend, image=image, sim_transport="zmq") as tz:
                     await t.exec("empty.py")  # warm caches
                     for _ in range(args.starts):
                         t0 = time.perf_counter()
@@ -131,23 +134,26 @@ async def bench(args, manifest, inproc, results: dict) -> None:
                         r["exec_ms"].append((time.perf_counter() - t0) * 1000)
                         r["start_ms"].append(fb.wall_seconds * 1000)
                     for _ in range(args.rounds):
+                        # each round: env.step in process, then robot.step over the stream (now) and over
+                        # ZeroMQ (before), so load hits all three alike
                         env_ms = _env_step_ms(inproc, args.steps)
                         results["env_step_ms"].append(env_ms)
                         results["mj_step_ms"].append(_mj_step_ms(inproc, args.steps))
-                        t.hops.clear()
-                        before = (await sim.request(StatisticsRequest())).message.extra
-                        fb = await t.exec("steps.py", limits)
-                        assert fb.exit_status == 0, fb.stderr
-                        after = (await sim.request(StatisticsRequest())).message.extra
-                        m = json.loads(fb.stdout)
-                        r["step_ms"].append(m["step_ms"])
-                        r["step_many_ms"].append(m["step_many_ms"])
-                        r["ratio"].append(m["step_ms"] / env_ms)
-                        r["ratio_many"].append(m["step_many_ms"] / env_ms)
-                        r["hops"].append(hop_accounting(dict(t.hops["Step"]), _sim_hops(before, after, "hop.step1."),
-                                                        m["step_ms"], 1))
-                        r["hops_many"].append(hop_accounting(dict(t.hops["StepMany"]), _sim_hops(before, after, "hop.stepN."),
-                                                             m["step_many_ms"], 10))
+                        for suffix, trial in (("", t), ("_zmq", tz)):
+                            trial.hops.clear()
+                            before = (await sim.request(StatisticsRequest())).message.extra
+                            fb = await trial.exec("steps.py", limits)
+                            assert fb.exit_status == 0, fb.stderr
+                            after = (await sim.request(StatisticsRequest())).message.extra
+                            m = json.loads(fb.stdout)
+                            r["step_ms" + suffix].append(m["step_ms"])
+                            r["step_many_ms" + suffix].append(m["step_many_ms"])
+                            r["ratio" + suffix].append(m["step_ms"] / env_ms)
+                            r["ratio_many" + suffix].append(m["step_many_ms"] / env_ms)
+                            r["hops" + suffix].append(hop_accounting(dict(trial.hops["Step"]), _sim_hops(before, after, "hop.step1."),
+                                                                     m["step_ms"], 1))
+                            r["hops_many" + suffix].append(hop_accounting(dict(trial.hops["StepMany"]),
+                                                                          _sim_hops(before, after, "hop.stepN."), m["step_many_ms"], 10))
             await sim.request(Shutdown(reason="benchmark done"))
         await _overhead(args, image, backends, run_dir, results)
     finally:
@@ -211,12 +217,13 @@ def _env_step_ms(inproc, n: int) -> float:
 
 def _print_hops(results: dict) -> None:
     """The per-hop accounting: median over rounds, ms per control step."""
-    cols = [(b, key) for b in results["backends"] for key in ("hops", "hops_many")]
+    cols = [(b, key) for b in results["backends"] for key in ("hops_zmq", "hops", "hops_many_zmq", "hops_many")]
     cols = [(b, key) for b, key in cols if any(results["backends"][b][key])]
     if not cols:
         return
     print("\n| hop (ms per control step, median of rounds) | " + " | ".join(
-        f"{b} {'robot.step' if key == 'hops' else 'step_many/10'}" for b, key in cols) + " |")
+        f"{b} {'robot.step' if key.startswith('hops_zmq') or key == 'hops' else 'step_many/10'}"
+        f"{' before (zmq)' if key.endswith('_zmq') else ' now'}" for b, key in cols) + " |")
     print("|---|" + "---|" * len(cols))
     for name, what in HOPS:
         cells = []
@@ -224,6 +231,11 @@ def _print_hops(results: dict) -> None:
             rounds = [h[name] for h in results["backends"][b][key] if h]
             cells.append(f"{statistics.median(rounds):.3f}" if rounds else "-")
         print(f"| {what} | " + " | ".join(cells) + " |")
+    totals = []
+    for b, key in cols:
+        rounds = [sum(v for k, v in h.items() if k != "physics") for h in results["backends"][b][key] if h]
+        totals.append(f"{statistics.median(rounds):.3f}" if rounds else "-")
+    print("| **all but physics** | " + " | ".join(totals) + " |")
 
 
 def main() -> None:
@@ -258,9 +270,12 @@ def main() -> None:
               f"{step:.2f} ms | {many:.2f} ms | {step / env:.2f}x (step_many {many / env:.2f}x) | "
               f"{statistics.median(r['overhead_ms']):.2f} ms ({statistics.median(r['overhead_ms']) / env:.1%} of env.step) | "
               f"{statistics.median(r['overhead_legacy_ms']):.2f} ms ({statistics.median(r['overhead_legacy_ms']) / env:.1%}) |")  # fmt: skip
-    print("\nRatios per round (each round's robot.step against the env.step measured just before it): "
-          + "; ".join(f"{b} {statistics.median(r['ratio']):.2f}x (step_many {statistics.median(r['ratio_many']):.2f}x), "
-                      f"rounds {', '.join(f'{x:.2f}' for x in r['ratio'])}" for b, r in results["backends"].items()))
+    print("\nRatios per round (each round's robot.step against the env.step measured just before it), median:")
+    for b, r in results["backends"].items():
+        for suffix, label in (("", "unix stream to the simulator (now)"), ("_zmq", "ZeroMQ to the simulator (before)")):
+            print(f"- {b}, {label}: robot.step {statistics.median(r['ratio' + suffix]):.2f}x "
+                  f"(rounds {', '.join(f'{x:.2f}' for x in r['ratio' + suffix])}), "
+                  f"step_many {statistics.median(r['ratio_many' + suffix]):.2f}x")
     _print_hops(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
