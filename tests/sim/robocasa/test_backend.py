@@ -154,7 +154,8 @@ def test_missing_real_assets_are_named_not_crashed_on(tmp_path):
         manifest.upstream, layout=11, style=11, assets="robocasa"))
     with pytest.raises(AssetsMissing) as caught:
         RobocasaBackend(real, assets_root=tmp_path / "no-assets")
-    assert str(tmp_path / "no-assets" / "textures") in str(caught.value)
+    assert f"missing under {tmp_path / 'no-assets'} (given path): " in str(caught.value)  # the root, then folders relative to it
+    assert "textures, " in str(caught.value) and "objects/objaverse" in str(caught.value)
 
 
 def test_methods_before_a_successful_reset_say_so(kit_dir):
