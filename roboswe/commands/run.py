@@ -45,7 +45,12 @@ def add_arguments_run(parser: argparse.ArgumentParser) -> None:
                         help="skip the checks before start (keys, model id, sandbox image and backend, assets)")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="series at once, each with its own simulator and sandbox bridge "
-                             "(default: [fleet] workers, else one per 2 cores and 3 GiB of memory)")
+                             "(default: [fleet] workers, else one per 2 cores and 3 GiB of memory; with --ray: "
+                             "what the cluster's CPUs hold at [fleet] ray_cpus each)")
+    parser.add_argument("--ray", default=None, metavar="auto|HOST:PORT",
+                        help="place each worker's simulator and sandbox bridge on a node of this Ray cluster "
+                             "(default: [fleet] ray); the coordinator, recorder, provider client and context "
+                             "managers stay here")
 
 
 def add_arguments_verify(parser: argparse.ArgumentParser) -> None:
@@ -99,9 +104,13 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
             raise UsageError(str(e)) from None
         _preflight(args, config, config_path, [admitted.task(t).task_manifest() for t in job.tasks], job.backend,
                    run_dir, remote_sim=bool(job.sim_endpoint))
-        workers = _workers(args, config, job.sim_endpoint) if args.workers is not None else job.workers
+        ray = getattr(args, "ray", None) or job.ray  # a resumed --ray run may name the cluster anew
+        if args.workers is not None:
+            workers = _workers(args, config, job.sim_endpoint, ray=ray, tasks=len(job.tasks))
+        else:
+            workers = job.workers
         job = msgspec.structs.replace(job, kind="run", admitted_path=str(admitted_path.resolve()),
-                                      verify=job.verify and not args.no_verify, trials=[], workers=workers,
+                                      verify=job.verify and not args.no_verify, trials=[], workers=workers, ray=ray,
                                       retry_incomplete=getattr(args, "retry_incomplete", False))
         write_job(run_dir, job)
         return run_dir, config, config_path
@@ -141,7 +150,10 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
         raise UsageError("--keys only applies with --sim")
     if (run_dir / "run.sqlite").exists():
         raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or choose another --out")
-    workers = _workers(args, config, args.sim)
+    ray = getattr(args, "ray", None) or config.fleet.ray
+    if ray and args.sim:
+        raise UsageError("--ray places each worker's own simulator on the cluster; drop --sim")
+    workers = _workers(args, config, args.sim, ray=ray, tasks=len(tasks))
     _preflight(args, config, args.config or "the default config", [admitted.task(t).task_manifest() for t in tasks],
                args.engine or config.series.backend, run_dir, remote_sim=bool(args.sim))
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -152,13 +164,14 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
     job = Job(kind="run", run_id=run_dir.name, admitted_path=str(args.admitted.resolve()), admitted_sha256=admitted.digest,
               tasks=tasks, backend=args.engine or config.series.backend, verify=config.series.verify and not args.no_verify,
               sim_endpoint=args.sim, sim_keys=str(args.keys.resolve()) if args.keys else None,
-              config_sha256=hashlib.sha256(config_bytes).hexdigest(), workers=workers)
+              config_sha256=hashlib.sha256(config_bytes).hexdigest(), workers=workers, ray=ray)
     write_job(run_dir, job)
     return run_dir, config, config_path
 
 
-def _workers(args: argparse.Namespace, config: Any, remote_sim: str | None) -> int:
-    """Series at once: --workers, else [fleet] workers, else the machine's default (printed with its rule)."""
+def _workers(args: argparse.Namespace, config: Any, remote_sim: str | None, *, ray: str | None = None,
+             tasks: int = 64) -> int:
+    """Series at once: --workers, else [fleet] workers, else the machine's (or the Ray cluster's) default, printed."""
     from roboswe.config import default_workers
 
     if args.workers is not None:
@@ -167,6 +180,8 @@ def _workers(args: argparse.Namespace, config: Any, remote_sim: str | None) -> i
         workers, source = args.workers, "--workers"
     elif config.fleet.workers is not None:
         workers, source = config.fleet.workers, "[fleet] workers"
+    elif ray:
+        workers, source = _cluster_workers(ray, config.fleet.ray_cpus, tasks)
     else:
         workers, rule = default_workers()
         source = f"default: {rule}"
@@ -177,6 +192,20 @@ def _workers(args: argparse.Namespace, config: Any, remote_sim: str | None) -> i
         workers, source = 1, "--sim: a remote simulator serves one series at a time"
     print(f"roboswe run: {workers} worker(s) ({source})", file=sys.stderr)
     return workers
+
+
+def _cluster_workers(address: str, cpus_per_worker: float, tasks: int) -> tuple[int, str]:
+    """Workers a Ray cluster holds now (its CPUs at ``cpus_per_worker`` each, at most one per task); refuses
+    (UsageError) when Ray is missing or the cluster does not answer."""
+    from roboswe.fleet.ray_pool import FleetUnavailable, cluster_resources
+
+    try:
+        cpus = cluster_resources(address).get("CPU", 0.0)
+    except FleetUnavailable as e:
+        raise UsageError(str(e)) from None
+    workers = max(1, min(tasks, 64, int(cpus // cpus_per_worker)))
+    return workers, (f"default: {workers} = min({tasks} task(s), the cluster's {cpus:g} CPUs // {cpus_per_worker:g} "
+                     "[fleet] ray_cpus); set [fleet] workers or --workers to change it")
 
 
 def fleet_actors(actors: tuple[str, ...], workers: int) -> tuple[str, ...]:
@@ -223,7 +252,7 @@ def run_run(args: argparse.Namespace) -> int:
     from roboswe.evaluation.job import read_job
 
     job = read_job(run_dir)
-    actors = fleet_actors(tuple(a for a in RUN_ACTORS if not (job.sim_endpoint and a == "simulator")), job.workers)
+    actors = fleet_actors(tuple(a for a in RUN_ACTORS if a not in _elsewhere(job)), job.workers)
     code, progress = drive(run_dir, config, config_path, actors, "run")
     print_outcome(run_dir)
     return code
@@ -245,12 +274,19 @@ def run_verify(args: argparse.Namespace) -> int:
         return _fail("verify", f"{run_dir} is still running (supervisor.json); verify it after the run stops")
     trials = [t.strip() for t in args.trials.split(",")] if args.trials else []
     write_job(run_dir, msgspec.structs.replace(job, kind="verify", trials=trials))
-    actors = fleet_actors(tuple(a for a in VERIFY_ACTORS if not (job.sim_endpoint and a == "simulator")), job.workers)
+    actors = fleet_actors(tuple(a for a in VERIFY_ACTORS if a not in _elsewhere(job)), job.workers)
     code, progress = drive(run_dir, config, run_dir / CONFIG_COPY, actors, "verify")
     verdicts = print_outcome(run_dir)
     if code == 0 and any(v != "verified" for v in verdicts):
         return 1
     return code
+
+
+def _elsewhere(job: Any) -> tuple[str, ...]:
+    """The actors this machine does not start: a remote simulator (--sim), or each worker's pair on Ray nodes."""
+    if job.ray:
+        return ("simulator", "sandbox_bridge")
+    return ("simulator",) if job.sim_endpoint else ()
 
 
 def _run_active(run_dir: Path) -> bool:

@@ -64,6 +64,8 @@ async def run_job(actor: Actor, progress: Progress) -> None:
 
     With ``job.workers`` N > 1, up to N series run at once, each on a free worker (its own
     simulator, sandbox bridge and context manager); the recorder and provider client are shared.
+    With ``job.ray`` each worker's simulator and bridge are placed on a Ray cluster's node
+    (roboswe/fleet); its context manager stays here, and a worker is released once no series is left.
     """
     from roboswe.actors.simulator import robot_endpoint
 
@@ -91,30 +93,46 @@ async def run_job(actor: Actor, progress: Progress) -> None:
 
         # Shared by every worker: one SQLite writer, one holder of the provider key.
         recorder_client = await link(actor.client("recorder", rec.RECORDER_CODEC, handshake=False))
+        recording = Recorder(recorder_client, job.run_id)
         provider_client = None
         if job.kind == "run":
             provider_client = await link(actor.client("provider_client", PROVIDER_CODEC, handshake=False))
-        pool: list[Worker] = []
-        for number in range(1, workers + 1):
-            sim_name = worker_name("simulator", number, workers)
-            sim_endpoint = job.sim_endpoint or actor.endpoints[sim_name]
-            if job.sim_endpoint:
-                sim_client = _remote(actor, sim_endpoint, simp.SIM_CODEC, curve)
-            else:
-                sim_client = actor.client(sim_name, simp.SIM_CODEC, curve=curve, handshake=False)
-            bridge_client = actor.client(worker_name("sandbox_bridge", number, workers), bridgep.BRIDGE_CODEC,
-                                         handshake=False)
-            # Facades are per worker (each keeps its own waiting figures); the clients under them are shared.
-            links = Links(
-                sim=Simulator(await link(sim_client)),
-                bridge=Bridge(await link(bridge_client), sim_endpoint=robot_endpoint(sim_endpoint), sim_keys=job.sim_keys),
-                recorder=Recorder(recorder_client, job.run_id))
+
+        async def head_links(number: int, links: Links) -> Links:
+            # What stays on this machine: the recorder and provider (shared), the worker's context window.
             if job.kind == "run":
                 links.provider = Provider(provider_client)
                 context_name = worker_name("context_manager", number, workers)
                 links.context = Context(await link(actor.client(context_name, CONTEXT_CODEC, handshake=False)))
-            pool.append(Worker(number, links))
-        recording = Recorder(recorder_client, job.run_id)
+            return links
+
+        pool: list[Any] = []
+        fleet = None
+        if job.ray:  # each worker's simulator and bridge on a cluster node, placed by Ray (roboswe/fleet)
+            from roboswe.fleet.ray_pool import FleetLinks, RayFleet, RayWorker
+
+            fleet = RayFleet(job.ray, actor, job.run_id, recording)
+            await fleet.open(await stack.enter_async_context(trio.open_nursery()))
+            stack.push_async_callback(fleet.close, pool)  # before the nursery closes: it ends the links' holders
+            for number in range(1, workers + 1):
+                links = FleetLinks(sim=None, bridge=None, recorder=Recorder(recorder_client, job.run_id))  # type: ignore[arg-type]
+                pool.append(RayWorker(fleet, number, await head_links(number, links)))
+        else:
+            for number in range(1, workers + 1):
+                sim_name = worker_name("simulator", number, workers)
+                sim_endpoint = job.sim_endpoint or actor.endpoints[sim_name]
+                if job.sim_endpoint:
+                    sim_client = _remote(actor, sim_endpoint, simp.SIM_CODEC, curve)
+                else:
+                    sim_client = actor.client(sim_name, simp.SIM_CODEC, curve=curve, handshake=False)
+                bridge_client = actor.client(worker_name("sandbox_bridge", number, workers), bridgep.BRIDGE_CODEC,
+                                             handshake=False)
+                # Facades are per worker (each keeps its own waiting figures); the clients under them are shared.
+                links = Links(
+                    sim=Simulator(await link(sim_client)),
+                    bridge=Bridge(await link(bridge_client), sim_endpoint=robot_endpoint(sim_endpoint), sim_keys=job.sim_keys),
+                    recorder=Recorder(recorder_client, job.run_id))
+                pool.append(Worker(number, await head_links(number, links)))
         videos = None
         if job.kind == "run":  # trial videos are rendered from the recorded states in a worker process
             from roboswe.records.video import SeriesVideos
@@ -133,7 +151,7 @@ async def run_job(actor: Actor, progress: Progress) -> None:
                 roboswe_version=_version(),
                 config={"run_config": msgspec.to_builtins(config, builtin_types=()), "config_sha256": job.config_sha256,
                         "tasks": job.tasks, "backend": job.backend, "sim_endpoint": job.sim_endpoint,
-                        "admitted_path": job.admitted_path, "host": admitted.host, "workers": workers}))
+                        "admitted_path": job.admitted_path, "host": admitted.host, "workers": workers, "ray": job.ray}))
         elif job.kind == "run":
             await recording.event("run_resumed", None, pid=os.getpid(), workers=workers)
         model = _model_pin(config)
@@ -165,15 +183,35 @@ async def run_job(actor: Actor, progress: Progress) -> None:
             progress.update(series_done=done)
             if workers > 1:
                 progress.worker_done(worker.number)
+            if fleet is not None and dispatched == len(job.tasks):
+                await worker.release()  # no series left for it: its resources go back to the cluster
+            else:
+                free.send_nowait(worker)
+
+        async def place(worker: Any, free: trio.MemorySendChannel[Worker]) -> None:
+            await worker.place()  # Ray queues it while the cluster has no room
+            progress.say(f"worker {worker.number}: on node {worker.placement.host} ({worker.placement.node_id[:12]})")
             free.send_nowait(worker)
 
         free_send, free_receive = trio.open_memory_channel[Worker](workers)
-        for worker in pool:
-            free_send.send_nowait(worker)
+        dispatched = 0
         async with trio.open_nursery() as nursery:
-            for task_id in job.tasks:  # in the job's order; each series waits for a free worker
-                worker = await free_receive.receive()
-                nursery.start_soon(one_series, task_id, worker, free_send)
+            async with trio.open_nursery() as placing:
+                for worker in pool:
+                    if fleet is None:
+                        free_send.send_nowait(worker)
+                    else:
+                        placing.start_soon(place, worker, free_send)
+                for task_id in job.tasks:  # in the job's order; each series waits for a free worker
+                    worker = await free_receive.receive()
+                    dispatched += 1
+                    nursery.start_soon(one_series, task_id, worker, free_send)
+                placing.cancel_scope.cancel()  # every series has a worker: the rest are not needed
+            while fleet is not None:  # idle placed workers: give their resources back now
+                try:
+                    nursery.start_soon(free_receive.receive_nowait().release)
+                except trio.WouldBlock:
+                    break
         if videos is not None:
             progress.update(state="videos", detail="rendering trial videos")
             await videos.record(recording)

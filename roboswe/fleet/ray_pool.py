@@ -1,0 +1,268 @@
+"""The coordinator's side of a Ray fleet: connect, place each worker, relink a lost one, release.
+
+Ray decides where a worker goes (its resource request: ``[fleet] ray_cpus``, ``ray_memory_gib``,
+``ray_gpus``; SPREAD across nodes; a node that refused a worker is excluded by its
+``ray.io/node-id`` label), queues a worker the cluster cannot hold yet (``ray status`` shows the
+demand), and restarts a worker whose node or process died (``max_restarts``). The coordinator
+only links to what Ray placed: the worker's simulator and bridge over tcp with CURVE, under a
+client key pair made for this job (the servers admit only its public key).
+
+When a worker's links die under a trial (node lost, raylet or process killed) the trial ends
+``interrupted`` as for any dead peer; the series then waits for its peers (``FleetLinks.wait_alive``),
+which relinks the worker to its restarted instance (or a fresh one) before the linked re-run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+import trio
+
+from roboswe.actors import Actor, Client, CurveClientKeys, new_key_pair
+from roboswe.evaluation.peers import RESTART_WAIT, Bridge, Links, Recorder, Simulator
+from roboswe.fleet.node import TOKEN_FILE, Placement, WorkerHost, WorkerSpec
+from roboswe.protocol import bridge as bridgep
+from roboswe.protocol import sim as simp
+
+log = structlog.get_logger()
+
+NAMESPACE = "roboswe"
+MAX_RESTARTS = 3  # Ray restarts of one worker (node or process lost); then a fresh worker is placed
+MAX_REFUSALS = 8  # nodes refused (image digest, run dir) before the job gives up placing a worker
+RELINK_SECONDS = 600.0  # a lost worker back (Ray notices the node, restarts the actor, the processes bind)
+LINK_SECONDS = 120.0  # a placed worker's simulator and bridge answering
+NODE_ID = re.compile(r"node ([0-9a-f]{56})")
+
+
+class FleetUnavailable(RuntimeError):
+    """Ray is not installed, the cluster cannot be reached, or no node can take a worker."""
+
+
+def connect(address: str) -> dict[str, float]:
+    """Join the cluster at ``address`` ("auto" or HOST:PORT) as a driver; returns its total resources."""
+    try:
+        import ray
+    except ImportError:
+        raise FleetUnavailable("--ray needs Ray: pip install 'roboswe[ray]'") from None
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level="WARNING")
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise FleetUnavailable(f"--ray {address}: cannot join the cluster: {e}") from None
+    return ray.cluster_resources()
+
+
+def cluster_resources(address: str) -> dict[str, float]:
+    """The cluster's total resources, asked by a short-lived driver (the command, before any actor starts)."""
+    try:
+        return connect(address)
+    finally:
+        import sys
+
+        if "ray" in sys.modules:
+            sys.modules["ray"].shutdown()
+
+
+class RayFleet:
+    """The job's workers on the cluster: their Ray actors and the keys the coordinator links with."""
+
+    def __init__(self, address: str, actor: Actor, run_id: str, recorder: Recorder):
+        self.address = address
+        self.actor = actor
+        self.run_id = run_id
+        self.recorder = recorder
+        self.fleet = actor.config.fleet
+        self.public, self.secret = new_key_pair()
+        self.excluded: dict[str, str] = {}  # node id -> why it refused
+        self.handles: list[Any] = []
+        self._host_class: Any = None
+        self.nursery: trio.Nursery | None = None  # holds each worker's links (``RayWorker._hold``)
+        self._spec: dict[str, Any] = {}
+
+    async def open(self, nursery: trio.Nursery) -> None:
+        """Join the cluster and prepare what every node checks (the image digest, the run dir token)."""
+        from roboswe.sandbox.images import load_image
+
+        self.nursery = nursery
+        resources = await trio.to_thread.run_sync(connect, self.address)
+        import ray
+
+        token_path = Path(self.actor.run_dir) / TOKEN_FILE
+        token_path.parent.mkdir(parents=True, exist_ok=True)
+        token = secrets.token_hex(16)
+        token_path.write_text(token)
+        transport = self.actor.config.transport
+        self._spec = {"run_dir": str(self.actor.run_dir), "run_token": token, "image_digest": load_image().digest,
+                      "client_public_key": self.public.decode(), "heartbeat_interval": transport.heartbeat_interval,
+                      "heartbeat_liveness": max(transport.heartbeat_liveness, 5),
+                      "log_level": self.actor.config.logging.level}
+        self._host_class = ray.remote(WorkerHost)
+        log.info("ray_joined", address=self.address, resources=resources)
+
+    def _options(self, number: int) -> dict[str, Any]:
+        f = self.fleet
+        options: dict[str, Any] = {
+            "num_cpus": f.ray_cpus, "memory": int(f.ray_memory_gib * 2**30), "max_restarts": MAX_RESTARTS,
+            "max_task_retries": -1, "scheduling_strategy": "SPREAD", "namespace": NAMESPACE,
+            "name": f"{self.run_id}/worker.{number}/{secrets.token_hex(3)}"}
+        if f.ray_gpus:
+            options["num_gpus"] = f.ray_gpus
+        if self.excluded:
+            options["label_selector"] = {"ray.io/node-id": f"!in({','.join(sorted(self.excluded))})"}
+        return options
+
+    async def place(self, number: int) -> tuple[Any, Placement]:
+        """A new Ray actor for worker ``number`` and where it serves; waits while the cluster has no room."""
+        import ray
+
+        spec = msgspec.msgpack.encode(WorkerSpec(number=number, **self._spec))
+        for _ in range(MAX_REFUSALS):
+            handle = self._host_class.options(**self._options(number)).remote(spec)
+            self.handles.append(handle)
+            try:
+                data = await trio.to_thread.run_sync(ray.get, handle.endpoints.remote(), abandon_on_cancel=True)
+            except ray.exceptions.RayActorError as e:
+                node = NODE_ID.search(str(e))
+                if "NodeRefused" not in str(e) or node is None:
+                    raise
+                why = str(e)[node.start():].splitlines()[0]
+                self.excluded[node.group(1)] = why
+                log.warning("node_refused", worker=number, node=node.group(1), reason=why)
+                await self.recorder.event("node_refused", None, worker=number, node=node.group(1), reason=why)
+                continue
+            return handle, msgspec.msgpack.decode(data, type=Placement)
+        raise FleetUnavailable(f"worker {number}: {MAX_REFUSALS} nodes refused it: {self.excluded}")
+
+    async def replacement(self, number: int, handle: Any, old: Placement) -> tuple[Any, Placement]:
+        """The lost worker back: its instance Ray restarted, or a fresh one when Ray gave up on it."""
+        import ray
+
+        with trio.fail_after(RELINK_SECONDS):
+            while True:
+                try:
+                    data = await trio.to_thread.run_sync(
+                        lambda: ray.get(handle.endpoints.remote(), timeout=30), abandon_on_cancel=True)
+                except ray.exceptions.GetTimeoutError:
+                    continue
+                except ray.exceptions.RayActorError:  # out of restarts, or its restart was refused
+                    return await self.place(number)
+                placement = msgspec.msgpack.decode(data, type=Placement)
+                if (placement.pid, placement.started_at) != (old.pid, old.started_at):
+                    return handle, placement
+                # The same instance answers while its links are dead (a partition): have Ray restart it.
+                log.warning("worker_unreachable_restarting", node=old.node_id, host=old.host)
+                await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=False))
+                await trio.sleep(1.0)
+
+    def client_keys(self, placement: Placement) -> CurveClientKeys:
+        return CurveClientKeys(public_key=self.public, secret_key=self.secret,
+                               server_key=placement.server_public_key.encode())
+
+    async def release(self, handle: Any) -> None:
+        """Stop a worker's processes and end its actor for good (its resources go back to the cluster)."""
+        import ray
+
+        with trio.move_on_after(30):
+            with contextlib.suppress(Exception):
+                await trio.to_thread.run_sync(
+                    lambda: ray.get(handle.stop.remote(), timeout=25), abandon_on_cancel=True)
+        with contextlib.suppress(Exception):
+            ray.kill(handle, no_restart=True)
+        with contextlib.suppress(ValueError):
+            self.handles.remove(handle)
+
+    async def close(self, workers: list[RayWorker] = ()) -> None:
+        import ray
+
+        for worker in workers:
+            if worker._release is not None:
+                worker._release.set()
+        with trio.CancelScope(shield=True):
+            for handle in list(self.handles):
+                await self.release(handle)
+            await trio.to_thread.run_sync(ray.shutdown)
+
+
+class RayWorker:
+    """One worker as the job sees it: its number, its links, and the Ray actor behind them."""
+
+    def __init__(self, fleet: RayFleet, number: int, links: FleetLinks):
+        self.fleet = fleet
+        self.number = number
+        self.links = links
+        links.worker = self
+        self.handle: Any = None
+        self.placement: Placement | None = None
+        self._release: trio.Event | None = None  # set: the current links close
+
+    async def place(self) -> None:
+        self.handle, placement = await self.fleet.place(self.number)
+        await self._link(placement)
+
+    async def relink(self) -> None:
+        """Link to the worker Ray restarted (or a fresh one) after this one's links died."""
+        assert self.placement is not None
+        log.warning("worker_lost", worker=self.number, node=self.placement.node_id, host=self.placement.host)
+        await self.fleet.recorder.event("worker_lost", None, worker=self.number, node=self.placement.node_id)
+        self.handle, placement = await self.fleet.replacement(self.number, self.handle, self.placement)
+        await self._link(placement)
+
+    async def _link(self, placement: Placement) -> None:
+        if self._release is not None:
+            self._release.set()  # the lost links close in their holder task
+        self._release = trio.Event()
+        sim, bridge = await self.fleet.nursery.start(self._hold, placement, self._release)
+        # The bridge reaches the simulator's robot endpoint on its own node; no keys cross the network.
+        self.links.sim = Simulator(sim)
+        self.links.bridge = Bridge(bridge, sim_endpoint=placement.robot, sim_keys=None)
+        self.placement = placement
+        log.info("worker_placed", worker=self.number, node=placement.node_id, host=placement.host, pid=placement.pid)
+        await self.fleet.recorder.event("worker_placed", None, worker=self.number, node=placement.node_id,
+                                        host=placement.host, image=placement.image_digest, sim=placement.sim,
+                                        bridge=placement.bridge, at=time.time())
+
+    async def _hold(self, placement: Placement, release: trio.Event, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Open the links to a placed worker and hold them until ``release`` (a trio task owns what it enters)."""
+        actor, transport = self.fleet.actor, self.fleet.actor.config.transport
+        curve = self.fleet.client_keys(placement)
+
+        def client(endpoint: str, codec: Any, peer: str) -> Client:
+            return Client(actor.name, endpoint, codec, peer=peer, curve=curve, accounts=actor.accounts,
+                          heartbeat_interval=transport.heartbeat_interval, liveness=transport.heartbeat_liveness,
+                          handshake=False)
+
+        async with client(placement.sim, simp.SIM_CODEC, "simulator") as sim, \
+                client(placement.bridge, bridgep.BRIDGE_CODEC, "sandbox_bridge") as bridge:
+            with trio.fail_after(LINK_SECONDS):
+                await sim.wait_connected()
+                await bridge.wait_connected()
+            task_status.started((sim, bridge))
+            await release.wait()
+
+    async def release(self) -> None:
+        if self._release is not None:
+            self._release.set()
+        if self.handle is not None:
+            await self.fleet.release(self.handle)
+            self.handle = None
+
+
+@dataclass
+class FleetLinks(Links):
+    """Links whose simulator and bridge belong to a Ray-placed worker: waiting for them relinks a lost one."""
+
+    worker: RayWorker | None = field(default=None, repr=False)
+
+    async def wait_alive(self, seconds: float = RESTART_WAIT) -> float:
+        t0 = trio.current_time()
+        if self.worker is not None and not (self.sim.alive and self.bridge.alive):
+            await self.worker.relink()
+        return trio.current_time() - t0 + await super().wait_alive(seconds)
