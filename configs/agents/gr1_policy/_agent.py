@@ -89,6 +89,11 @@ for steps, target in PLAN["waypoints"]:
             row[c] = round(a + (b - a) * k / steps, 6)
         rows.append(row)
     at = target
+if state["done"] == 0:  # what a script can receive: the 29 encoders, the egoview (no depth, no pose), the spec
+    seen = robot.observe(depth=True)
+    print("receives:", json.dumps({{"state": {{k: list(v.shape) for k, v in robot.state().items()}},
+                                    "cameras": {{c: {{k: list(v.shape) for k, v in f.items()}} for c, f in seen.items()}},
+                                    "action_dim": robot.spec()["action_dim"]}}))
 n = min(robot.steps_left(), len(rows) - state["done"])
 if n > 0:
     robot.step_many(rows[state["done"]:state["done"] + n])
