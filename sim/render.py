@@ -267,8 +267,13 @@ class SceneRenderer:
         return CameraFrame(camera=camera, rgb=rgb, depth=metres, K=K, T_world_camera=T)
 
     def close(self) -> None:
-        """Free the GL resources; a driver error while freeing is logged, never raised."""
-        for free in (self._context.free, self._gl.free):
+        """Free the GL resources; a driver error while freeing is logged, never raised.
+
+        mjr_freeContext deletes GL objects by id in whichever context is current: with a staged
+        scene's renderer built after this one, that would be the staged scene's textures and
+        framebuffer (its frames came out wrong), so this renderer's own context is made current first.
+        """
+        for free in (self._gl.make_current, self._context.free, self._gl.free):
             try:
                 free()
             except Exception as e:  # noqa: BLE001  (closing must always finish)

@@ -86,3 +86,29 @@ def test_the_rendering_device_is_reported(lift_panda):
         assert "llvmpipe" not in render.device(), render.device()
     else:
         assert "llvmpipe" in render.device()
+
+
+def test_closing_a_renderer_leaves_a_later_renderer_drawing_the_same_frame():
+    """A staged scene's renderer is built while the loaded one still exists, and the loaded one is closed
+    first: closing it must not free the later renderer's GL objects (mjr_freeContext works on the current
+    context). Seen: every trial after the first rendered wrong frames and the Lift demo failed."""
+    import mujoco
+    from roboswe.sim.render import SceneRenderer
+
+    model = mujoco.MjModel.from_xml_string("""
+    <mujoco><worldbody><light pos="0 0 2"/><camera name="cam" pos="0 -1 0.5" xyaxes="1 0 0 0 0.5 1"/>
+      <geom type="plane" size="1 1 0.1" rgba=".2 .6 .2 1"/><geom type="box" size=".1 .1 .1" pos="0 0 .1" rgba=".8 .1 .1 1"/>
+    </worldbody></mujoco>""")
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    state = {name: getattr(data, name).copy() for name in ("qpos", "qvel", "act", "mocap_pos", "mocap_quat")}
+    first, later = SceneRenderer(model, 64, 64), SceneRenderer(model, 64, 64)
+    for r in (first, later):
+        r.load_state(state)
+    before = later.render("cam", 64, 64, depth=True, calibration=False)
+    first.close()
+    after = later.render("cam", 64, 64, depth=True, calibration=False)
+    later.close()
+    assert before.rgb.std() > 0  # a real picture, not an empty buffer
+    np.testing.assert_array_equal(after.rgb, before.rgb)
+    np.testing.assert_array_equal(after.depth, before.depth)
