@@ -14,7 +14,13 @@ database:
 With more workers than free cores the trials slow each other down (the figures say by how
 much: compare mean trial wall); the speed-up is span(1) / span(N).
 
-Usage: .venv/bin/python benchmarks/fleet.py [--workers 1,2] [--series 4] [--trials 2] [-e bwrap|docker] [--json]
+With ``--ray ADDRESS`` each run places its workers on that Ray cluster (`roboswe run --ray`,
+``--ray-cpus`` per worker); ``--ray local`` starts a two-node cluster on loopback for the runs
+(tests/fleet/ray_cluster.py) and stops it after. The span then also holds the placement of each
+worker (its two processes' start-up on a node), which a local run does before its span begins.
+
+Usage: .venv/bin/python benchmarks/fleet.py [--workers 1,2] [--series 4] [--trials 2] [-e bwrap|docker]
+       [--ray ADDRESS|local] [--ray-cpus 1] [--json]
 """
 
 from __future__ import annotations
@@ -66,13 +72,14 @@ def admit_copies(work: Path, copies: int) -> tuple[Path, list[str]]:
     return path, ids
 
 
-def run_once(work: Path, admitted: Path, config: Path, workers: int, engine: str) -> dict:
+def run_once(work: Path, admitted: Path, config: Path, workers: int, engine: str, ray: str | None = None) -> dict:
     from roboswe.records.reader import RunReader
 
     run_dir = work / f"run-w{workers}"
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "roboswe.cli", "run", str(admitted), "--config", str(config),
-                           "--out", str(run_dir), "--no-verify", "-e", engine, "--workers", str(workers)],
+                           "--out", str(run_dir), "--no-verify", "-e", engine, "--workers", str(workers),
+                           *(["--ray", ray] if ray else [])],
                           check=False, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": "0"})
     command_wall = time.monotonic() - t0
     if proc.returncode != 0:
@@ -95,6 +102,8 @@ def main() -> int:
     parser.add_argument("--series", type=int, default=4, help="series in each run (copies of lift-panda)")
     parser.add_argument("--trials", type=int, default=2, help="trials per series")
     parser.add_argument("-e", "--engine", choices=["bwrap", "docker"], default="bwrap")
+    parser.add_argument("--ray", default=None, metavar="ADDRESS|local", help="place the workers on this Ray cluster")
+    parser.add_argument("--ray-cpus", type=float, default=1.0, help="CPUs each worker requests from Ray")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     counts = [int(w) for w in args.workers.split(",")]
@@ -103,23 +112,35 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="rs-bench-fleet-", dir="/tmp"))
     work.chmod(0o755)  # the bwrap sandbox user traverses it to reach the workspaces
+    cluster = None
     try:
         admitted, _ = admit_copies(work, args.series)
         config = work / "bench.toml"
         config.write_text((ROOT / "configs" / "runs" / "demo.toml").read_text()
-                          .replace("trials = 5", f"trials = {args.trials}"))
-        results = [run_once(work, admitted, config, w, args.engine) for w in counts]
+                          .replace("trials = 5", f"trials = {args.trials}")
+                          + (f"\n[fleet]\nray_cpus = {args.ray_cpus}\nray_memory_gib = 1.0\n" if args.ray else ""))
+        ray = args.ray
+        if ray == "local":
+            sys.path.insert(0, str(ROOT))
+            from tests.fleet.ray_cluster import LocalCluster
+
+            cluster = LocalCluster(head_cpus=max(counts), node_cpus=max(counts))
+            os.environ.update(cluster.env)
+            ray = cluster.address
+        results = [run_once(work, admitted, config, w, args.engine, ray) for w in counts]
     finally:
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
     base = results[0]["span_s"]
     for r in results:
         r["speedup"] = base / r["span_s"]
     if args.json:
         print(json.dumps({"cores": len(os.sched_getaffinity(0)), "series": args.series, "trials": args.trials,
-                          "runs": results}, indent=2))
+                          "ray": args.ray, "runs": results}, indent=2))
         return 0
     print(f"fleet: {args.series} series x {args.trials} trials of lift-panda (demo participant), sandbox {args.engine}, "
-          f"{len(os.sched_getaffinity(0))} cores")
+          f"{len(os.sched_getaffinity(0))} cores" + (f", Ray {args.ray} ({args.ray_cpus:g} CPU per worker)" if args.ray else ""))
     head = ("workers", "trials", "span s", "trials/h", "speed-up", "run wall s", "trial wall s", "overhead s",
             "share", "excl. load", "load s")
     print("| " + " | ".join(head) + " |")

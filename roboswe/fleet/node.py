@@ -28,6 +28,7 @@ import msgspec
 
 from roboswe.fleet.node_process import LIFELINE_ENV, endpoint_file
 
+WORKER_DIRS = "roboswe-worker"  # /tmp/roboswe-worker<N>-*: one per worker host on this node
 START_SECONDS = 120.0  # both processes bound (the bridge first sweeps orphaned sandboxes, up to 30 s)
 TOKEN_FILE = "fleet/node-check"  # in the run dir: proves a node sees the same directory
 
@@ -84,6 +85,26 @@ def check_node(spec: WorkerSpec, node_id: str) -> None:
                           "same shared directory at the same path on every node (workspaces live there)")
 
 
+def sweep_worker_dirs() -> None:
+    """Remove the directories of worker hosts on this node that are gone (killed with their raylet:
+    Ray kills a dead worker's child processes, so nothing of theirs removed the directory)."""
+    for d in Path("/tmp").glob(f"{WORKER_DIRS}*"):
+        try:
+            pid = int((d / "host.pid").read_text())
+        except (OSError, ValueError):
+            continue  # not one of ours, or still being made
+        if not _running(pid):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    # A zombie (a killed host nobody reaped yet) is gone too.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _node_ip() -> str:
     """The address this node joined the cluster with (`ray start --node-ip-address`), where its workers serve."""
     import ray
@@ -110,8 +131,10 @@ class WorkerHost:
         node_id = ray.get_runtime_context().get_node_id()
         check_node(spec, node_id)
         host = _node_ip()
-        self.dir = Path(tempfile.mkdtemp(prefix=f"roboswe-worker{spec.number}-", dir="/tmp"))
+        sweep_worker_dirs()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{WORKER_DIRS}{spec.number}-", dir="/tmp"))
         os.chmod(self.dir, 0o755)
+        (self.dir / "host.pid").write_text(str(os.getpid()))
         keys = self.dir / "keys"
         keys.mkdir(mode=0o700)
         _public_file, secret_file = zmq.auth.create_certificates(str(keys), "server")
@@ -189,3 +212,4 @@ class WorkerHost:
         """Stop both processes (the coordinator then kills the actor without restart)."""
         self._stopping = True
         self._stop()
+        sweep_worker_dirs()
