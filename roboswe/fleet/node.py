@@ -41,6 +41,7 @@ class WorkerSpec(msgspec.Struct, frozen=True, kw_only=True):
     run_token: str  # the content of RUN_DIR/fleet/node-check
     image_digest: str  # the head's sandbox image
     client_public_key: str  # the coordinator's CURVE public key (Z85), the only client admitted
+    head_boot_id: str  # the coordinator machine's /proc/sys/kernel/random/boot_id: is this node that machine?
     heartbeat_interval: float
     heartbeat_liveness: int
     log_level: str = "info"
@@ -83,6 +84,14 @@ def check_node(spec: WorkerSpec, node_id: str) -> None:
     if seen != spec.run_token:
         raise NodeRefused(f"node {node_id}: {token} is {seen!r} here, not the head's: the run directory must be the "
                           "same shared directory at the same path on every node (workspaces live there)")
+
+
+def boot_id() -> str:
+    """This machine's boot id: the same for every process of one host, different on another host."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def sweep_worker_dirs() -> None:
@@ -149,7 +158,10 @@ class WorkerHost:
         robot = f"ipc://{self.dir}/robot.sock"
         self.processes: dict[str, subprocess.Popen] = {}
         self._stopping = False
-        for kind, extra in (("simulator", ["--robot", robot]), ("sandbox_bridge", [])):
+        # A sized workspace is a loop mount on this machine: the coordinator, elsewhere, would write
+        # under it into the shared directory the sandbox no longer sees.
+        volumes = [] if boot_id() == spec.head_boot_id else ["--no-workspace-volume"]
+        for kind, extra in (("simulator", ["--robot", robot]), ("sandbox_bridge", volumes)):
             log = open(self.dir / f"{kind}.log", "ab")  # noqa: SIM115 - the child holds it
             self.processes[kind] = subprocess.Popen(
                 [sys.executable, "-m", "roboswe.fleet.node_process", kind, "--bind", f"tcp://{host}:0", *common, *extra],

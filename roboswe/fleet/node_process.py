@@ -94,6 +94,11 @@ async def _bridge(args: argparse.Namespace, curve) -> None:
                 task_status.started(self.server)
 
     server_curve = curve
+    if args.no_workspace_volume:
+        import roboswe.actors.sandbox_bridge as bridge_module
+
+        # The bridge asks this before mounting a trial's sized workspace; here the answer is no.
+        bridge_module.volume_available = lambda: "the worker runs on another host than the coordinator"
     transport = TransportConfig(endpoints={"sandbox_bridge": args.bind}, heartbeat_interval=args.heartbeat_interval,
                                 heartbeat_liveness=args.heartbeat_liveness)
     actor = NodeBridge("sandbox_bridge", args.dir, RunConfig(transport=transport), None)
@@ -109,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=Path, required=True, help="CURVE server keys admitting the coordinator")
     parser.add_argument("--heartbeat-interval", type=float, default=1.0)
     parser.add_argument("--heartbeat-liveness", type=int, default=5)
+    parser.add_argument("--no-workspace-volume", action="store_true",
+                        help="sandbox_bridge only: never mount a sized workspace (the coordinator is on another host)")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     args.name = args.kind

@@ -28,7 +28,7 @@ import trio
 
 from roboswe.actors import Actor, Client, CurveClientKeys, new_key_pair
 from roboswe.evaluation.peers import RESTART_WAIT, Bridge, Links, Recorder, Simulator
-from roboswe.fleet.node import TOKEN_FILE, Placement, WorkerHost, WorkerSpec
+from roboswe.fleet.node import TOKEN_FILE, Placement, WorkerHost, WorkerSpec, boot_id
 from roboswe.protocol import bridge as bridgep
 from roboswe.protocol import sim as simp
 
@@ -101,7 +101,8 @@ class RayFleet:
         token_path.write_text(token)
         transport = self.actor.config.transport
         self._spec = {"run_dir": str(self.actor.run_dir), "run_token": token, "image_digest": load_image().digest,
-                      "client_public_key": self.public.decode(), "heartbeat_interval": transport.heartbeat_interval,
+                      "client_public_key": self.public.decode(), "head_boot_id": boot_id(),
+                      "heartbeat_interval": transport.heartbeat_interval,
                       "heartbeat_liveness": max(transport.heartbeat_liveness, 5),
                       "log_level": self.actor.config.logging.level}
         self._host_class = ray.remote(WorkerHost)
