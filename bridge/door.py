@@ -200,7 +200,10 @@ class RobotDoor:
         if result.stopped == "trial_budget" and result.applied == 0:
             session.limit_hit = True
             return _error(LIMIT_REACHED, "the trial's control-step budget is used up"), []
-        cut = result.applied < len(rows)
+        # Cut: the script's budget trimmed the rows, or the trial's ran out under them. Not applied <
+        # len(rows): a family whose one row is not one control step (a MoveFlange waypoint spans many)
+        # may end a batch early on its own (a protective stop), which is no step limit.
+        cut = len(allowed) < len(rows) or result.stopped == "trial_budget"
         session.limit_hit |= cut
         values = result.values
         if values is None:  # a simulator older than StepResult.values: one more round trip

@@ -70,3 +70,29 @@ async def test_bad_actions_and_exhausted_budgets_never_reach_the_simulator():
     reply, _ = await _call(door, bp.Step(token=session.token, action=[0.1, 0, 0, 0]))
     assert isinstance(reply, Error) and reply.code == bp.LIMIT_REACHED
     assert robot.received == ["GetSpec", "Step"] and robot.control_step == 2
+
+
+class _OneActionScene(ToyRobot):
+    """A scene whose Step is one environment action over many control steps (as RoboPaint's MoveFlange),
+    here ended after one control step by its own rule (a protective stop), not by any budget."""
+
+    async def handle(self, decoded):
+        msg = decoded.message
+        if isinstance(msg, simp.Step) and len(msg.actions) > 1:
+            self.received.append("Step")
+            self.control_step += 1
+            return simp.StepResult(applied=1, control_step=self.control_step, sim_time=0.0,
+                                   steps_left=self.trial_steps - self.control_step, stopped="done",
+                                   values=self.state().values)
+        return await super().handle(decoded)
+
+
+async def test_a_batch_the_scene_ends_early_is_not_a_step_limit():
+    door = RobotDoor(_link(_OneActionScene()))
+    session = door.begin("s.py", bp.ScriptLimits(steps=50))
+    reply, _ = await _call(door, bp.StepMany(token=session.token, actions=[[0.1, 0, 0, 0]] * 4))
+    assert isinstance(reply, bp.StepReply) and reply.steps == 1 and not reply.limit_reached
+    assert not session.limit_hit  # the exec feedback would say "stopped at the script's steps limit"
+    session = door.begin("s.py", bp.ScriptLimits(steps=2))  # the script's budget trims the rows: that is a cut
+    reply, _ = await _call(door, bp.StepMany(token=session.token, actions=[[0.1, 0, 0, 0]] * 4))
+    assert reply.limit_reached and session.limit_hit
