@@ -255,7 +255,7 @@ class PaintBackend(TrialBookkeeping):
         stats = self.statistics()
         data = {"family": "paint", "scene": SCENE_VERSION, "seed": self.fingerprint.seed if self.fingerprint else None,
                 "goal": msgspec.to_builtins(self.manifest.paint.goal), "action_limit": self.manifest.paint.action_limit,
-                "actions_used": self.actions_used, "end": end, **round_evidence(self.action_log, self.results),
+                "actions_used": self.actions_used, "end": end, "told": self.told(), **round_evidence(self.action_log, self.results),
                 "canvas": None if self.saved is None else {
                     "sha256": self.saved.sha256, "shape": list(self.saved.shape), "ended_by": self.saved.ended_by,
                     "actions_used": self.saved.actions_used, "control_step": self.saved.control_step},
@@ -263,6 +263,25 @@ class PaintBackend(TrialBookkeeping):
                               "physics_seconds": round(stats.physics_seconds, 6), "render_seconds": round(stats.render_seconds, 6),
                               "frames_rendered": stats.frames_rendered, "observes": stats.observes}}
         return data, ({"canvas.png": self.saved.png} if self.saved is not None else {})
+
+    def told(self) -> str:
+        """What a direct-action participant is told of its last MoveFlange (no paper, pigment or brush figures)."""
+        if not self.results or self.action_log[-1]["kind"] != "move_flange":
+            return ""
+        r, n = self.results[-1], len(self.action_log[-1]["waypoints"])
+        head = f"MoveFlange action {r.action_index + 1} of {self.manifest.paint.action_limit}: "
+        if not r.accepted:
+            text = head + f"{r.detail} It counts as an action."
+        else:
+            rep = r.report
+            text = head + f"{rep.waypoints_completed} of {n} waypoints in {rep.control_steps} control steps ({rep.sim_time:.2f} s)."
+            if rep.protective_stop is not None:
+                text += (f" Protective stop at waypoint {rep.protective_stop.waypoint_index}: contact force "
+                         f"{rep.protective_stop.force_n:.1f} N exceeded {pc.PROTECTIVE_STOP_N:g} N; the rest of the batch did not run.")
+        text += f" {r.actions_left} actions left."
+        if r.saved is not None:
+            text += " The action limit is reached: the canvas is saved and the round ends."
+        return text
 
     def canvas(self) -> np.ndarray:
         return self.rig.canvas.rgb()
