@@ -14,13 +14,21 @@ exactly as a script's steps (roboswe/evaluation/actions.py). Another family offe
 action tools by subclassing ActionOperation with its tag and fields (``chunk()`` maps them to
 action rows), adding the class to ``AnyOperation``, ``OperationName`` and ``OPERATIONS``, and
 naming a tool set in ``INTERFACES``; execution, records and replay need nothing more.
+
+A family whose environment action spans many control steps sets ``one_action = True`` on its
+operation: the whole chunk is then ONE simulator ``Step`` (the scene runs it over as many control
+steps as it takes), never cut by the decisions track's prefix K, and a chunk the scene rejects is
+still an action it took (replayed, so the scene's own action log agrees). RoboPaint's ``paint``
+tool set is the example: ``move_flange`` (one MoveFlange of 1-32 timed waypoints, a chunk of
+8-vectors ``[x, y, z, qx, qy, qz, qw, duration_s]``) and ``submit_painting`` (a ``Finish``: the
+paint scene saves and submits the canvas when the trial ends by it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -73,6 +81,10 @@ class Wait(Operation, tag="wait"):
 class ActionOperation(Operation):
     """A direct-action tool: the trial executes ``chunk()`` through the simulator (no sandbox)."""
 
+    # False: one native control step per action row (act). True: the chunk is ONE environment
+    # action sent whole in one simulator Step, spanning many control steps (move_flange).
+    one_action: ClassVar[bool] = False
+
     def chunk(self) -> list[list[float]]:
         raise NotImplementedError
 
@@ -89,6 +101,29 @@ class Act(ActionOperation, tag="act"):
         return self.actions
 
 
+class FlangeWaypoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One timed MoveFlange waypoint (robot-base frame)."""
+
+    position: Annotated[list[float], msgspec.Meta(
+        min_length=3, max_length=3, description="Flange position [x, y, z] in robot-base metres (x right, y forward, z up).")]
+    quaternion_xyzw: Annotated[list[float], msgspec.Meta(
+        min_length=4, max_length=4, description="Flange orientation as a unit quaternion [x, y, z, w].")]
+    duration_s: Annotated[float, msgspec.Meta(
+        description="Seconds to move from the previous target to this waypoint (at least 0.08).")]
+
+
+class MoveFlange(ActionOperation, tag="move_flange"):
+    """One environment action: move the robot flange through 1-32 timed waypoints (batch total at most 20 s), executed by the task's own controller. An invalid batch is rejected whole, naming the waypoint and the rule (never clipped), and still counts as an action. The result is the scene's report and the observation after it."""
+
+    one_action: ClassVar[bool] = True
+
+    waypoints: Annotated[list[FlangeWaypoint], msgspec.Meta(
+        min_length=1, description="1 to 32 waypoints, in order; the limits are in your instructions.")]
+
+    def chunk(self) -> list[list[float]]:
+        return [[*w.position, *w.quaternion_xyzw, w.duration_s] for w in self.waypoints]
+
+
 class SearchHistory(Operation, tag="search_history"):
     """Literal search over conversation turns removed from the active context."""
 
@@ -101,17 +136,24 @@ class Finish(Operation, tag="finish"):
     reason: Annotated[str, msgspec.Meta(description="Why the trial is finished, in one sentence.")] = ""
 
 
-AnyOperation = WriteFile | ReadFile | ListFiles | Exec | Observe | Wait | Act | SearchHistory | Finish
+class SubmitPainting(Finish, tag="submit_painting"):
+    """Submit the painting: the canvas is saved as it is now and the round (this trial) ends."""
 
-OperationName = Literal["write_file", "read_file", "list_files", "exec", "observe", "wait", "act", "search_history",
-                        "finish"]
+    reason: Annotated[str, msgspec.Meta(description="Optional: a note on the painting, in one sentence.")] = ""
+
+
+AnyOperation = (WriteFile | ReadFile | ListFiles | Exec | Observe | Wait | Act | MoveFlange | SearchHistory | Finish
+                | SubmitPainting)
+
+OperationName = Literal["write_file", "read_file", "list_files", "exec", "observe", "wait", "act", "move_flange",
+                        "search_history", "finish", "submit_painting"]
 """The tool names, one per operation (each operation Struct's tag)."""
 
 Role = Literal["user", "assistant"]
 
 OPERATIONS: dict[str, type[Operation]] = {
     cls.__struct_config__.tag: cls  # type: ignore[misc]
-    for cls in (WriteFile, ReadFile, ListFiles, Exec, Observe, Wait, Act, SearchHistory, Finish)
+    for cls in (WriteFile, ReadFile, ListFiles, Exec, Observe, Wait, Act, MoveFlange, SearchHistory, Finish, SubmitPainting)
 }
 """Tool name -> operation Struct, in the order tools are offered."""
 
@@ -120,13 +162,15 @@ SEARCH_HISTORY = "search_history"
 ACTION_OPERATIONS: frozenset[str] = frozenset(n for n, c in OPERATIONS.items() if issubclass(c, ActionOperation))
 """The direct-action tool names (executed through the simulator, replayed from their chunk)."""
 
-Interface = Literal["code", "actions"]
+Interface = Literal["code", "actions", "paint"]
 
 INTERFACES: dict[str, tuple[str, ...]] = {
     # The coding agent: scripts drive the robot through `import robot` in the sandbox.
     "code": ("write_file", "read_file", "list_files", "exec", "observe", "wait", "search_history", "finish"),
     # A policy (or a model acting directly): action chunks; workspace files stay available as notes.
     "actions": ("act", "observe", "write_file", "read_file", "list_files", "search_history", "finish"),
+    # RoboPaint (seed 004) acting directly: MoveFlange batches, notes in the workspace, submit.
+    "paint": ("move_flange", "observe", "write_file", "read_file", "list_files", "search_history", "submit_painting"),
 }
 """Interface name -> the tool names it offers (in OPERATIONS order when offered)."""
 
@@ -155,19 +199,35 @@ def _strip_nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _object_schema(body: dict[str, Any], defs: dict[str, Any], drop: str | None = None) -> dict[str, Any]:
+    props = {k: _inline(v, defs) for k, v in _strip_nullable(body).items() if k != drop}
+    out: dict[str, Any] = {"type": "object", "properties": props,
+                           "required": [r for r in body.get("required", []) if r != drop], "additionalProperties": False}
+    if body.get("description"):
+        out["description"] = body["description"]
+    return out
+
+
+def _inline(schema: Any, defs: dict[str, Any]) -> Any:
+    # Nested Structs (a MoveFlange waypoint) come as "$ref"s into msgspec's "$defs"; a tool's
+    # parameters travel alone, so each is inlined as a closed object (no $ref for a provider to resolve).
+    if isinstance(schema, list):
+        return [_inline(s, defs) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return {**_object_schema(defs[ref.removeprefix("#/$defs/")], defs),
+                **{k: v for k, v in schema.items() if k != "$ref"}}
+    return {k: _inline(v, defs) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+
+
 def tool_parameters(cls: type[Operation]) -> dict[str, Any]:
-    """The JSON schema of an operation's arguments (the object a tool call carries)."""
+    """The JSON schema of an operation's arguments (the object a tool call carries), self-contained."""
     (component,), defs = msgspec.json.schema_components([cls])
-    body = defs[cls.__name__]
-    tag_field = cls.__struct_config__.tag_field
-    props = _strip_nullable(body)
-    props.pop(tag_field, None)
-    return {
-        "type": "object",
-        "properties": props,
-        "required": [r for r in body.get("required", []) if r != tag_field],
-        "additionalProperties": False,
-    }
+    out = _object_schema(defs[cls.__name__], defs, drop=cls.__struct_config__.tag_field)
+    out.pop("description", None)  # the tool's own description says it
+    return out
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):

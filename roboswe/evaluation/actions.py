@@ -14,13 +14,22 @@ tool. Any ``ActionOperation`` (protocol/participant.py) is executed here the sam
 3. After each control the success status is read; the chunk stops at the first completed
    success interval or at the trial's control-step cap, mid-chunk if need be.
 
-A replay (roboswe/evaluation/verify.py) re-parses the recorded operation, takes the first
-``executed`` actions of its chunk and steps them in one request: same actions, same physics.
+A chunk that is ONE environment action (``one_action``: RoboPaint's MoveFlange, whose rows are
+its waypoints) takes steps 1 and 3 the same way, but step 2 is a single ``Step`` of the whole
+chunk: the scene runs it over as many control steps as it takes (a protective stop may end it
+early), and the decisions track's K does not cut it. If the scene rejects it (its own rules,
+e.g. a speed limit), the scene still took it as an action: it is recorded as acted
+(``invalid_action``) and replayed, unlike a chunk the check in step 1 refused, which never
+reached the scene.
 
-To offer another family's action tools (e.g. a painting robot's flange moves), subclass
-``ActionOperation`` in protocol/participant.py with its tag and fields and a ``chunk()`` that
-maps them to action rows, add it to the operation union and a tool set in ``INTERFACES``;
-this module, the records and the replay then handle it unchanged.
+A replay (roboswe/evaluation/verify.py) re-parses the recorded operation, takes the first
+``executed`` actions of its chunk (a one-action chunk: all of it, even a rejected one) and steps
+them in one request: same actions, same physics.
+
+To offer another family's action tools, subclass ``ActionOperation`` in protocol/participant.py
+with its tag and fields and a ``chunk()`` that maps them to action rows, add it to the operation
+union and a tool set in ``INTERFACES``; this module, the records and the replay then handle it
+unchanged.
 """
 
 from __future__ import annotations
@@ -38,10 +47,18 @@ class ChunkRun:
 
     requested: int
     executable: int
-    executed: int = 0
+    executed: int = 0  # actions run (a one-action chunk: all its rows once the scene accepted it)
+    controls: int = 0  # control steps the chunk ran
     stopped: str = "done"  # done | success | trial_budget | invalid_action
     problem: str = ""  # the refusal or the simulator's rejection, naming the component
     status: simp.SuccessStatus | None = None
+    one_action: bool = False
+    sent: bool = False  # the scene received the chunk (a one-action chunk it rejected is still its action)
+
+    @property
+    def refused(self) -> bool:
+        """Nothing took effect: the check refused the chunk, or the scene rejected a per-control chunk's first action."""
+        return bool(self.problem) and not self.executed and not (self.one_action and self.sent)
 
 
 def executable_prefix(chunk: list[list[float]], prefix: int | None) -> list[list[float]]:
@@ -49,14 +66,18 @@ def executable_prefix(chunk: list[list[float]], prefix: int | None) -> list[list
     return chunk[:prefix] if prefix else chunk
 
 
-async def run_chunk(sim: Simulator, spec: simp.TaskSpec, chunk: list[list[float]], prefix: int | None) -> ChunkRun:
-    """Check the chunk, then execute its prefix one control step per action (see the module docs)."""
-    rows = executable_prefix(chunk, prefix)
-    run = ChunkRun(requested=len(chunk), executable=len(rows))
+async def run_chunk(sim: Simulator, spec: simp.TaskSpec, chunk: list[list[float]], prefix: int | None, *,
+                    one_action: bool = False) -> ChunkRun:
+    """Check the chunk, then execute its prefix one control step per action, or (``one_action``) the
+    whole chunk as one environment action (see the module docs)."""
+    rows = chunk if one_action else executable_prefix(chunk, prefix)
+    run = ChunkRun(requested=len(chunk), executable=len(rows), one_action=one_action)
     problem = check_actions(chunk, spec)
     if problem:
         run.stopped, run.problem = "invalid_action", problem
         return run
+    if one_action:
+        return await _run_one_action(sim, run, rows)
     for row in rows:
         result = await step(sim, [row])
         if result.stopped == "invalid_action":
@@ -64,6 +85,7 @@ async def run_chunk(sim: Simulator, spec: simp.TaskSpec, chunk: list[list[float]
             run.problem = result.error.detail if result.error else "the simulator rejected the action"
             break
         run.executed += result.applied
+        run.controls += result.applied
         if result.applied == 0:
             run.stopped = "trial_budget"
             break
@@ -74,6 +96,22 @@ async def run_chunk(sim: Simulator, spec: simp.TaskSpec, chunk: list[list[float]
         if result.stopped == "trial_budget" or result.steps_left == 0:
             run.stopped = "trial_budget"
             break
+    return run
+
+
+async def _run_one_action(sim: Simulator, run: ChunkRun, rows: list[list[float]]) -> ChunkRun:
+    result = await step(sim, rows)
+    run.sent, run.controls = True, result.applied
+    if result.stopped == "invalid_action":
+        run.stopped = "invalid_action"
+        run.problem = result.error.detail if result.error else "the scene rejected the action"
+    else:
+        run.executed = len(rows)
+        if result.stopped == "trial_budget" or result.steps_left == 0:
+            run.stopped = "trial_budget"
+    run.status = await sim.success()
+    if run.status.achieved and run.stopped == "done":
+        run.stopped = "success"
     return run
 
 

@@ -85,6 +85,11 @@ class Acted(msgspec.Struct, frozen=True, kw_only=True):
     ``done`` (the executed prefix ran), ``success`` (the success interval completed mid-chunk),
     ``trial_budget`` (the control-step cap) or ``invalid_action`` (the simulator refused one).
     A chunk refused before any physics is recorded as ``Refused`` instead.
+
+    A ``one_action`` chunk (move_flange) is one environment action over many control steps:
+    ``executed`` is all its rows once the scene accepted it, ``controls`` the control steps it
+    ran; one the scene rejected (``stopped = invalid_action``, ``executed = 0``) is still recorded
+    here, not as ``Refused``: the scene counted it, so the replay sends it again.
     """
 
     requested: int  # actions in the chunk
@@ -94,6 +99,8 @@ class Acted(msgspec.Struct, frozen=True, kw_only=True):
     step_start: int
     success_after: bool = False
     call: int = 0  # the participant call (0-based decision index) that answered this chunk
+    controls: int = 0  # control steps the chunk ran
+    one_action: bool = False  # the chunk was one environment action (sent whole in one Step)
 
 
 class Searched(msgspec.Struct, frozen=True, kw_only=True):

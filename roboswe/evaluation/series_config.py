@@ -13,6 +13,11 @@ see roboswe/evaluation/actions.py) and the budget track are chosen here too. Two
   the first ``action_prefix`` K actions of its chunk, so D x K control steps at most; identity
   ``.../decision-D-prefix-K/v1``. The default for ``actions`` (D = 200, K = 5), ``actions`` only.
 
+A family whose environment actions are its own tools has its own interface (``paint``: RoboPaint's
+move_flange / submit_painting, seed 004) and is offered only that and ``code`` (``FAMILY_INTERFACES``):
+the generic ``act`` would send each waypoint as its own MoveFlange, another protocol. Its
+action limit is the family's (96 MoveFlange per round), so it runs on the horizon track.
+
 The identity comes from the task family's contract where it has one (GR1 tabletop:
 configs/contracts/gr1-tabletop.toml), else ``<family>/control-N/v2`` or
 ``<family>/decision-D-prefix-K/v1``. Every series records it with its budgets.
@@ -31,6 +36,10 @@ PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 
 DEFAULT_DECISION_CALLS = 200  # the seed's historical D
 DEFAULT_ACTION_PREFIX = 5  # and K
+
+
+# Family -> the interfaces it takes; an interface named here is that family's alone.
+FAMILY_INTERFACES: dict[str, tuple[str, ...]] = {"paint": ("code", "paint")}
 
 
 class BudgetLoosened(ValueError):
@@ -53,7 +62,7 @@ class SeriesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     script_steps: PositiveInt | None = None
     script_seconds: PositiveFloat | None = None
     verify: bool = True  # replay every series right after it ends
-    interface: Literal["code", "actions"] = "code"
+    interface: Literal["code", "actions", "paint"] = "code"
     budget_mode: Literal["horizon", "decisions"] | None = None  # None: horizon for code, decisions for actions
     control_step_cap: PositiveInt | None = None  # horizon: N (sets trial_steps)
     decision_calls: PositiveInt | None = None  # decisions: D
@@ -77,8 +86,10 @@ class Budgets(msgspec.Struct, frozen=True, kw_only=True):
 def effective_budgets(config: SeriesConfig, manifest: TaskManifest) -> Budgets:
     """The manifest's budgets, tightened by the config, under the config's track.
 
-    Raises BudgetLoosened naming the key, TrackRefused for a setting the track does not take.
+    Raises BudgetLoosened naming the key, TrackRefused for a setting the track does not take or an
+    interface the task's family does not offer.
     """
+    check_interface(config.interface, manifest)
     track = config.budget_mode or ("decisions" if config.interface == "actions" else "horizon")
     calls = prefix = None
     trial_steps = config.trial_steps
@@ -123,6 +134,18 @@ def effective_budgets(config: SeriesConfig, manifest: TaskManifest) -> Budgets:
     identity = track_identity(manifest, track, cap=out["trial_steps"], calls=calls, prefix=prefix)
     return Budgets(**out, interface=config.interface, track=track, decision_calls=calls, action_prefix=prefix,
                    identity=identity)
+
+
+def check_interface(interface: str, manifest: TaskManifest) -> None:
+    """Raises TrackRefused when the task's family does not take ``interface`` (``FAMILY_INTERFACES``)."""
+    family = manifest.upstream.package
+    offered = FAMILY_INTERFACES.get(family)
+    owner = next((f for f, names in FAMILY_INTERFACES.items() if interface in names and interface != "code"), None)
+    if offered is not None and interface not in offered:
+        raise TrackRefused(f"task {manifest.id!r} ({family}) takes [series] interface = {' or '.join(map(repr, offered))}, "
+                           f"not {interface!r}")
+    if owner is not None and owner != family:
+        raise TrackRefused(f"[series] interface = {interface!r} is the {owner} family's; task {manifest.id!r} is {family}")
 
 
 def track_identity(manifest: TaskManifest, track: str, *, cap: int, calls: int | None, prefix: int | None) -> str:

@@ -546,12 +546,14 @@ class TrialRunner:
     async def _act(self, op: ActionOperation) -> OpResult:
         """Execute a chunk through the simulator (roboswe/evaluation/actions.py); the result is the observation after it."""
         assert self.spec is not None
-        call, step_start = self.decisions - 1, self.control_step
+        call, step_start, name, one = self.decisions - 1, self.control_step, operation_name(op), type(op).one_action
         await self._sim_compute_since()
-        run = await run_chunk(self.links.sim, self.spec, op.chunk(), self.plan.budgets.action_prefix)
+        run = await run_chunk(self.links.sim, self.spec, op.chunk(), self.plan.budgets.action_prefix, one_action=one)
         self.timing["script_sim"] += await self._sim_compute_since()
-        if run.problem and not run.executed:
-            text = f"act refused, nothing executed: {run.problem}"
+        if run.refused:
+            text = f"{name} refused, nothing executed: {run.problem}"
+            if one:  # the harness's own check: the scene never saw it
+                text += " (rows are the waypoints as [x, y, z, qx, qy, qz, qw, duration_s]; not sent, not counted as an action)"
             if self.control_step:  # the sim may have rejected a row after none ran; keep the trace current
                 await self._after_motion()
             return OpResult(text=text, error=True, feedback=Refused(error=run.problem))
@@ -560,18 +562,37 @@ class TrialRunner:
         status = await self._after_motion()
         if status.achieved and self.first_success is None:
             self.first_success = (status.achieved_step, call)
-        lines = [f"executed {run.executed} of {run.requested} actions" +
-                 (f" (at most the first {run.executable} run per call)" if run.executable < run.requested else "") +
-                 f"; stopped: {run.stopped}; control step {status.control_step} of {self.plan.budgets.trial_steps}"]
-        if run.problem:
-            lines.append(f"action {run.executed} was rejected: {run.problem}")
+        if one:
+            lines = [f"{name}: one action of {run.requested} rows; {run.controls} control steps ran; stopped: {run.stopped}; "
+                     f"control step {status.control_step} of {self.plan.budgets.trial_steps}"]
+            lines.append(await self._scene_account() or (f"rejected: {run.problem}" if run.problem else ""))
+        else:
+            lines = [f"executed {run.executed} of {run.requested} actions" +
+                     (f" (at most the first {run.executable} run per call)" if run.executable < run.requested else "") +
+                     f"; stopped: {run.stopped}; control step {status.control_step} of {self.plan.budgets.trial_steps}"]
+            if run.problem:
+                lines.append(f"action {run.executed} was rejected: {run.problem}")
         result = await self._observe(None, False)
         lines.append(result.text)
-        return OpResult(text="\n".join(lines), error=bool(run.problem), images=result.images,
+        return OpResult(text="\n".join(line for line in lines if line), error=bool(run.problem), images=result.images,
                         feedback=Acted(requested=run.requested, executable=run.executable, executed=run.executed,
                                        stopped=run.stopped, step_start=step_start, success_after=status.achieved,
-                                       call=call),
+                                       call=call, controls=run.controls, one_action=one),
                         step_end=status.control_step, success=status.achieved)
+
+    async def _scene_account(self) -> str:
+        """The family's own words on the action just taken (its task record's ``told``, read only), if it keeps one.
+
+        The family decides what the participant may learn (RoboPaint: the rejection's rule and
+        waypoint, waypoints completed, a protective stop, actions left; no paper or pigment figures).
+        """
+        try:
+            data, _ = await self.links.sim.task_record(None)
+        except RemoteError as e:
+            log.warning("scene_account_unavailable", trial=self.trial_id, code=e.error.code, detail=e.error.detail)
+            return ""
+        told = data.get("told") if isinstance(data, dict) else None
+        return told if isinstance(told, str) else ""
 
     async def _search(self, query: str) -> OpResult:
         if not self.offered_search:

@@ -3,7 +3,9 @@
 For each ended trial: restore its starting checkpoint into an empty directory (the
 manifest is validated first; this trusted step runs here, never in the sandbox), load a
 fresh scene, check its fingerprint, open a sandbox with the same backend and image, and
-re-run the recorded writes, execs and waits in order. Per exec the replay is compared
+re-run the recorded writes, execs, waits and action chunks in order (a chunk that was one
+environment action, e.g. a MoveFlange, is re-sent whole even when the scene rejected it: the
+scene counted it; one the harness's own check refused never reached the scene and is skipped). Per exec the replay is compared
 with the record (control steps, exit status, stdout/stderr digests, limit); at the end,
 whether success was reached over the same control-step interval. A family that keeps its
 own record of the trial (task_record.py; RoboPaint's action log and canvas) is checked twice:
@@ -198,12 +200,18 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
                 if differs and not first:
                     first = (f"operation {op.seq} exec {op.arguments['path']}: " +
                              ", ".join(f"{k} {agree[k][0]!r} vs {agree[k][1]!r}" for k in differs))
+            case Acted(one_action=True) as acted:  # one environment action: the whole chunk, accepted or rejected
+                chunk = _recorded_chunk(op)
+                result = await step(links.sim, chunk)
+                rejected = [acted.stopped == "invalid_action", result.stopped == "invalid_action"]
+                detail.setdefault("chunks", []).append({"seq": op.seq, "controls": [acted.controls, result.applied],
+                                                        "rejected": rejected})
+                if (result.applied != acted.controls or rejected[0] != rejected[1]) and not first:
+                    first = (f"operation {op.seq} {op.operation}: {acted.controls} control steps "
+                             f"({'rejected' if rejected[0] else 'accepted'}) vs {result.applied} "
+                             f"({'rejected' if rejected[1] else 'accepted'})")
             case Acted(executed=executed) if executed:  # the chunk's executed actions, in one Step
-                try:
-                    chunk = parse_operation(op.operation, op.arguments).chunk()  # type: ignore[attr-defined]
-                except InvalidOperation as e:
-                    raise ReplayError(f"operation {op.seq}: {e}") from None
-                result = await step(links.sim, executable_prefix(chunk, executed))
+                result = await step(links.sim, executable_prefix(_recorded_chunk(op), executed))
                 detail.setdefault("chunks", []).append({"seq": op.seq, "executed": [executed, result.applied]})
                 if result.applied != executed and not first:
                     first = f"operation {op.seq} {op.operation}: executed {executed} vs {result.applied}"
@@ -214,6 +222,14 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
                     first = f"operation {op.seq} wait: applied {applied} vs {result.applied}"
         await _collect_states(links, detail)
     return first
+
+
+def _recorded_chunk(op: rec.OperationRecord) -> list[list[float]]:
+    """The action rows of a recorded direct-action operation (re-parsed from its arguments)."""
+    try:
+        return parse_operation(op.operation, op.arguments).chunk()  # type: ignore[attr-defined]
+    except InvalidOperation as e:
+        raise ReplayError(f"operation {op.seq}: {e}") from None
 
 
 async def _collect_states(links: Links, detail: dict[str, Any]) -> None:
