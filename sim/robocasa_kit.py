@@ -266,36 +266,66 @@ def kit_style() -> dict:
 
 
 def write_kit(root: str | Path, *, package: Path | None = None) -> Path:
-    """Write the placeholder asset root at ``root`` unless a complete one is there; returns it. Raises KitError.
+    """Write the placeholder asset root at ``root`` unless a current one is there; returns it. Raises KitError.
 
     Deterministic (the same RoboCasa package gives the same files) and safe to call from
     several processes at once: the kit is written to a private folder and renamed into place.
+    A kit written by another generator (an older roboswe, another RoboCasa install) is
+    replaced: the default kit lives in a cache that outlives code changes, and a stale one
+    once kept a microwave door that the shell pushed open, so OpenMicrowave passed by
+    holding still.
     """
     root = Path(root).resolve()
     package = package or robocasa_package_dir()
-    if is_kit(root):
+    generator = generator_digest(package)
+    if _marker(root).get("generator") == generator:
         return root
+    if root.exists() and not is_kit(root) and (not root.is_dir() or any(root.iterdir())):
+        raise KitError(f"{root} exists and is not a RoboCasa kit; choose an empty or new folder for the kit")
     shipped = package / "models" / "assets"
     if not shipped.is_dir():
         raise KitError(f"{shipped} does not exist; is praxis-robocasa installed correctly?")
     staging = root.with_name(f"{root.name}.partial-{os.getpid()}")
+    stale = root.with_name(f"{root.name}.stale-{os.getpid()}")
     try:
         shutil.rmtree(staging, ignore_errors=True)
-        _write(staging, package, shipped)
+        _write(staging, package, shipped, generator)
         root.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.rename(staging, root)
         except OSError:
-            if not is_kit(root):  # another process won the rename only if it left a complete kit
-                raise
+            if _marker(root).get("generator") != generator:  # not another process's current kit: a stale one
+                try:
+                    os.rename(root, stale)
+                except FileNotFoundError:
+                    pass
+                try:
+                    os.rename(staging, root)
+                except OSError:
+                    if _marker(root).get("generator") != generator:  # another process won with a current kit
+                        raise
     except OSError as e:
         raise KitError(f"cannot write the RoboCasa kit at {root}: {e}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(stale, ignore_errors=True)
     return root
 
 
-def _write(root: Path, package: Path, shipped: Path) -> None:
+def generator_digest(package: Path) -> str:
+    """What a kit's files follow from: this generator's source and the RoboCasa package it reads and links."""
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version("praxis-robocasa")
+    except importlib.metadata.PackageNotFoundError:
+        version = ""
+    h = hashlib.sha256(f"{KIT_FORMAT}\0{Path(package).resolve()}\0{version}\0".encode())
+    h.update(Path(__file__).read_bytes())
+    return h.hexdigest()
+
+
+def _write(root: Path, package: Path, shipped: Path, generator: str) -> None:
     root.mkdir(parents=True)
     # shipped assets: link the top-level folders, and each fixture folder (the kit adds fixture folders)
     for entry in sorted(shipped.iterdir()):
@@ -320,11 +350,18 @@ def _write(root: Path, package: Path, shipped: Path) -> None:
     microwave = root / _MICROWAVE_DEFAULT / "model.xml"
     microwave.parent.mkdir(parents=True, exist_ok=True)
     microwave.write_text(MICROWAVE_XML)
-    marker = {"format": KIT_FORMAT, "assets": "placeholder", "robocasa_package": str(package),
+    marker = {"format": KIT_FORMAT, "assets": "placeholder", "robocasa_package": str(package), "generator": generator,
               "textures": len(textures), "object_categories": len(categories)}
     (root / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")  # written last: marks a complete kit
 
 
 def is_kit(root: str | Path) -> bool:
-    """Whether an asset root is a placeholder kit written by ``write_kit``."""
+    """Whether an asset root is a placeholder kit written by ``write_kit`` (of any generator)."""
     return (Path(root) / MARKER).is_file()
+
+
+def _marker(root: Path) -> dict:
+    try:
+        return json.loads((root / MARKER).read_text())
+    except (OSError, ValueError):
+        return {}

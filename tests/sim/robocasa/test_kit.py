@@ -10,6 +10,8 @@ import sys
 import zlib
 from pathlib import Path
 
+import pytest
+
 from roboswe.sim import robocasa_kit
 
 
@@ -77,6 +79,26 @@ def test_two_processes_writing_the_same_kit_at_once_leave_one_complete_kit(tmp_p
     assert [r[0].strip() for r in results] == ["ok"] * 3, [r[1][-500:] for r in results]
     assert robocasa_kit.is_kit(tmp_path / "kit")
     assert [p.name for p in tmp_path.iterdir()] == ["kit"]  # no staging folders left behind
+
+
+def test_a_kit_from_another_generator_is_replaced_and_a_foreign_folder_refused(tmp_path):
+    """The default kit lives in a cache that outlives code changes: a stale one (here: the old
+    microwave whose door touched its shell) must not be served as if current."""
+    kit = robocasa_kit.write_kit(tmp_path / "kit")
+    marker = json.loads((kit / robocasa_kit.MARKER).read_text())
+    assert marker["generator"] == robocasa_kit.generator_digest(robocasa_kit.robocasa_package_dir())
+    microwave = kit / "fixtures" / "microwaves" / "Microwave011" / "model.xml"
+    microwave.write_text(robocasa_kit.MICROWAVE_XML.replace('pos="-0.24 -0.196 0"', 'pos="-0.24 -0.18 0"'))
+    (kit / robocasa_kit.MARKER).write_text(json.dumps({**marker, "generator": "older"}))
+    assert robocasa_kit.write_kit(tmp_path / "kit") == kit
+    assert microwave.read_text() == robocasa_kit.MICROWAVE_XML
+    assert json.loads((kit / robocasa_kit.MARKER).read_text()) == marker
+    assert [p.name for p in tmp_path.iterdir()] == ["kit"]  # the stale kit and the staging folder are gone
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("not a kit")
+    with pytest.raises(robocasa_kit.KitError, match="not a RoboCasa kit"):
+        robocasa_kit.write_kit(tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "not a kit"
 
 
 def test_kit_layout_is_a_fresh_dict_each_time():

@@ -69,3 +69,17 @@ def test_success_needs_the_predicate_held_without_a_break(scenes):
     sim.wait(sim.manifest.success.interval - 1)
     record = sim.success()
     assert not record.achieved and record.longest_run == sim.manifest.success.interval - 1
+
+
+def test_holding_still_leaves_the_microwave_closed_and_open_microwave_unsolved(scenes):
+    """The stand-in's door is clear of its shell: a kit whose door touched the shell (a stale cached
+    kit did) swung it open in ~60 held steps, so admission found OpenMicrowave solved by holding still."""
+    sim = scenes("OpenMicrowave")
+    sim.reset(0)
+    sim.wait(100)
+    assert sim.env.fxtr.is_closed(sim.env)  # RoboCasa's own threshold: at most 0.5 % of the door's range
+    record = sim.success()
+    assert not record.achieved and record.longest_run == 0
+    sim.env.fxtr.open_door(env=sim.env)  # still solvable: the open door is what the predicate reads
+    sim.env.sim.forward()
+    assert sim.env._check_success()
