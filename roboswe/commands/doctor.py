@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RENDER_TIMEOUT_S = 90.0  # a loaded 2-core machine needs seconds just to import mujoco and make an EGL context
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromedriver")  # what the viewer tests drive
 KEY_VARIABLES = {k: _providers.provider_entry(k).key_env for k in _providers.hosted_kinds()}  # from the registry
-ASSET_VARIABLES = {"RoboCasa assets": "ROBOCASA_ASSETS", "GR1 assets": "GR1_ASSETS"}
+ASSET_VARIABLES = {"GR1 assets": "GR1_ASSETS"}  # RoboCasa's have their own lookup (check_robocasa_assets)
 
 
 class Check(msgspec.Struct, frozen=True, kw_only=True):
@@ -251,6 +251,34 @@ def check_assets(label: str, variable: str, environ: Mapping[str, str]) -> Check
     return Check(check=label, status="ok", detail=f"{variable}={value}")
 
 
+def check_robocasa_assets(environ: Mapping[str, str]) -> Check:
+    """Where RoboCasa's assets are found, by the lookup the backend and `roboswe assets robocasa` use, and what is missing."""
+    from roboswe.sim import robocasa_assets as ra
+    from roboswe.sim.robocasa_kit import is_kit
+
+    label, fix = "RoboCasa assets", "`roboswe assets robocasa --path DIR` (or export ROBOCASA_ASSETS=DIR) after RoboCasa's download"
+    root, source = ra.resolve_root(environ=environ)
+    if root is None:
+        return Check(check=label, status="absent", fix="pip install praxis-robocasa==1.0.0, then download RoboCasa's assets",
+                     detail="RoboCasa is not installed and nothing names an asset root; robosuite and kit tasks need none")
+    where = f"{root} ({source})"
+    if not root.is_dir():
+        return Check(check=label, status="warn", detail=f"{where} is not a directory", fix=fix)
+    if is_kit(root):
+        return Check(check=label, status="warn", detail=f"{where} is roboswe's placeholder kit, not RoboCasa's assets",
+                     fix=fix + "; kit tasks find their kit by themselves")
+    # What the catalogue's task classes need with RoboCasa's default object registries.
+    by_part = [(p, m) for p, m in ra.missing_by_part(root, ra.parts_needed(["objaverse", "lightwheel"])) if m]
+    if not by_part:
+        return Check(check=label, status="ok", detail=f"{where}: every part the catalogue needs is present")
+    parts = ", ".join(f"{p.name} ({len(m)} folders)" if len(m) > 1 else p.name for p, m in by_part)
+    hint = ra.download_hint(root, by_part)
+    downloaded = {p.source for p in ra.parts_needed(["objaverse", "lightwheel"])} - {"shipped"}
+    status: Status = "absent" if {p.source for p, _ in by_part} == downloaded else "warn"  # nothing downloaded yet
+    return Check(check=label, status=status, fix=f"{hint}; `roboswe assets robocasa` lists each folder",
+                 detail=f"{where}: missing {parts}; robosuite and kit tasks need none")
+
+
 def check_ray() -> Check:
     import importlib.util
 
@@ -283,6 +311,7 @@ def run_checks(*, environ: Mapping[str, str] | None = None, render: bool = True,
     progress("the rest")
     checks.append(check_chromium())
     checks.append(check_keys(environ))
+    checks.append(check_robocasa_assets(environ))
     checks += [check_assets(label, var, environ) for label, var in ASSET_VARIABLES.items()]
     checks.append(check_ray())
     return checks

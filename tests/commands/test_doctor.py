@@ -62,8 +62,37 @@ def test_a_stale_image_and_a_hanging_renderer_are_required_failures(tmp_path):
 
 def test_optional_checks_say_absent_or_warn_not_fail(tmp_path):
     assert doctor.check_keys({}).status == "absent"
-    assert doctor.check_assets("RoboCasa assets", "ROBOCASA_ASSETS", {}).status == "absent"
-    missing = doctor.check_assets("RoboCasa assets", "ROBOCASA_ASSETS", {"ROBOCASA_ASSETS": str(tmp_path / "nope")})
+    assert doctor.check_assets("GR1 assets", "GR1_ASSETS", {}).status == "absent"
+    missing = doctor.check_robocasa_assets({"ROBOCASA_ASSETS": str(tmp_path / "nope")})
     assert missing.status == "warn" and not missing.required
+    assert missing.detail == f"{tmp_path / 'nope'} ($ROBOCASA_ASSETS) is not a directory"
     assert doctor.check_assets("GR1 assets", "GR1_ASSETS", {"GR1_ASSETS": str(tmp_path)}).status == "ok"
     assert doctor.check_bwrap({"PATH": str(tmp_path)}).status == "warn"
+
+
+def test_robocasa_assets_are_looked_up_as_roboswe_assets_does_and_what_is_missing_is_named(tmp_path):
+    """Recorded root (`roboswe assets robocasa --path`), $ROBOCASA_ASSETS over it, the missing parts, the kit refused."""
+    from roboswe.sim import robocasa_assets as ra
+    from roboswe.sim import robocasa_kit
+
+    root = tmp_path / "assets"
+    for folder in ra.SHIPPED.folders + ("textures", "fixtures/microwaves"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "x").write_text("")
+    (root / "fixtures" / "fixture_registry" / "microwave.yaml").write_text("xml: fixtures/microwaves/Microwave011\n")
+    environ = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    ra.record_root(root, environ)
+    check = doctor.check_robocasa_assets(environ)
+    assert check.status == "warn" and not check.required  # textures and fixtures there, objects not downloaded
+    assert check.detail.startswith(f"{root} (recorded in {tmp_path / 'config' / 'roboswe' / 'assets.toml'}): missing ")
+    assert "objaverse objects, lightwheel objects" in check.detail and "textures" not in check.detail
+    assert "--type objs_objaverse objs_lw" in check.fix
+    for folder in ("objects/objaverse", "objects/lightwheel"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "x").write_text("")
+    assert doctor.check_robocasa_assets(environ).status == "ok"
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    (kit / robocasa_kit.MARKER).write_text("{}")
+    over = doctor.check_robocasa_assets({**environ, "ROBOCASA_ASSETS": str(kit)})
+    assert over.status == "warn" and over.detail == f"{kit} ($ROBOCASA_ASSETS) is roboswe's placeholder kit, not RoboCasa's assets"

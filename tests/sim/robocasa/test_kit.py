@@ -11,7 +11,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from roboswe.sim import robocasa_kit
 
 
