@@ -251,7 +251,7 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
             await stop_series(links, plan, progress, index, ended, runner.overflow)
             return ends
         previous = previous_figures(index, ended)
-        recovers, attempt = None, 0
+        recovers, attempt, reruns = None, 0, 0  # "in a row" counts one slot's attempts: this one ended
     if retry_incomplete or history.only_slot:  # more slots to re-run, or the rest of the series after one
         return ends + await run_series(links, plan, progress, reader_factory, retry_incomplete=retry_incomplete)
     return ends
