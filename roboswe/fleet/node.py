@@ -152,6 +152,9 @@ class WorkerHost:
         _write_public_key(keys / "coordinator.key", spec.client_public_key.encode())
         lifeline_read, self._lifeline = os.pipe()
         env = {**os.environ, "PYTHONHASHSEED": "0", LIFELINE_ENV: str(lifeline_read)}
+        gpus = ray.get_gpu_ids()
+        if gpus and "MUJOCO_EGL_DEVICE_ID" not in env:  # render on the GPU Ray gave this worker ([fleet] ray_gpus)
+            env["MUJOCO_EGL_DEVICE_ID"] = str(gpus[0])
         common = ["--dir", str(self.dir), "--keys", str(keys), "--log-level", spec.log_level,
                   "--heartbeat-interval", str(spec.heartbeat_interval),
                   "--heartbeat-liveness", str(spec.heartbeat_liveness)]
