@@ -11,8 +11,8 @@ import time
 
 import pytest
 import trio
-
 from roboswe.actors import Client, PeerDead, Server
+
 from roboswe.evaluation.peers import Bridge, Links, Recorder, Simulator
 
 from ..actors.echo_server import ECHO_CODEC
@@ -76,14 +76,21 @@ async def test_a_series_whose_bridge_dies_under_a_waiting_trial_ends_it_interrup
     """In one process (tests/evaluation/harness.py): mid-trial, the bridge's link is moved to an endpoint where
     nothing answers yet (its process gone) while the trial only waits (it never asks the bridge); once the trial
     has ended, a bridge is served there again. The end-to-end kills are tests/series/test_actor_kills.py."""
-    from roboswe.evaluation.progress import Progress
-    from roboswe.evaluation.series import run_series
     from roboswe.protocol import recorder as rec
     from roboswe.protocol.bridge import BRIDGE_CODEC
+
+    from roboswe.evaluation.progress import Progress
+    from roboswe.evaluation.series import run_series
     from roboswe.records.reader import RunReader
 
     from ..series.restart_agents import HoldUntilKilledAgent
-    from .harness import admitted_task, peers, reach_manifest, reader_factory, series_plan
+    from .harness import (
+        admitted_task,
+        peers,
+        reach_manifest,
+        reader_factory,
+        series_plan,
+    )
 
     run_dir, state = tmp_path / "run", tmp_path / "state"
     run_dir.mkdir()
