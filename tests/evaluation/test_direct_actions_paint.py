@@ -18,14 +18,6 @@ import time
 import jsonschema
 import pytest
 import trio
-
-from roboswe.evaluation.actions import run_chunk
-from roboswe.evaluation.admission import AdmittedTask
-from roboswe.evaluation.progress import Progress
-from roboswe.evaluation.series import run_series
-from roboswe.evaluation.series_config import SeriesConfig, TrackRefused, effective_budgets
-from roboswe.evaluation.task_record import recorded
-from roboswe.evaluation.verify import verify_series
 from roboswe.protocol import recorder as rec
 from roboswe.protocol.participant import (
     INTERFACES,
@@ -41,8 +33,20 @@ from roboswe.protocol.participant import (
     parse_operation,
     tool_spec,
 )
-from roboswe.records.reader import RunReader
 from roboswe.sim.manifest import load_manifest
+
+from roboswe.evaluation.actions import run_chunk
+from roboswe.evaluation.admission import AdmittedTask
+from roboswe.evaluation.progress import Progress
+from roboswe.evaluation.series import run_series
+from roboswe.evaluation.series_config import (
+    SeriesConfig,
+    TrackRefused,
+    effective_budgets,
+)
+from roboswe.evaluation.task_record import recorded
+from roboswe.evaluation.verify import verify_series
+from roboswe.records.reader import RunReader
 
 from .agents import decided
 from .harness import ROOT, peers, reach_manifest, reader_factory

@@ -41,11 +41,17 @@ def test_three_direct_rounds_submit_and_every_canvas_replays():
 
 
 def _session(work: Path) -> None:
-    from roboswe.evaluation.admission import FORMAT, Admitted, admit_task, write_admitted
-    from roboswe.evaluation.task_record import recorded
-    from roboswe.records.reader import RunReader
     from roboswe.sim.manifest import load_manifest
     from roboswe.sim.paint_backend import PaintBackend, replay_round
+
+    from roboswe.evaluation.admission import (
+        FORMAT,
+        Admitted,
+        admit_task,
+        write_admitted,
+    )
+    from roboswe.evaluation.task_record import recorded
+    from roboswe.records.reader import RunReader
 
     manifest = load_manifest(ROOT / "configs" / "tasks" / "paint-three-strokes.toml")
     task = admit_task(manifest)
