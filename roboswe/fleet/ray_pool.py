@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,11 +54,24 @@ def connect(address: str) -> dict[str, float]:
     except ImportError:
         raise FleetUnavailable("--ray needs Ray: pip install 'roboswe[ray]'") from None
     if not ray.is_initialized():
+        _reachable(address)
         try:
             ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level="WARNING")
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise FleetUnavailable(f"--ray {address}: cannot join the cluster: {e}") from None
     return ray.cluster_resources()
+
+
+def _reachable(address: str, seconds: float = 5.0) -> None:
+    """Refuse at once an address nothing answers on (ray.init would retry for minutes)."""
+    if address == "auto":
+        return  # ray.init finds the local cluster's address file or says there is none
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
+    except (OSError, ValueError) as e:
+        raise FleetUnavailable(f"--ray {address}: no Ray head answers there ({e}); expected HOST:PORT of "
+                               "`ray start --head` (its --port, 6379 by default) or auto") from None
 
 
 def cluster_resources(address: str) -> dict[str, float]:
