@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -70,6 +71,7 @@ class Actor:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
 async def timed_load(sim, manifest) -> tuple[float, object]:
