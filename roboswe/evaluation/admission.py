@@ -89,6 +89,20 @@ def write_admitted(admitted: Admitted, path: str | Path) -> Admitted:
     return sealed
 
 
+def pinned_admitted(config: dict[str, Any], admitted_sha256: str) -> Admitted | None:
+    """The admitted file a run pinned, if it can still be read and is still the pinned one (None otherwise)."""
+    path = config.get("admitted_path")
+    if not path:
+        return None
+    try:
+        admitted = read_admitted(path)
+    except AdmissionError:
+        return None
+    if admitted_sha256 and admitted.digest != admitted_sha256:
+        return None
+    return admitted
+
+
 def read_admitted(path: str | Path) -> Admitted:
     """Read admitted.json and verify its digest; raises AdmissionError naming the problem and the fix."""
     path = Path(path)

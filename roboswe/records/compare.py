@@ -83,16 +83,10 @@ def _digest(value: Any) -> str:
 
 def _admitted_manifests(config: dict[str, Any], admitted_sha256: str) -> dict[str, dict[str, Any]]:
     """task -> pinned manifest, from the run's admitted file when it is still the pinned one."""
-    from roboswe.evaluation.admission import AdmissionError, read_admitted
+    from roboswe.evaluation.admission import pinned_admitted
 
-    path = config.get("admitted_path")
-    if not path:
-        return {}
-    try:
-        admitted = read_admitted(path)
-    except AdmissionError:
-        return {}
-    if admitted_sha256 and admitted.digest != admitted_sha256:
+    admitted = pinned_admitted(config, admitted_sha256)
+    if admitted is None:
         return {}
     return {t.id: t.manifest for t in admitted.tasks}
 

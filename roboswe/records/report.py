@@ -91,16 +91,10 @@ def assets_notice(series: list[dict[str, Any]]) -> str:
 
 def predicate_reviews(config: dict[str, Any], admitted_sha256: str) -> dict[str, dict[str, Any]]:
     """task -> predicate review record from the run's pinned admitted file (empty if it is gone or not the pinned one)."""
-    from roboswe.evaluation.admission import AdmissionError, read_admitted
+    from roboswe.evaluation.admission import pinned_admitted
 
-    path = config.get("admitted_path")
-    if not path:
-        return {}
-    try:
-        admitted = read_admitted(path)
-    except AdmissionError:
-        return {}
-    if admitted_sha256 and admitted.digest != admitted_sha256:
+    admitted = pinned_admitted(config, admitted_sha256)
+    if admitted is None:
         return {}
     return {t.id: t.review for t in admitted.tasks if t.review}
 
