@@ -189,6 +189,10 @@ class SimBackend(abc.ABC):
         """The family's own evidence of this trial (data, files by name); ``end`` finalizes it. Most families keep none."""
         return {}, {}
 
+    def goal_images(self) -> dict[str, bytes]:
+        """The goal shown to the participant as each trial opens (name -> encoded PNG bytes); most families have none."""
+        return {}
+
     def close(self) -> None:
         """Release the scene and its GL context."""
 
