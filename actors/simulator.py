@@ -33,6 +33,7 @@ from roboswe.protocol.control import Error, Ok
 from roboswe.protocol.sim import (
     SIM_CODEC,
     SIM_ROBOT_CODEC,
+    GetGoal,
     GetSpec,
     GetState,
     Load,
@@ -282,6 +283,8 @@ class SimulatorService:
                 return await self._call(s.take_states)
             case TakeTaskRecord(end=end):
                 return await self._call(s.task_record, end)
+            case GetGoal():
+                return await self._call(s.goal)
             case GetSpec() | GetState() | Observe() | Step():
                 return await self.handle_robot(decoded)
             case _:
