@@ -144,6 +144,12 @@ class Simulator(Peer):
         return reply.message.data, {name: bytes(reply.blobs[i]) for name, i in reply.message.files.items()}
 
 
+    async def goal(self) -> list[tuple[simp.GoalImage, bytes]]:
+        """The loaded task's goal images with their bytes (sim.GetGoal); none for most families."""
+        reply = await self.ask(simp.GetGoal(), simp.Goal, SIM_DEADLINE)
+        return [(image, bytes(reply.blobs[image.blob])) for image in reply.message.images]
+
+
 class Bridge(Peer):
     """The sandbox bridge: open a trial's sandbox, run workspace scripts in it, close it."""
 
