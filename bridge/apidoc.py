@@ -31,7 +31,12 @@ the bridge was unreachable). There is nothing else: no reset, no state setting, 
 def render_robot_api(spec: TaskSpec) -> str:
     """Markdown-ish text describing the robot API with this task's action, cameras, state and limits."""
     lines = [_API, f"This task ({spec.task_id}): {spec.instruction}", ""]
-    lines.append(f"Action: {spec.action_dim} numbers per control step at {spec.control_hz} Hz (dt = {spec.control_dt:g} s).")
+    if spec.action.chunk_is_one_action:  # RoboPaint: a chunk is one MoveFlange of timed rows (bridge/door.py)
+        lines.append(f"Action: a chunk (robot.step_many, or robot.step for one row) is ONE action of rows of {spec.action_dim} "
+                     f"numbers, run over the control steps its durations take at {spec.control_hz} Hz (dt = {spec.control_dt:g} s); "
+                     "it is never cut: one that does not fit this program's steps left raises robot.LimitReached, nothing moved.")
+    else:
+        lines.append(f"Action: {spec.action_dim} numbers per control step at {spec.control_hz} Hz (dt = {spec.control_dt:g} s).")
     for c in spec.action.components:
         lines.append(f"  [{c.index}] {c.name}: [{c.low:g}, {c.high:g}] {c.unit}")
     if spec.action.doc:
