@@ -93,6 +93,15 @@ def check_actions(rows: list[list[float]], spec: simp.TaskSpec) -> str | None:
     return None
 
 
+def chunk_control_steps(rows: list[list[float]], spec: simp.TaskSpec) -> int:
+    """Control steps a checked chunk takes: one per row, or (a one-action chunk) its rows' durations at
+    control_hz, summed in row order and rounded as the scene plans them (sim/paint_control.py)."""
+    action = spec.action
+    if not action.chunk_is_one_action or action.duration_component is None:
+        return len(rows)
+    return round(sum(row[action.duration_component] for row in rows) * spec.control_hz)
+
+
 class RobotDoor:
     """Serves allowed robot calls for the current script against the simulator."""
 
@@ -188,10 +197,20 @@ class RobotDoor:
         if session.steps_left == 0:
             session.limit_hit = True
             return _error(LIMIT_REACHED, f"this script used all {session.limits.steps} control steps; no further step is accepted"), []
-        problem = check_actions(rows, await self.spec())
+        spec = await self.spec()
+        problem = check_actions(rows, spec)
         if problem:
             return _error(INVALID_ACTION, problem), []
-        allowed = rows[: session.steps_left]
+        if spec.action.chunk_is_one_action:
+            # One environment action (a MoveFlange): sent whole or not at all, never cut to the steps left.
+            need = chunk_control_steps(rows, spec)
+            if need > session.steps_left:
+                return _error(LIMIT_REACHED, f"this chunk is one action of {need} control steps (its durations at "
+                                             f"{spec.control_hz} Hz) and this script has {session.steps_left} left: it was "
+                                             "refused whole, nothing moved (a chunk is never cut); send a shorter one"), []
+            allowed = rows
+        else:
+            allowed = rows[: session.steps_left]
         result = await self._ask(simp.Step(actions=allowed), simp.StepResult)
         session.steps += result.applied
         if result.stopped == "invalid_action":

@@ -284,7 +284,7 @@ class TextPart(Part, tag="text"):
 
 
 class ImagePart(Part, tag="image"):
-    """A camera image; the bytes live in `DecisionRequest.images[digest]`."""
+    """A camera image, or a task's goal image (``camera``: its name, e.g. "goal"); the bytes live in `DecisionRequest.images[digest]`."""
 
     digest: str  # sha256 hex of the encoded image bytes
     camera: str

@@ -60,6 +60,13 @@ class ActionSpec(msgspec.Struct, frozen=True, kw_only=True):
     hold: list[float]  # the action `wait` repeats right now (current targets, zero deltas)
     hold_rule: str  # how `wait` holds targets for this controller
     doc: str  # units, frames and scaling, generated from the live controller config
+    # False: one row of a Step is one action of one control step, so a budget may end a chunk after any
+    # row. True: the whole chunk is ONE environment action (RoboPaint's MoveFlange: its rows are timed
+    # waypoints) spanning as many control steps as its rows' durations (``duration_component``, seconds,
+    # summed in row order, times control_hz, rounded) and never cut: a chunk that does not fit a script's
+    # steps left is refused whole (bridge/door.py), nothing runs.
+    chunk_is_one_action: bool = False
+    duration_component: int | None = None
 
 
 class CameraInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -95,6 +102,17 @@ class CameraImage(msgspec.Struct, frozen=True, kw_only=True):
     depth_blob: int | None = None
     K: list[list[float]] | None = None
     T_world_camera: list[list[float]] | None = None
+
+
+class GoalImage(msgspec.Struct, frozen=True, kw_only=True):
+    """One image of a task's goal, as the participant is shown it; its bytes are the reply's blob ``blob``."""
+
+    name: str  # the family's label for it, e.g. "goal"; says nothing of the scene's coordinates
+    media_type: str  # "image/png"
+    width: int
+    height: int
+    sha256: str  # of the encoded bytes (the file), as recorded with the trial and shown in the gallery
+    blob: int
 
 
 # ---- robot subset (bridge) --------------------------------------------------------------
@@ -249,6 +267,16 @@ class TakeTaskRecord(Message, frozen=True, kw_only=True):
     end: str | None = None
 
 
+class GetGoal(Message, frozen=True, kw_only=True):
+    """The loaded task's goal images: what its family shows the participant as each trial opens,
+    besides the instruction and the cameras (RoboPaint's image goal: the 1280x800 PNG whose SHA-256
+    its manifest records). A family with a written goal only, or none, answers no images."""
+
+
+class Goal(Message, frozen=True, kw_only=True):
+    images: list[GoalImage] = msgspec.field(default_factory=list)
+
+
 class TaskRecord(Message, frozen=True, kw_only=True):
     """``data``: the family's evidence (empty when it keeps none); ``files``: name -> blob index (e.g. canvas.png)."""
 
@@ -261,10 +289,10 @@ SimRobotRequest = GetSpec | GetState | Observe | Step
 
 SimRobotReply = TaskSpec | RobotState | Observation | StepResult | Error
 
-SimRequest = SimRobotRequest | Load | Prepare | Wait | SuccessQuery | TakeStates | TakeTaskRecord
+SimRequest = SimRobotRequest | Load | Prepare | Wait | SuccessQuery | TakeStates | TakeTaskRecord | GetGoal
 """What the coordinator may ask on the control endpoint: the robot subset plus the admin requests."""
 
-SimReply = SimRobotReply | Loaded | SuccessStatus | RecordedStates | TaskRecord
+SimReply = SimRobotReply | Loaded | SuccessStatus | RecordedStates | TaskRecord | Goal
 
 # One codec per endpoint decodes both directions (the runtime's Server and Client share it).
 SimRobotMessage = Control | SimRobotRequest | SimRobotReply

@@ -286,6 +286,10 @@ class PaintBackend(TrialBookkeeping):
     def canvas(self) -> np.ndarray:
         return self.rig.canvas.rgb()
 
+    def goal_images(self) -> dict[str, bytes]:
+        """An image goal's PNG (1280x800, the bytes whose SHA-256 the manifest records), shown as each round opens."""
+        return {"goal": self.goal_image.png} if self.goal_image is not None else {}
+
     # ---- the generic backend interface ---------------------------------------------------
 
     def action_spec(self) -> ActionSpec:
@@ -298,6 +302,8 @@ class PaintBackend(TrialBookkeeping):
         return ActionSpec(
             dim=8, low=low, high=high, hold=[*map(float, pos), *map(float, quat), pc.MIN_DURATION_S],
             hold_rule="the arm holds its last target pose",
+            # One Step = one MoveFlange over round(sum(duration_s) * 100) control steps, never cut (seed 004).
+            chunk_is_one_action=True, duration_component=WAYPOINT_NAMES.index("duration_s"),
             components=[ActionComponent(index=i, name=n, low=lo, high=hi, unit=u)
                         for i, (n, lo, hi, u) in enumerate(zip(WAYPOINT_NAMES, low, high, units))],
             doc=(f"One MoveFlange = 1..{pc.MAX_WAYPOINTS} waypoints [x, y, z, qx, qy, qz, qw, duration_s]: flange position "

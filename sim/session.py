@@ -6,13 +6,17 @@ module knows nothing of ZeroMQ. Images become blobs (bytes) with their index in 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import structlog
+from roboswe.protocol.participant import png_size
 from roboswe.protocol.sim import (
     ActionError,
-    Fingerprint,
     CameraImage,
+    Fingerprint,
+    Goal,
+    GoalImage,
     Loaded,
     Observation,
     RecordedStates,
@@ -175,6 +179,18 @@ class SimSession:
     def task_record(self, end: str | None) -> tuple[TaskRecord, list[bytes]]:
         data, files = self.backend.task_record(end)
         return TaskRecord(data=data, files={name: i for i, name in enumerate(files)}), list(files.values())
+
+    def goal(self) -> tuple[Goal, list[bytes]]:
+        """The loaded task's goal images (PNG), each with the SHA-256 of its bytes and its size from the PNG header."""
+        images, blobs = [], []
+        for name, data in self.backend.goal_images().items():
+            width, height = png_size(data)
+            if not width:
+                raise SimError(f"goal image {name!r} is not a PNG")
+            images.append(GoalImage(name=name, media_type="image/png", width=width, height=height,
+                                    sha256=hashlib.sha256(data).hexdigest(), blob=len(blobs)))
+            blobs.append(data)
+        return Goal(images=images), blobs
 
     def accounting(self) -> dict[str, float]:
         """Increments of physics/render seconds, control steps and frames since the last call."""

@@ -133,11 +133,13 @@ Bounds checked first (a waypoint outside them is refused before the scene sees i
 
 
 def trial_opening(index: int, trials: int, previous: dict | None, *, instruction: str = "",
-                  cameras: Sequence[str] = (), sensors: Sequence[str] = (), interface: str = "code") -> str:
+                  cameras: Sequence[str] = (), sensors: Sequence[str] = (), interface: str = "code",
+                  goal: Sequence[str] = ()) -> str:
     """The text of trial ``index``'s first message (seed 001: the instruction, the current camera
     images, the robot's sensor readings and the native interface; the images travel as image parts
     beside this text, one per name in ``cameras``). For trials after the first, in retain mode, it
     starts with the previous outcome and figures. ``sensors`` are lines ``key: [values]``.
+    ``goal`` describes the task's goal images (seed 004's image goal), attached before the cameras'.
 
     It always begins ``Trial N of T begins.`` (agents find trial boundaries by it).
     """
@@ -152,6 +154,8 @@ def trial_opening(index: int, trials: int, previous: dict | None, *, instruction
                        f"control steps ({previous['sim_time']:.2f} s simulated) and {previous['active_time']:.1f} s of active time."]
     if instruction:
         lines.append(f"Task: {instruction}")
+    if goal:
+        lines.append("Goal image (attached first): " + ", ".join(goal) + ".")
     if cameras:
         lines.append("Current camera images (attached): " + ", ".join(cameras) + ".")
     if sensors:

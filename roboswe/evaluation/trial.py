@@ -482,18 +482,41 @@ class TrialRunner:
                         step_end=status.control_step, success=status.achieved)
 
     async def _open(self, previous: dict[str, Any] | None) -> None:
-        """The trial's first message: the instruction, the current camera images and sensor readings
-        (seed 001), after the previous outcome; the interface itself is in the pinned instructions."""
+        """The trial's first message: the instruction, the task's goal images (seed 004's image goal), the
+        current camera images and sensor readings (seed 001), after the previous outcome; the interface
+        itself is in the pinned instructions."""
+        goal = await self._goal()
         try:
             obs, images, lines, _ = await self._observation([], depth=False)
         except RemoteError as e:
             raise TrialIncomplete(f"infrastructure: the opening observation failed: {e.error.code}: {e.error.detail}") from None
         text = trial_opening(self.index, self.plan.trials, previous, instruction=self.instruction,
                              cameras=[im.camera for im in obs.images], sensors=lines,
-                             interface=self.plan.budgets.interface)
-        parts: list[Any] = [TextPart(text=text), *(part for part, _ in images)]
+                             interface=self.plan.budgets.interface,
+                             goal=[f"{part.camera}, {part.width}x{part.height} PNG" for part, _ in goal])
+        parts: list[Any] = [TextPart(text=text), *(part for part, _ in goal), *(part for part, _ in images)]
         await self._append(Turn(id=f"{self.trial_id}/u{self._next_turn()}", role="user", trial=self.index, parts=parts),
-                           images)
+                           goal + images)
+
+    async def _goal(self) -> list[tuple[ImagePart, bytes]]:
+        """The goal images the simulator states for the loaded task (its family owns its goals), checked
+        against the SHA-256 and size it states and recorded (event ``goal``); none for most families."""
+        try:
+            stated = await self.links.sim.goal()
+        except RemoteError as e:
+            raise TrialIncomplete(f"infrastructure: the task's goal could not be read: {e.error.code}: {e.error.detail}") from None
+        goal = []
+        for image, data in stated:
+            part = image_part(data, image.name, image.media_type)
+            if (part.digest, part.width, part.height) != (image.sha256, image.width, image.height):
+                raise TrialIncomplete(f"infrastructure: goal image {image.name!r} arrived as {part.digest[:16]} "
+                                      f"{part.width}x{part.height}; the simulator stated {image.sha256[:16]} {image.width}x{image.height}")
+            goal.append((part, data))
+        if goal:
+            await self.rec.event("goal", self.trial_id, images=[
+                {"name": p.camera, "sha256": p.digest, "width": p.width, "height": p.height, "media_type": p.media_type}
+                for p, _ in goal])
+        return goal
 
     async def _observation(self, cameras: list[str], depth: bool) -> tuple[
             simp.Observation, list[tuple[ImagePart, bytes]], list[str], dict[str, str]]:

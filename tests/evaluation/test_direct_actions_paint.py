@@ -24,6 +24,7 @@ from roboswe.protocol.participant import (
     DecisionRequest,
     Finish,
     FlangeWaypoint,
+    ImagePart,
     InvalidOperation,
     MoveFlange,
     SubmitPainting,
@@ -142,12 +143,22 @@ ROUND = [
 
 
 class RoundAgent:
-    def __init__(self):
+    def __init__(self, script=ROUND):
+        self.script = script
         self.systems: list[str] = []
+        self.openings: list[tuple[Turn, dict[str, bytes]]] = []  # each round's first message, with the request's images
 
     def decide(self, request: DecisionRequest):
         self.systems.append(request.system)
-        return ROUND[min(decided(request), len(ROUND) - 1)]
+        if not decided(request):
+            (first, *_) = [t for t in request.conversation if t.trial == request.trial and t.role == "user"]
+            self.openings.append((first, request.images))
+        return self.script[min(decided(request), len(self.script) - 1)]
+
+
+def _opening_images(opening: tuple[Turn, dict[str, bytes]]) -> list[tuple[ImagePart, bytes]]:
+    turn, images = opening
+    return [(p, images[p.digest]) for p in turn.parts if isinstance(p, ImagePart)]
 
 
 def _admitted(manifest) -> AdmittedTask:
@@ -184,6 +195,7 @@ async def test_one_round_refused_rejected_and_accepted_batches_are_recorded_repl
                                                 plan.reference_fingerprint)
             # K never cuts a one-action chunk: both waypoints go in one Step
             spec = (await links.sim.load(plan.manifest, manifest.seed, 10_000)).spec
+            assert spec.action.chunk_is_one_action and spec.action.duration_component == 7  # the door never cuts it
             chunk = _probe(0.8, (0.0, 0.45, 0.3)).chunk() * 2
             run = await run_chunk(links.sim, spec, chunk, 1, one_action=True)
             assert (run.executed, run.controls, run.stopped) == (2, 160, "done")
@@ -193,6 +205,15 @@ async def test_one_round_refused_rejected_and_accepted_batches_are_recorded_repl
     system = agent.systems[0]
     assert "ONE environment action" in system and "1..32 waypoints" in system and "96 actions per round" in system
     assert "`robot` module" not in system
+    # The image goal opens the round: the goal PNG first (exactly the manifest's and the gallery's), then the camera.
+    from roboswe.sim.paint_goals import goal_image
+
+    drawn = goal_image(manifest.paint.goal.image)
+    (goal, goal_png), (camera, _) = _opening_images(agent.openings[0])
+    assert goal_png == drawn.png and goal.digest == drawn.sha256 == manifest.paint.goal.image_sha256
+    assert (goal.camera, goal.width, goal.height, camera.camera) == ("goal", 1280, 800, "workspace")
+    text = agent.openings[0][0].parts[0].text
+    assert "Goal image (attached first): goal, 1280x800 PNG." in text and "Trial 1 of 1 begins" in text
     with RunReader(run_dir) as reader:
         (view,) = reader.trials(plan.series_id)
         ops = reader.operations(view.trial_id)
@@ -205,6 +226,9 @@ async def test_one_round_refused_rejected_and_accepted_batches_are_recorded_repl
         assert accepted["stopped"] == "done" and accepted["controls"] == 80 and accepted["executed"] == 1
         assert "action 2 of 96: 1 of 1 waypoints in 80 control steps" in accepted["text"] and "94 actions left" in accepted["text"]
         data = recorded(reader, view.trial_id)
+        ((_, stated),) = reader.events(trial_id=view.trial_id, event="goal")  # the goal's hash, recorded with the trial
+        assert stated.data["images"] == [{"name": "goal", "sha256": drawn.sha256, "width": 1280, "height": 800,
+                                          "media_type": "image/png"}]
         assert [a["kind"] for a in data["actions"]] == ["move_flange", "move_flange", "submit_painting"]
         assert data["actions"][0]["result"]["rule"] == "linear_speed" and data["actions"][0]["result"]["waypoint_index"] == 0
         assert data["actions_used"] == 3 and data["canvas"]["ended_by"] == "submitted"
@@ -213,3 +237,29 @@ async def test_one_round_refused_rejected_and_accepted_batches_are_recorded_repl
                                        {"seq": 2, "controls": [80, 80], "rejected": [False, False]}]
     for how in ("operations", "action_log"):
         assert record.detail["task_record"][how]["canvas_sha256"] == [data["canvas"]["sha256"]] * 2
+
+
+async def test_a_text_goal_round_opens_with_the_camera_images_only(tmp_path):
+    from roboswe.evaluation.plan import SeriesPlan
+
+    manifest = load_manifest(ROOT / "configs" / "tasks" / "paint-text-pelican.toml")
+    assert manifest.paint.goal.kind == "text"
+    task = _admitted(manifest)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    plan = SeriesPlan(run_id="run", series_id=f"run/{task.id}", task=task, trials=1, retain="retain", backend=None,
+                      budgets=effective_budgets(SeriesConfig(trials=1, interface="paint"), manifest), model="python:test",
+                      run_dir=str(run_dir))
+    agent = RoundAgent([SubmitPainting(reason="done")])
+    with trio.fail_after(120):
+        async with peers(run_dir, agent) as links:
+            await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
+                                                       config={}))
+            (end,) = await run_series(links, plan, Progress(), reader_factory(run_dir))
+            await links.recorder.flush()
+    assert end.outcome == "success"
+    ((turn, _),) = agent.openings
+    assert [p.camera for p, _ in _opening_images(agent.openings[0])] == ["workspace"]
+    assert "Goal image" not in turn.parts[0].text and manifest.instruction in turn.parts[0].text
+    with RunReader(run_dir) as reader:
+        assert not reader.events(event="goal")
