@@ -3,7 +3,8 @@
 One slow test runs configs/runs/paint-direct.toml (real actors, the paint scene; the sandbox is
 opened but nothing execs) and checks per round: submitted, the recorded operations and action
 log (round 1's refused probe is no action, its rejected probe is one and names its rule),
-notes kept between rounds, the replay verdict with every canvas hash reproduced by both
+notes kept between rounds, each round opening with the goal image (its recorded SHA-256 the
+manifest's), the replay verdict with every canvas hash reproduced by both
 replays, and once more by re-executing each recorded action log in this test's own process.
 The code-mode session is tests/viewer/test_gallery.py; parsing and one round in process are
 tests/evaluation/test_direct_actions_paint.py.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 
@@ -74,6 +76,12 @@ def _session(work: Path) -> None:
         assert [v.start.index for v in views] == [1, 2, 3]
         for v in views:
             assert v.end.outcome == "success" and v.end.reason == "finish", (v.trial_id, v.end.reason)
+            # Each round opens with the goal image (the manifest's SHA-256, recorded), then the workspace camera.
+            ((_, goal),) = reader.events(trial_id=v.trial_id, event="goal")
+            assert [(g["sha256"], g["width"], g["height"]) for g in goal.data["images"]] == [(manifest.paint.goal.image_sha256, 1280, 800)]
+            opening = next(e.data["turn"] for _, e in reader.events(trial_id=v.trial_id, event="turn") if e.data["turn"]["role"] == "user")
+            assert [(p["camera"], p["digest"]) for p in opening["parts"] if p["part"] == "image"] == [
+                ("goal", manifest.paint.goal.image_sha256), ("workspace", ANY)]
             ops = reader.operations(v.trial_id)
             names = [o.operation for o in ops]
             data = recorded(reader, v.trial_id)
