@@ -17,7 +17,6 @@ import importlib.util
 import json
 import os
 import re
-import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
@@ -429,41 +428,13 @@ def robocasa_assets(manifests: list[TaskManifest]) -> list[Problem]:
                     "is present and how to get the rest") for m in manifests if (why := assets_exclusion(m))]
 
 
-# ---- Ray (for a future --ray ADDRESS) ------------------------------------------------------------
-
-
-def ray_problems(address: str | None, *, timeout_s: float = 5.0) -> list[Problem]:
-    """Ray is importable and its head answers at ``address`` (``ray://HOST:PORT`` or ``HOST:PORT``)."""
-    if not address:
-        return []
-    where = f"--ray {address}"
-    if importlib.util.find_spec("ray") is None:
-        return [Problem(check="ray", where=where, what="ray is not installed", fix="pip install 'ray[default]' in .venv")]
-    hostport = address.split("://", 1)[-1]
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        return [Problem(check="ray", where=where, what="expected ray://HOST:PORT or HOST:PORT",
-                        fix="give the head node's address as `ray start --head` printed it")]
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            pass
-    except OSError as e:
-        return [Problem(check="ray", where=where, what=f"nothing answers at {host}:{port} ({e})",
-                        fix="start the head (`ray start --head`) or fix the address")]
-    return []
-
-
-RAY_CHECK: Callable[[str | None], list[Problem]] = ray_problems
-"""The hook a `--ray ADDRESS` option calls (the option does not exist yet)."""
-
-
 # ---- everything a command needs ------------------------------------------------------------------
 
 
 def preflight(*, provider: ProviderConfig | None, source: str, manifests: Iterable[TaskManifest] = (),
               backend: str | None = None, backend_source: str = "-e/--engine", run_dir: Path | None = None,
               sandbox: bool = True, remote_sim: bool = False, online: bool = False, keys: bool = True,
-              ray_address: str | None = None, environ: Mapping[str, str] | None = None,
+              environ: Mapping[str, str] | None = None,
               image_cache: Path | None = None) -> Outcome:
     """Every offline check a command needs, then (``online``) the provider lookup; starts nothing, writes nothing."""
     outcome = Outcome()
@@ -478,7 +449,6 @@ def preflight(*, provider: ProviderConfig | None, source: str, manifests: Iterab
             outcome.problems += run_dir_problems(run_dir, outcome.backend, image)
     if not remote_sim:  # a remote simulator's assets live on its own host
         outcome.problems += asset_problems(manifests)
-    outcome.problems += RAY_CHECK(ray_address)
     if online and not offline_provider:
         found, notes = online_problems(provider, source, environ)
         outcome.problems += found
@@ -503,5 +473,5 @@ def configuration_cause(reason: str) -> bool:
 
 __all__ = [
     "Outcome", "PreflightRefused", "Problem", "asset_check", "configuration_cause", "online_problems", "preflight",
-    "provider_problems", "ray_problems",
+    "provider_problems",
 ]

@@ -13,7 +13,6 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from roboswe.cli import main
@@ -212,22 +211,6 @@ def test_each_simulator_family_has_its_own_asset_hook(tmp_path, admitted_file, n
 
 
 # ---- Ray (hook for a future --ray) -----------------------------------------------------------------
-
-
-def test_ray_absent_or_unreachable_is_a_problem_only_when_asked_for(monkeypatch):
-    assert preflight.ray_problems(None) == []
-    (absent,) = preflight.ray_problems("ray://127.0.0.1:10001")
-    assert absent.what == "ray is not installed" and "pip install" in absent.fix
-    monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda name: object())
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    (closed,) = preflight.ray_problems(f"ray://127.0.0.1:{port}", timeout_s=2)  # bound, not listening: refused
-    assert f"nothing answers at 127.0.0.1:{port}" in closed.what
-    listener.listen()
-    assert preflight.ray_problems(f"127.0.0.1:{port}", timeout_s=2) == []
-    listener.close()
-    assert "expected ray://HOST:PORT" in preflight.ray_problems("somewhere")[0].what
 
 
 # ---- online: one free lookup proves key and model -------------------------------------------------

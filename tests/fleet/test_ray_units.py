@@ -45,3 +45,26 @@ def test_a_node_takes_a_worker_only_with_the_heads_image_and_run_dir(run_dir, sa
     for refusal in (other_image, other_dir, no_dir):
         wrapped = f"The actor died because of an error raised in its creation task\nNodeRefused: {refusal.value}"
         assert NODE_ID.search(wrapped).group(1) == NODE
+
+
+def test_a_ray_address_nothing_answers_on_is_refused_at_once_naming_it():
+    import socket
+    import time
+
+    from roboswe.fleet.ray_pool import FleetUnavailable, _reachable
+
+    _reachable("auto")  # ray.init finds the local cluster itself
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))  # bound, not listening: connections are refused
+    port = listener.getsockname()[1]
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(FleetUnavailable, match=f"--ray 127.0.0.1:{port}: no Ray head answers there"):
+            _reachable(f"127.0.0.1:{port}")
+        assert time.monotonic() - t0 < 5  # refused, not retried for minutes as ray.init would
+        listener.listen()
+        _reachable(f"127.0.0.1:{port}")
+    finally:
+        listener.close()
+    with pytest.raises(FleetUnavailable, match="expected HOST:PORT"):
+        _reachable("somewhere")
