@@ -38,6 +38,8 @@ def add_arguments_run(parser: argparse.ArgumentParser) -> None:
                              "reason as a linked attempt (at most 2 re-runs per trial; a failure is never re-run)")
     parser.add_argument("--tasks", default=None, metavar="ID,...", help="only these admitted tasks (default: all admitted)")
     parser.add_argument("--no-verify", action="store_true", help="do not replay each series after it ends")
+    parser.add_argument("--no-video", action="store_true",
+                        help="render no trial videos (they can be rendered later from the recorded states)")
     parser.add_argument("--preflight", choices=["offline", "online"], default=None,
                         help="checks before any actor starts; online (the default for hosted providers) also asks "
                              "the provider once, for free, whether it knows the key and the model")
@@ -110,7 +112,8 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
         else:
             workers = job.workers
         job = msgspec.structs.replace(job, kind="run", admitted_path=str(admitted_path.resolve()),
-                                      verify=job.verify and not args.no_verify, trials=[], workers=workers, ray=ray,
+                                      verify=job.verify and not args.no_verify, videos=job.videos and not args.no_video,
+                                      trials=[], workers=workers, ray=ray,
                                       retry_incomplete=getattr(args, "retry_incomplete", False))
         write_job(run_dir, job)
         return run_dir, config, config_path
@@ -163,7 +166,7 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
     config_path.write_bytes(config_bytes)
     job = Job(kind="run", run_id=run_dir.name, admitted_path=str(args.admitted.resolve()), admitted_sha256=admitted.digest,
               tasks=tasks, backend=args.engine or config.series.backend, verify=config.series.verify and not args.no_verify,
-              sim_endpoint=args.sim, sim_keys=str(args.keys.resolve()) if args.keys else None,
+              videos=not args.no_video, sim_endpoint=args.sim, sim_keys=str(args.keys.resolve()) if args.keys else None,
               config_sha256=hashlib.sha256(config_bytes).hexdigest(), workers=workers, ray=ray)
     write_job(run_dir, job)
     return run_dir, config, config_path

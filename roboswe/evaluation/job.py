@@ -25,6 +25,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     tasks: list[str]
     backend: Literal["docker", "bwrap"] | None = None
     verify: bool = True
+    videos: bool = True  # render each trial's video from its recorded states after the run (`run --no-video`: none)
     sim_endpoint: str | None = None  # remote simulator (tcp://HOST:PORT); None: the run's own simulator actor
     sim_keys: str | None = None  # CURVE key directory for a remote simulator
     config_sha256: str = ""

@@ -134,7 +134,7 @@ async def run_job(actor: Actor, progress: Progress) -> None:
                     recorder=Recorder(recorder_client, job.run_id))
                 pool.append(Worker(number, await head_links(number, links)))
         videos = None
-        if job.kind == "run":  # trial videos are rendered from the recorded states in a worker process
+        if job.kind == "run" and job.videos:  # trial videos are rendered from the recorded states in a worker process
             from roboswe.records.video import SeriesVideos
 
             videos = SeriesVideos(actor.run_dir, job.run_id)
@@ -173,7 +173,8 @@ async def run_job(actor: Actor, progress: Progress) -> None:
             if job.kind == "run":
                 await run_series(links, plan, shown, reader, retry_incomplete=job.retry_incomplete)
                 await links.recorder.durable()  # commit this series' control traces before the worker reads them
-                videos.submit_series(series_id, task.task_manifest())
+                if videos is not None:
+                    videos.submit_series(series_id, task.task_manifest())
             if job.kind == "verify" or job.verify:
                 with reader() as r:
                     await verify_series(links, r, shown, actor.run_dir, series_id, task.manifest,

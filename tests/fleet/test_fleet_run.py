@@ -26,7 +26,7 @@ def runs(work_dir, admitted_three):
     done = {}
     for workers in (2, 1):
         run_dir = work_dir / f"fleet-w{workers}"
-        proc = roboswe("run", str(admitted_three), "--config", str(config), "--out", str(run_dir),
+        proc = roboswe("run", str(admitted_three), "--config", str(config), "--out", str(run_dir), "--no-video",
                        "--workers", str(workers), timeout=1800)
         done[workers] = (proc, run_dir)
     return done

@@ -32,7 +32,7 @@ def test_a_hostile_participant_fails_its_trials_and_leaves_nothing_behind(backen
     path = work_dir / f"hostile-{backend}.toml"
     path.write_text(config)
     run_dir = work_dir / f"hostile-{backend}"
-    proc = roboswe("run", str(admitted), "--config", str(path), "--out", str(run_dir), "--no-verify", timeout=1200)
+    proc = roboswe("run", str(admitted), "--config", str(path), "--out", str(run_dir), "--no-video", "--no-verify", timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with RunReader(run_dir) as reader:
         (series,) = reader.series()

@@ -51,9 +51,10 @@ def roboswe(*args: str, timeout: float = 900, check: bool = False) -> subprocess
 
 
 def start_run(run_dir: Path, admitted: Path, config: Path, *extra: str) -> subprocess.Popen:
-    """Start `roboswe run` in the background (output merged into ``stdout``), for a test that acts on it mid-run."""
+    """Start `roboswe run` in the background (output merged into ``stdout``), for a test that acts on it mid-run;
+    no videos (these tests look at records, and rendering them costs seconds per trial)."""
     return subprocess.Popen([sys.executable, "-m", "roboswe.cli", "run", str(admitted), "--config", str(config),
-                             "--out", str(run_dir), *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             "--out", str(run_dir), "--no-video", *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=cli_env(), cwd=ROOT)
 
 

@@ -20,7 +20,7 @@ def test_demo_series_on_docker_is_recorded_and_verified(work_dir, admitted, sand
         require_in_ci(f"docker backend unavailable: {why or 'image not imported into Docker'}")
     config = write_config(work_dir, "docker", series="trials = 2")
     run_dir = work_dir / "docker"
-    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "-e", "docker")
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video", "-e", "docker")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with RunReader(run_dir) as reader:
         (series,) = reader.series()

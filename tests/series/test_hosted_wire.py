@@ -60,7 +60,7 @@ def test_a_five_trial_lift_series_through_the_hosted_adapter_wire(wire, work_dir
                               extra=f"[provider.reasoning]\n{reasoning}\n")
         config.write_text(config.read_text().replace('kind = "python"', f'kind = "{wire}"'))
         run_dir = work_dir / f"wire-{wire}"
-        proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), timeout=600)
+        proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video", timeout=600)
         generations = fake.generations()
     assert fake.rejected == [], fake.rejected[0][1]  # every request was one the service documents as valid
     assert proc.returncode == 0, proc.stdout + proc.stderr

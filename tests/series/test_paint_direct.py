@@ -65,7 +65,7 @@ def _session(work: Path) -> None:
     config.write_text((ROOT / "configs" / "runs" / "paint-direct.toml").read_text().replace(
         "[series]\n", '[series]\nbackend = "bwrap"\n', 1))
     run_dir = work / "run"
-    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), timeout=900)
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     logs, hashes = [], []

@@ -16,7 +16,7 @@ def test_random_motion_with_fixed_output_is_a_mismatch_at_the_scripts_first_step
     config = write_config(work_dir, "noisy", agent='agent = "tests.series.restart_agents:NoisyMoveAgent"',
                           series="trials = 1")
     run_dir = work_dir / "noisy"
-    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), timeout=600)
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with RunReader(run_dir) as reader:
         (series,) = reader.series()

@@ -40,7 +40,7 @@ def test_the_api_key_appears_in_no_record_log_config_or_export(work_dir, admitte
         config = write_config(work_dir, "secrets", agent=provider, series="trials = 2")
         config.write_text(config.read_text().replace('kind = "python"', f'kind = "{wire}"'))
         run_dir = work_dir / "secrets"
-        proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), timeout=600)
+        proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video", timeout=600)
         seen = fake.generations()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # The key was really used: the fake saw it in each request's header, so its absence below means something.

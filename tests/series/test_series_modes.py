@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 def test_fresh_context_control_resets_workspace_and_conversation(work_dir, admitted):
     config = write_config(work_dir, "fresh", series='trials = 2\nretain = "none"')
     run_dir = work_dir / "fresh"
-    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-verify")
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video", "--no-verify")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
@@ -31,13 +31,15 @@ def test_fresh_context_control_resets_workspace_and_conversation(work_dir, admit
             for m in reader.messages(v.trial_id):
                 assert b"Trial 1 of 2" not in m.request or v.start.index == 1  # trial 2 never sees trial 1
         assert all(v.verification is None for v in views)  # --no-verify
+        assert not [a for a in reader.artifacts() if a.artifact == "video"]  # --no-video
+        assert not list(run_dir.glob("videos/**/*.mp4"))
 
 
 def test_a_participant_that_only_waits_ends_at_the_step_budget(work_dir, admitted):
     config = write_config(work_dir, "waits", agent='agent = "tests.series.agents:WaitOnlyAgent"',
                           series="trials = 2\ntrial_steps = 60")
     run_dir = work_dir / "waits"
-    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir))
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
@@ -54,7 +56,7 @@ def test_a_participant_that_only_waits_ends_at_the_step_budget(work_dir, admitte
 def test_provider_outage_makes_an_incomplete_slot_and_the_next_trial_runs(work_dir, admitted):
     config = write_config(work_dir, "outage", agent='agent = "tests.series.agents:OutageAgent"', series="trials = 2")
     run_dir = work_dir / "outage"
-    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir))
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
@@ -98,7 +100,7 @@ def test_a_fingerprint_that_differs_from_the_admitted_reference_is_incomplete_be
     write_admitted(msgspec.structs.replace(good, tasks=[wrong], digest=""), other)  # sealed: a valid file
     config = write_config(work_dir, "fp", series="trials = 2")
     run_dir = work_dir / "fp"
-    proc = roboswe("run", str(other), "--config", str(config), "--out", str(run_dir))
+    proc = roboswe("run", str(other), "--config", str(config), "--out", str(run_dir), "--no-video")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
@@ -117,7 +119,7 @@ def test_the_active_time_budget_ends_a_trial(work_dir, admitted):
     config = write_config(work_dir, "slow", agent='agent = "tests.series.agents:WaitOnlyAgent"\noptions = { steps = 1 }',
                           series="trials = 1\ntrial_seconds = 2.0")
     run_dir = work_dir / "slow"
-    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-verify")
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video", "--no-verify")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
@@ -130,7 +132,7 @@ def test_the_active_time_budget_ends_a_trial(work_dir, admitted):
 def test_bad_decisions_get_error_results_and_use_no_control_steps(work_dir, admitted):
     config = write_config(work_dir, "bad", agent='agent = "tests.series.agents:BadDecisionsAgent"', series="trials = 1")
     run_dir = work_dir / "bad"
-    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-verify")
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video", "--no-verify")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
@@ -154,7 +156,7 @@ def test_after_a_context_slide_search_history_finds_archived_turns(work_dir, adm
     config = write_config(work_dir, "slide", agent='agent = "tests.series.agents:ArchiveSearchAgent"\n'
                           "context_window = 38096\nmax_output_tokens = 4000", series="trials = 1")
     run_dir = work_dir / "slide"
-    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-verify")
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video", "--no-verify")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with RunReader(run_dir) as reader:
         (series,) = reader.series()

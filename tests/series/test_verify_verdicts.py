@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 def test_mismatch_names_the_first_divergence_and_a_corrupt_checkpoint_is_an_error(work_dir, admitted):
     config = write_config(work_dir, "clock", agent='agent = "tests.series.agents:ClockAgent"', series="trials = 2")
     run_dir = work_dir / "clock"
-    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir))
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
