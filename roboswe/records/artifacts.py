@@ -267,6 +267,9 @@ class Results(msgspec.Struct, frozen=True, kw_only=True):
     verifications: dict[str, int]  # verdict -> count (latest per trial)
     usage: Any  # usage.UsageSummary: tokens and cost per run, series and trial attempt
     context: Any  # context_evidence.ContextEvidence: the policy (C, O, S, B, counting) and every slide
+    # task -> whose assets its scenes were built from, as the series pinned them ("placeholder": RoboCasa's offline
+    # kit, never comparable with real-asset results); tasks whose family has no such label are absent
+    assets: dict[str, str] = {}
 
 
 def build_results(reader: RunReader, run_id: str, *, pins: dict[str, Any] | None = None,
@@ -296,6 +299,7 @@ def build_results(reader: RunReader, run_id: str, *, pins: dict[str, Any] | None
         timing=dict(sorted(timing.items())), timing_by_series=by_series, verifications=verdicts,
         usage=usage_summary(reader.provider_calls(run_id), run_price(run.config)),
         context=context_evidence(reader, run_id),
+        assets={s.task: s.pins["assets"] for s in reader.series(run_id) if s.pins.get("assets")},
     )
 
 

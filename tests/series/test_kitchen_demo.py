@@ -92,6 +92,7 @@ def check_verified_trials_with_videos(run_dir: Path, kit_admitted: Path, trials:
         (series,) = reader.series()
         assert series.task == TASK and series.trials == trials
         assert series.pins["assets"] == "placeholder"  # the series record says what the scene was built from
+        assert json.loads((run_dir / "results.json").read_bytes())["assets"] == {TASK: "placeholder"}  # and the results
         views = reader.trials(series.series_id)
         assert [v.start.index for v in views] == list(range(1, trials + 1))
         videos = {a.trial_id: a for a in reader.artifacts() if a.artifact == "video"}
