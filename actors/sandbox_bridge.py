@@ -455,7 +455,9 @@ def _sim_robot_endpoint(actor: Actor) -> str:
     return robot_endpoint(actor.endpoints["simulator"])
 
 
-async def main(actor: Actor) -> None:
+async def main(actor: Actor, *, workspace_mb: int | None = WORKSPACE_MB) -> None:
+    """The bridge's message loop; ``workspace_mb`` None: trials get no sized workspace volume (a fleet worker on
+    another host than the coordinator: a loop mount there would hide the coordinator's writes to the shared run dir)."""
     # trial id -> (its sandbox, set to close it, set once it is fully closed)
     trials: dict[str, tuple[TrialSandbox, trio.Event, trio.Event]] = {}
     # Containers and workspace volumes a crashed bridge or a killed `roboswe exec` left behind:
@@ -475,7 +477,7 @@ async def main(actor: Actor) -> None:
                 async with open_trial(
                     msg.trial, Path(msg.workspace), endpoint, backend=msg.backend, limits=msg.limits,
                     heartbeat_interval=transport.heartbeat_interval, liveness=max(transport.heartbeat_liveness, 5),
-                    curve=_sim_curve(msg.sim_keys),
+                    curve=_sim_curve(msg.sim_keys), workspace_mb=workspace_mb,
                 ) as t:  # fmt: skip
                     trials[msg.trial] = (t, close, closed)
                     started = True

@@ -80,6 +80,7 @@ async def _simulator(args: argparse.Namespace, curve) -> None:
 async def _bridge(args: argparse.Namespace, curve) -> None:
     from roboswe.actors import Actor, Server
     from roboswe.actors.sandbox_bridge import main as bridge_main
+    from roboswe.sandbox.volume import WORKSPACE_MB
     from roboswe.config import RunConfig, TransportConfig
 
     class NodeBridge(Actor):
@@ -94,15 +95,11 @@ async def _bridge(args: argparse.Namespace, curve) -> None:
                 task_status.started(self.server)
 
     server_curve = curve
-    if args.no_workspace_volume:
-        import roboswe.actors.sandbox_bridge as bridge_module
-
-        # The bridge asks this before mounting a trial's sized workspace; here the answer is no.
-        bridge_module.volume_available = lambda: "the worker runs on another host than the coordinator"
+    workspace_mb = None if args.no_workspace_volume else WORKSPACE_MB
     transport = TransportConfig(endpoints={"sandbox_bridge": args.bind}, heartbeat_interval=args.heartbeat_interval,
                                 heartbeat_liveness=args.heartbeat_liveness)
     actor = NodeBridge("sandbox_bridge", args.dir, RunConfig(transport=transport), None)
-    await _until_gone(lambda: bridge_main(actor), args.dir)
+    await _until_gone(lambda: bridge_main(actor, workspace_mb=workspace_mb), args.dir)
 
 
 def main(argv: list[str] | None = None) -> int:
