@@ -7,7 +7,7 @@ through the bridge, observations and waits in the simulator. Every message, oper
 checkpoint and the outcome go to the recorder as they happen. Peers are reached through
 their facades (``roboswe.evaluation.peers``); this module never touches a socket.
 
-It is one module (about 570 lines) on purpose: the operations share the trial's clock, budgets
+It is one module (about 690 lines) on purpose: the operations share the trial's clock, budgets
 and attribution rule (participant-caused problems are failures, outside causes incomplete), and
 splitting the operation handlers from the loop would spread that rule over several files.
 """
@@ -668,7 +668,6 @@ class TrialRunner:
         self.progress.active_clock = None
         self.progress.update(active_s=active, last_outcome=f"trial {self.index}: {outcome} ({reason})")
         return ended
-
 
     def action_evidence(self) -> dict[str, Any]:
         """Seed 002's per-trial figures: calls, action decisions, executed prefixes, first success (control, call)."""
