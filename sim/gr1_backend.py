@@ -1,11 +1,12 @@
-"""GR1 tabletop family (seed 002): the 29-D joint contract on the offline stand-in scenes, and native admission.
+"""GR1 tabletop family (seed 002): the 29-D joint contract, the offline stand-in scenes, and native admission.
 
 A GR1 manifest says its ``fidelity``. ``offline-standin``: our robosuite scenes (sim/gr1_scenes.py)
 with the GR1ArmsAndWaistFourierHands robot, legs and head unactuated, a fixed base, the BASIC
 composite controller (arms and waist absolute joint positions, hands as unscaled grips) and
 ``body_part_ordering`` [left, right, left_gripper, right_gripper, torso], which gives the
-contract's 29-D order. ``native``: a RoboCasa GR1 task class, which needs the user's RoboCasa
-GR1 assets; without them the backend refuses with AssetsMissing naming every missing path.
+contract's 29-D order. ``native``: a RoboCasa GR1 task class (sim/gr1_native.py), which needs the
+user's RoboCasa GR1 assets; without them the backend refuses with AssetsMissing naming every
+missing path.
 
 What crosses the policy boundary is the contract's allowlist and nothing else: one uint8
 256x256 RGB egoview made by the native pipeline, the coarse-action language (the spec's
@@ -82,7 +83,10 @@ class Gr1Upstream(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     contract: Name = "gr1-tabletop"  # configs/contracts/<contract>.toml
     layouts: list[int] = []  # native: the task's VALID_LAYOUTS (recorded; the gym factory does not force them)
     styles: list[int] = []
-    assets_root: str = ""  # native: the user's RoboCasa GR1 asset root; "" = robocasa_gr1/models/assets
+    assets_root: str = ""  # native: the asset root; "" = $ROBOCASA_GR1_ASSETS, else robocasa_gr1/models/assets
+    # native: "user" = the user's downloaded RoboCasa GR1 assets; "placeholder" = the generated kit
+    # (sim/gr1_kit.py), for offline tests only, recorded with every result and never comparable.
+    assets: Literal["user", "placeholder"] = "user"
 
 
 class Gr1Manifest(TaskManifest, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -98,6 +102,8 @@ class Gr1Manifest(TaskManifest, frozen=True, kw_only=True, forbid_unknown_fields
             raise ManifestError(
                 f"task {self.id!r}: fidelity = {self.fidelity!r} with env {self.upstream.env!r}; stand-in tasks have ids "
                 f"starting {STANDIN_PREFIX!r} and {STANDIN_ENV_PREFIX}* scenes, native tasks neither (ids never collide)")
+        if self.upstream.assets == "placeholder" and standin:
+            raise ManifestError(f"task {self.id!r}: assets = 'placeholder' is for native task classes on the generated kit")
         if self.controller.parts:
             raise ManifestError(f"task {self.id!r}: the GR1 controller comes from the contract; remove [controller.parts]")
         contract = load_contract(Path(__file__).resolve().parent.parent / "configs" / "contracts" / f"{self.upstream.contract}.toml")
@@ -134,27 +140,6 @@ def check_hash_sentinel() -> None:
 def _contract_for(manifest: Gr1Manifest) -> tuple[Contract, str]:
     path = Path(__file__).resolve().parent.parent / "configs" / "contracts" / f"{manifest.upstream.contract}.toml"
     return load_contract(path), hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-# ---- native: assets --------------------------------------------------------------------------
-
-
-def native_asset_root(manifest: Gr1Manifest) -> Path:
-    """Where a native task's assets are looked for: the manifest's ``assets_root`` or the package's own folder."""
-    if manifest.upstream.assets_root:
-        return Path(manifest.upstream.assets_root).expanduser()
-    import importlib.util
-
-    spec = importlib.util.find_spec("robocasa_gr1")  # locate without importing (its import is slow and noisy)
-    if spec is None or not spec.submodule_search_locations:
-        raise SimError(f"task {manifest.id!r}: robocasa_gr1 is not installed; pip install praxis-robocasa-gr1==0.2.0")
-    return Path(next(iter(spec.submodule_search_locations))) / "models" / "assets"
-
-
-def native_asset_problems(manifest: Gr1Manifest) -> list[str]:
-    """The asset folders a native task needs that are missing (empty when all are present)."""
-    root = native_asset_root(manifest)
-    return [str(root / folder) for folder in NATIVE_ASSET_FOLDERS if not (root / folder).is_dir()]
 
 
 # ---- the stand-in backend ------------------------------------------------------------------------
@@ -259,10 +244,7 @@ class Gr1StandinBackend(RobosuiteBackend):
         J, A = mj.mjtObj.mjOBJ_JOINT, mj.mjtObj.mjOBJ_ACTUATOR
         if type(cc).__name__ != "CompositeController" or getattr(cc, "name", "") != c.robot.composite:
             problems.append(f"composite controller is {type(cc).__name__}, not {c.robot.composite}")
-        split = {k: tuple(v) for k, v in cc._action_split_indexes.items()}
-        want = {s.part: (s.start, s.stop) for s in c.action.slices}
-        if split != want or list(split) != c.robot.body_part_ordering:
-            problems.append(f"action split {split} differs from the contract's {want}")
+        problems += self.contract_split_problems({k: tuple(v) for k, v in cc._action_split_indexes.items()})
         for part in c.robot.unactuated:
             if robot._ref_actuators_indexes_dict.get(part):
                 problems.append(f"{part} still has actuators")
@@ -272,6 +254,8 @@ class Gr1StandinBackend(RobosuiteBackend):
         for s in c.action.slices:
             if s.part.endswith("_gripper"):
                 gripper = cc.grippers[s.part]
+                if getattr(cc.part_controllers[s.part], "use_action_scaling", True):
+                    problems.append(f"{s.name} controller scales its input; the contract's hand targets are absolute radians")
                 mapping = np.asarray(gripper.format_action(np.arange(s.stop - s.start, dtype=float))).astype(int)
                 if mapping.tolist() != expansion.tolist():
                     problems.append(f"{s.name} expands commands as {mapping.tolist()}, not {expansion.tolist()}")
@@ -328,6 +312,13 @@ class Gr1StandinBackend(RobosuiteBackend):
         elif abs(float(m.cam_fovy[cam]) - pipe.camera_fovy) > 1e-9 or name(mj.mjtObj.mjOBJ_BODY, m.cam_bodyid[cam]) != pipe.camera_parent_body:
             problems.append(f"{pipe.camera} camera is not mounted on {pipe.camera_parent_body} with fovy {pipe.camera_fovy}")
         return problems
+
+    def contract_split_problems(self, split: dict[str, tuple[int, int]]) -> list[str]:
+        """The stand-in's parts sit exactly at the contract's slices (body_part_ordering)."""
+        want = {s.part: (s.start, s.stop) for s in self.contract.action.slices}
+        if split != want or list(split) != self.contract.robot.body_part_ordering:
+            return [f"action split {split} differs from the contract's {want}"]
+        return []
 
     def check_contract(self) -> None:
         """Raise ContractMismatch (and unload) if the compiled scene differs from the contract."""
@@ -397,10 +388,15 @@ class Gr1StandinBackend(RobosuiteBackend):
 
 
 def check_native(manifest: Gr1Manifest) -> None:
-    """Raise AssetsMissing naming every missing asset folder of a native task; SimError where native runs are not built.
+    """Raise AssetsMissing naming every missing asset path of a native task, SimError if robocasa_gr1 lacks its class.
 
+    Checks the assets before importing robocasa_gr1 (the import fixes its asset root for the process).
     The task class must be robocasa_gr1's, with the manifest's layouts as its VALID_LAYOUTS.
     """
+    from .gr1_native import prepare_assets, redirect_asset_root
+
+    root, _ = prepare_assets(manifest)
+    redirect_asset_root(root)
     from robocasa_gr1.environments.tabletop.tabletop import (
         Tabletop,  # registers its task classes with robosuite
     )
@@ -413,14 +409,6 @@ def check_native(manifest: Gr1Manifest) -> None:
     valid = list(getattr(task_cls, "VALID_LAYOUTS", []) or [])
     if valid != up.layouts:
         raise SimError(f"task {manifest.id!r}: {up.env}.VALID_LAYOUTS is {valid} but the manifest says layouts = {up.layouts}")
-    missing = native_asset_problems(manifest)
-    if missing:
-        raise AssetsMissing(
-            f"task {manifest.id!r} ({manifest.upstream.env}, native): RoboCasa GR1 assets missing: {missing}. Download them "
-            "with robocasa_gr1's scripts (python -m robocasa_gr1.scripts.download_kitchen_assets and "
-            "download_tabletop_assets) on a machine that can, then set upstream.assets_root to that folder")
-    raise SimError(f"task {manifest.id!r}: the native GR1 adapter is not built yet in roboswe; its assets are present, "
-                   "but only offline stand-in tasks run today")
 
 
 # Registration: sim/backend.py's registry, like the robocasa family. sim/backend.py's create_backend
@@ -429,8 +417,7 @@ def check_native(manifest: Gr1Manifest) -> None:
 def _gr1(manifest: TaskManifest | dict, **kwargs) -> Gr1StandinBackend:
     m = gr1_manifest(manifest)
     if m.fidelity == "native":
-        if kwargs.get("require_fixed_hash_seed"):
-            check_hash_sentinel()
-        check_native(m)
-    return Gr1StandinBackend(m, **kwargs)
+        from .gr1_native import Gr1NativeBackend
 
+        return Gr1NativeBackend(m, **kwargs)
+    return Gr1StandinBackend(m, **kwargs)

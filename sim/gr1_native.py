@@ -1,0 +1,393 @@
+"""GR1 tabletop NATIVE tasks (seed 002): robocasa_gr1's own task classes under the 29-D contract.
+
+The env is built the way robocasa_gr1's gym factory builds it (``gymnasium_basic.create_env_robosuite``
+behind ``gr1_unified/<task>_GR1ArmsAndWaistFourierHands_Env``): the robot's default composite
+config turned BASIC with no part ordering and ``control_delta = False``, the task class's own
+defaults (hard reset, its distractors, ``horizon`` 1000, ``ignore_done``), no layout or style
+arguments (the factory does not forward them), seed 20260907. Only rendering differs: roboswe
+draws the egoview on demand from the state (sim/render.py) instead of on every step, then
+applies the native image pipeline.
+
+Native part order is robosuite's (right, left, torso, right_gripper, left_gripper); the
+contract's 29-D order is [left arm, right arm, left hand, right hand, waist]. Each action is
+validated in contract order (reject, never clip) and then placed into the native slots by part,
+exactly as the native gym wrapper assembles its action dict.
+
+Seeding: a fresh native constructor and one explicit seeded reset (``np.random.seed(seed)``,
+then ``env.reset()``), as the gym wrapper does; a second reset builds a fresh constructor again,
+so a replay starts from the same state. Success is the task's ``_check_success`` as robosuite's
+``reward`` gives it on each step (``info.success = reward > 0``), with no second query.
+
+Assets: ``upstream.assets_root`` in the manifest, else ``$ROBOCASA_GR1_ASSETS``, else
+robocasa_gr1's own ``models/assets`` (where its download scripts write). robocasa_gr1 reads its
+asset root once at import, so the backend points it at the chosen root before importing it; one
+simulator process serves one root. ``upstream.assets = "placeholder"`` runs on the generated kit
+(sim/gr1_kit.py) and every record says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import structlog
+from roboswe.protocol.sim import Fingerprint
+
+from .backend import PhysicsFailure, ResetError, SimError
+from .gr1_backend import (
+    NATIVE_ASSET_FOLDERS,
+    AssetsMissing,
+    Gr1Manifest,
+    Gr1StandinBackend,
+    _contract_for,
+    check_hash_sentinel,
+    gr1_manifest,
+)
+from .physics_state import fingerprint_bytes, snapshot
+from .render import SceneRenderer
+
+log = structlog.get_logger()
+
+ENV_VAR = "ROBOCASA_GR1_ASSETS"
+DEFAULT_KIT_DIR = Path.home() / ".cache" / "roboswe" / "robocasa-gr1-kit"
+_FILE_ATTR = re.compile(r'\bfile="([^"]+)"')
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ---- the asset root --------------------------------------------------------------------------
+
+
+def package_assets() -> Path:
+    from .gr1_kit import package_dir
+
+    return package_dir() / "models" / "assets"
+
+
+def resolve_asset_root(manifest: Gr1Manifest) -> tuple[Path, str]:
+    """(root, where it came from): the manifest's ``assets_root``, ``$ROBOCASA_GR1_ASSETS``, or the package's folder."""
+    if manifest.upstream.assets_root:
+        return Path(manifest.upstream.assets_root).expanduser().resolve(), "upstream.assets_root"
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR]).expanduser().resolve(), f"${ENV_VAR}"
+    if manifest.upstream.assets == "placeholder":
+        return DEFAULT_KIT_DIR.resolve(), "the default kit folder"
+    return package_assets().resolve(), "robocasa_gr1/models/assets"
+
+
+def asset_problems(root: Path) -> list[str]:
+    """What a real-asset root lacks: missing folders, and fixture meshes/textures the shipped fixture XML names."""
+    from .gr1_kit import missing_shipped_files
+
+    missing = [str(root / folder) for folder in NATIVE_ASSET_FOLDERS if not (root / folder).is_dir()]
+    if (root / "fixtures").is_dir():
+        # The package ships fixture XML without their meshes; the fixtures download brings them.
+        absent = [rel for rel in missing_shipped_files(package_assets()) if rel.startswith("fixtures/")
+                  and not (root / rel).exists()]
+        if absent:
+            missing.append(f"{len(absent)} fixture mesh/texture files under {root / 'fixtures'} (e.g. {root / absent[0]})")
+    return missing
+
+
+def prepare_assets(manifest: Gr1Manifest) -> tuple[Path, str]:
+    """The asset root this task runs on (writing the kit for placeholder tasks); raises AssetsMissing or SimError."""
+    from . import gr1_kit
+
+    root, source = resolve_asset_root(manifest)
+    if manifest.upstream.assets == "placeholder":
+        try:
+            return gr1_kit.write_kit(root), source
+        except gr1_kit.KitError as e:
+            raise SimError(f"task {manifest.id!r}: {e}") from None
+    if gr1_kit.is_kit(root):
+        raise AssetsMissing(f"task {manifest.id!r} needs RoboCasa GR1's assets but {root} ({source}) is the placeholder kit")
+    missing = asset_problems(root)
+    if missing:
+        raise AssetsMissing(
+            f"task {manifest.id!r} ({manifest.upstream.env}, native): RoboCasa GR1 assets missing under {root} ({source}): "
+            f"{missing}. Download them with robocasa_gr1's scripts (python -m robocasa_gr1.scripts.download_tabletop_assets -y "
+            f"fetches textures, fixtures, objaverse, sketchfab and lightwheel into the package) on a machine that can, then "
+            f"point roboswe at that folder (upstream.assets_root or ${ENV_VAR})")
+    return root, source
+
+
+class _AssetRootLoader(importlib.abc.Loader):
+    def __init__(self, inner: importlib.abc.Loader, root: str):
+        self._inner, self._root = inner, root
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._inner.exec_module(module)
+        module.assets_root = self._root
+
+
+class _AssetRootFinder(importlib.abc.MetaPathFinder):
+    def __init__(self, root: str):
+        self.root = root
+
+    def find_spec(self, name, path, target=None):
+        if name != "robocasa_gr1.models":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _AssetRootLoader(spec.loader, self.root)
+        return spec
+
+
+def redirect_asset_root(root: Path) -> None:
+    """Make ``robocasa_gr1.models.assets_root`` be ``root`` from the moment it is defined.
+
+    robocasa_gr1 reads it at import (object registry scan, ``BASE_ASSET_ZOO_PATH``), so it must be
+    set before; raises SimError if robocasa_gr1 was already imported with another root.
+    """
+    root_s = str(Path(root).resolve())
+    if "robocasa_gr1.models" in sys.modules:
+        current = str(Path(sys.modules["robocasa_gr1.models"].assets_root).resolve())
+        if current != root_s:
+            raise SimError(f"robocasa_gr1 was already imported in this process with assets at {current}; one simulator "
+                           f"process serves one asset root, start a fresh process for {root_s}")
+        return
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AssetRootFinder)]
+    sys.meta_path.insert(0, _AssetRootFinder(root_s))
+
+
+# ---- the native constructor ------------------------------------------------------------------
+
+
+def native_controller_config(robot: str) -> dict:
+    """robocasa_gr1's RoboCasaEnv controller config: the robot's default, BASIC, no part ordering, absolute."""
+    from robosuite.controllers import load_composite_controller_config
+
+    cfg = load_composite_controller_config(controller=None, robot=robot)
+    cfg["type"] = "BASIC"
+    cfg["composite_controller_specific_configs"] = {}
+    cfg["control_delta"] = False
+    return cfg
+
+
+def native_env_kwargs(manifest: Gr1Manifest, robot: str, image_size: tuple[int, int], seed: int) -> dict:
+    """``create_env_robosuite``'s kwargs for the task, except that robosuite renders nothing (roboswe renders on demand)."""
+    width, height = image_size
+    return dict(
+        robots=[robot], controller_configs=native_controller_config(robot), camera_names=["egoview"],
+        camera_widths=width, camera_heights=height, has_renderer=False,
+        has_offscreen_renderer=False, use_camera_obs=False,  # native: enable_render=True; no effect on physics
+        ignore_done=True, use_object_obs=True, camera_depths=False, seed=seed, translucent_robot=False,
+        obj_instance_split=None, generative_textures=None, randomize_cameras=False,
+    )
+
+
+class Gr1NativeBackend(Gr1StandinBackend):
+    """A robocasa_gr1 tabletop task under the seed-002 contract (the stand-in's checks, allowlist and validation)."""
+
+    def __init__(self, manifest: Gr1Manifest | dict, *, trial_steps: int | None = None,
+                 require_fixed_hash_seed: bool = False):
+        manifest = gr1_manifest(manifest)
+        if manifest.fidelity != "native":
+            raise SimError(f"task {manifest.id!r} is {manifest.fidelity}; Gr1NativeBackend runs native tasks only")
+        if require_fixed_hash_seed:
+            check_hash_sentinel()
+        self.assets_root, self.assets_source = prepare_assets(manifest)
+        redirect_asset_root(self.assets_root)
+        import mujoco
+        import robocasa_gr1  # registers the task classes with robosuite
+        import robosuite
+        from robosuite.environments.base import REGISTERED_ENVS
+
+        up = manifest.upstream
+        self.contract, self._contract_sha256 = _contract_for(manifest)
+        versions = {"robosuite": robosuite.__version__, "robocasa_gr1": robocasa_gr1.__version__,
+                    "mujoco": mujoco.__version__, "numpy": np.__version__}
+        if (versions["robosuite"] != up.version or versions["robocasa_gr1"] != up.robocasa_gr1
+                or not versions["mujoco"].startswith(up.mujoco + ".")):
+            raise SimError(f"task {manifest.id!r} pins robosuite {up.version} / robocasa_gr1 {up.robocasa_gr1} / mujoco "
+                           f"{up.mujoco}.x but this process has {versions}; install praxis-robocasa-gr1==0.2.0")
+        self._task_cls = REGISTERED_ENVS.get(up.env)
+        if self._task_cls is None or list(getattr(self._task_cls, "VALID_LAYOUTS", []) or []) != up.layouts:
+            raise SimError(f"task {manifest.id!r}: robocasa_gr1 has no task {up.env!r} with VALID_LAYOUTS {up.layouts}")
+        self.manifest = manifest
+        self._mujoco = mujoco
+        self._start_trial_bookkeeping(manifest, trial_steps)
+        self._paths = sorted({str(self.assets_root): "{assets}", str(Path(robocasa_gr1.__file__).parent): "{robocasa_gr1}",
+                              str(Path(robosuite.__file__).parent): "{robosuite}"}.items(), key=lambda kv: -len(kv[0]))
+        self._versions = {**versions, "fidelity": manifest.fidelity, "contract_sha256": self._contract_sha256,
+                          "assets": up.assets, "native_env_id": self.contract.robot.native_env_id.format(task=up.env)}
+        self._low, self._high = self.contract.low, self.contract.high
+        self._names = self.contract.component_names
+        self._renderer: SceneRenderer | None = None
+        self._asset_hashes: dict[str, str] = {}
+        self._native_success = False
+        self.env = None
+        self._fresh_for: int | None = None
+        self._construct(manifest.seed)
+        self.control_dt = float(self.env.control_timestep)
+
+    # ---- construction and the scene reset rebuilt ------------------------------------------
+
+    def _construct(self, seed: int) -> None:
+        """A fresh native constructor with ``seed`` (the previous env, if any, is closed)."""
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+        import robosuite
+
+        pipe = self.contract.observation.pipeline
+        kwargs = native_env_kwargs(self.manifest, self.contract.robot.name, (pipe.width, pipe.height), seed)
+        t0 = time.perf_counter()
+        try:
+            self.env = robosuite.make(self.manifest.upstream.env, **kwargs)
+        except Exception as e:
+            raise SimError(f"task {self.manifest.id!r}: robocasa_gr1 could not build {self.manifest.upstream.env}: "
+                           f"{type(e).__name__}: {e}") from e
+        self.build_seconds = time.perf_counter() - t0
+        self._fresh_for = seed
+
+    def _bind_scene(self) -> None:
+        """Take the model the reset compiled: pointers, parts, renderer, native slots, XML and asset digests."""
+        self._bind_model()
+        self._units = [u for p in self._parts for u in p.units]
+        split = self._robot.composite_controller._action_split_indexes
+        try:
+            self._native_index = np.concatenate([np.arange(*split[s.part]) for s in self.contract.action.slices])
+        except KeyError as e:
+            raise SimError(f"task {self.manifest.id!r}: the native controller has no part {e.args[0]!r}") from None
+        if self._renderer is not None:
+            self._renderer.close()
+        pipe, video = self.contract.observation.pipeline, self.manifest.video
+        self._renderer = SceneRenderer(self.model, max(pipe.width, video.width), max(pipe.height, video.height))
+        xml = self.env.model.get_xml()
+        self._scene_xml = self._normalise(xml)
+        self._xml_sha256 = _sha256(self._scene_xml.encode())
+        self._used_assets = self._asset_entries(sorted(set(_FILE_ATTR.findall(xml))))
+        self._assets_sha256 = _sha256(json.dumps(self._used_assets).encode())
+
+    def _normalise(self, text: str) -> str:
+        """Where the assets and packages live is not part of a scene."""
+        for path, token in self._paths:
+            text = text.replace(path, token)
+        return text
+
+    def _asset_entries(self, files: list[str]) -> list[tuple[str, str]]:
+        """(normalised path, content sha256) of every file the compiled scene names: the used-asset closure."""
+        entries = []
+        for f in files:
+            if f not in self._asset_hashes:
+                try:
+                    self._asset_hashes[f] = _sha256(Path(f).read_bytes())
+                except OSError as e:
+                    raise SimError(f"task {self.manifest.id!r}: the scene names asset {f}, which cannot be read: {e.strerror}") from None
+            entries.append((self._normalise(f), self._asset_hashes[f]))
+        return sorted(entries)
+
+    def contract_split_problems(self, split: dict[str, tuple[int, int]]) -> list[str]:
+        """Native parts keep robosuite's order; only their widths must be the contract's (actions are placed by part)."""
+        want = {s.part: s.stop - s.start for s in self.contract.action.slices}
+        widths = {k: b - a for k, (a, b) in split.items()}
+        return [] if widths == want else [f"native action parts {widths} differ from the contract's {want}"]
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def reset(self, seed: int) -> Fingerprint:
+        """A fresh native constructor (unless this one is still unused for ``seed``) and one seeded reset."""
+        self._loaded = False
+        if self._fresh_for != seed:
+            self._construct(seed)
+        self._fresh_for = None  # used: the next reset needs a fresh constructor
+        np.random.seed(seed)  # the gym wrapper's reset does this before env.reset()
+        t0 = time.perf_counter()
+        try:
+            self.env.reset()
+        except Exception as e:
+            raise SimError(f"task {self.manifest.id!r} seed {seed}: robocasa_gr1 could not build the scene: "
+                           f"{type(e).__name__}: {e}") from e
+        self.reset_seconds = time.perf_counter() - t0
+        self._physics_s += self.reset_seconds
+        self._bind_scene()
+        self.check_contract()
+        self._step = 0
+        self._tracker.reset()
+        self._states.take()
+        self._last = np.zeros(len(self._low))
+        joint = lambda j: self.data.qpos[self.model.jnt_qposadr[self._mujoco.mj_name2id(self.model, self._mujoco.mjtObj.mjOBJ_JOINT, j)]]
+        for s in self.contract.action.slices:  # initial hold: the measured arm/waist joints (the native reset
+            if not s.part.endswith("_gripper"):  # sets the elbows after its controllers last read them), open hands
+                self._last[s.start:s.stop] = np.clip([joint(j) for j in s.joints], s.low, s.high)
+        initial = snapshot(self.data)
+        self._states.append(0, 0.0, initial)
+        if self.env._check_success():
+            raise ResetError(f"task {self.manifest.id!r} seed {seed}: the native reset state already satisfies success; "
+                             "that is an error of this seed, never a reason to resample")
+        self._native_success = False
+        self._loaded = True
+        state_sha = _sha256(fingerprint_bytes(initial))
+        from .robocasa_backend import compiled_model_digest  # path-free: the kit or assets may live anywhere
+
+        compiled_sha = compiled_model_digest(self.model)
+        versions = {**self._versions, "assets_sha256": self._assets_sha256, "native_layout": str(self.env.layout_id),
+                    "native_style": str(self.env.style_id)}
+        body = json.dumps({"model_xml_sha256": self._xml_sha256, "compiled_model_sha256": compiled_sha,
+                           "initial_state_sha256": state_sha, "seed": seed, "versions": versions}, sort_keys=True)
+        self.fingerprint = Fingerprint(digest=_sha256(body.encode()), seed=seed, model_xml_sha256=self._xml_sha256,
+                                       initial_state_sha256=state_sha, versions=versions, compiled_model_sha256=compiled_sha)
+        log.info("sim.reset", task=self.manifest.id, seed=seed, assets=self.manifest.upstream.assets,
+                 layout=self.env.layout_id, style=self.env.style_id, fingerprint=self.fingerprint.digest[:16])
+        return self.fingerprint
+
+    def close(self) -> None:
+        try:
+            if self._renderer is not None:
+                self._renderer.close()
+        finally:
+            if self.env is not None:
+                self.env.close()
+
+    # ---- control ------------------------------------------------------------------------
+
+    def native_action(self, action: np.ndarray) -> np.ndarray:
+        """A validated contract-order action placed into the native part slots."""
+        native = np.empty(len(action))
+        native[self._native_index] = action
+        return native
+
+    def _physics_step(self, action: np.ndarray) -> None:
+        unstable_before = self._instability_warnings()
+        try:
+            _, reward, _, _ = self.env.step(self.native_action(action))
+        except Exception as e:
+            self._loaded = False
+            raise PhysicsFailure(f"control step {self._step + 1} failed inside robocasa_gr1/MuJoCo: {type(e).__name__}: {e}") from e
+        if self._instability_warnings() != unstable_before or not np.isfinite(self.data.qpos).all():
+            self._loaded = False
+            raise PhysicsFailure(f"physics became unstable at control step {self._step + 1}; the scene is retired, load the task again")
+        self._native_success = bool(reward > 0)  # the gym wrapper's info.success; reward() is _check_success()
+        self._last = action.copy()
+
+    def predicate_now(self) -> bool:
+        return self._native_success
+
+    # ---- evidence -----------------------------------------------------------------------
+
+    def task_record(self, end: str | None) -> tuple[dict, dict[str, bytes]]:
+        """Private native evidence: actual layout/style, episode metadata, assets label, compiled scene XML, used assets."""
+        if not hasattr(self, "_scene_xml"):
+            return {}, {}
+        ep = self.env.get_ep_meta()
+        data = {"assets": self.manifest.upstream.assets, "assets_source": self.assets_source,
+                "native_env_id": self._versions["native_env_id"], "layout_id": int(self.env.layout_id),
+                "style_id": int(self.env.style_id), "lang": str(ep.get("lang", "")),
+                "used_assets": len(self._used_assets), "assets_sha256": self._assets_sha256}
+        files = {"scene.xml": self._scene_xml.encode(),
+                 "used_assets.json": json.dumps(self._used_assets, indent=1).encode()}
+        return data, files
