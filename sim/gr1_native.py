@@ -53,6 +53,9 @@ from .gr1_backend import (
 )
 from .physics_state import fingerprint_bytes, snapshot
 from .render import SceneRenderer
+from .robocasa_backend import (
+    compiled_model_digest,  # path-free: the kit or the assets may live anywhere
+)
 
 log = structlog.get_logger()
 
@@ -180,13 +183,13 @@ def native_controller_config(robot: str) -> dict:
 def native_env_kwargs(manifest: Gr1Manifest, robot: str, image_size: tuple[int, int], seed: int) -> dict:
     """``create_env_robosuite``'s kwargs for the task, except that robosuite renders nothing (roboswe renders on demand)."""
     width, height = image_size
-    return dict(
-        robots=[robot], controller_configs=native_controller_config(robot), camera_names=["egoview"],
-        camera_widths=width, camera_heights=height, has_renderer=False,
-        has_offscreen_renderer=False, use_camera_obs=False,  # native: enable_render=True; no effect on physics
-        ignore_done=True, use_object_obs=True, camera_depths=False, seed=seed, translucent_robot=False,
-        obj_instance_split=None, generative_textures=None, randomize_cameras=False,
-    )
+    return {
+        "robots": [robot], "controller_configs": native_controller_config(robot), "camera_names": ["egoview"],
+        "camera_widths": width, "camera_heights": height, "has_renderer": False,
+        "has_offscreen_renderer": False, "use_camera_obs": False,  # native: enable_render=True; no effect on physics
+        "ignore_done": True, "use_object_obs": True, "camera_depths": False, "seed": seed, "translucent_robot": False,
+        "obj_instance_split": None, "generative_textures": None, "randomize_cameras": False,
+    }
 
 
 class Gr1NativeBackend(Gr1StandinBackend):
@@ -332,8 +335,6 @@ class Gr1NativeBackend(Gr1StandinBackend):
         self._native_success = False
         self._loaded = True
         state_sha = _sha256(fingerprint_bytes(initial))
-        from .robocasa_backend import compiled_model_digest  # path-free: the kit or assets may live anywhere
-
         compiled_sha = compiled_model_digest(self.model)
         versions = {**self._versions, "assets_sha256": self._assets_sha256, "native_layout": str(self.env.layout_id),
                     "native_style": str(self.env.style_id)}

@@ -38,7 +38,7 @@ def cup():
 @pytest.mark.slow
 def test_the_native_task_runs_on_the_kit_under_the_contract(kit_dir):
     env = {**os.environ, "PYTHONHASHSEED": "0", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-    proc = subprocess.run([sys.executable, "-m", "tests.sim.gr1.native_probe", str(kit_dir)], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "tests.sim.gr1.native_probe", str(kit_dir)], check=False, cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("NATIVE_PROBE ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
