@@ -124,7 +124,7 @@ async def run_trial(participant, real: RealTrial, conversation: list[Turn], tria
     raise AssertionError(f"no finish: {ops}")
 
 
-@pytest.mark.parametrize("seed", [0, 7])
+@pytest.mark.parametrize("seed", [0, pytest.param(7, marks=pytest.mark.exhaustive)])  # a second seed: pre-release
 async def test_demo_participant_lifts_the_cube_on_the_real_stack(seed, image, run_dir, simulator):
     from roboswe.actors.sandbox_bridge import open_trial
     from roboswe.sim.manifest import load_manifest

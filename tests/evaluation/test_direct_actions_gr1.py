@@ -52,11 +52,11 @@ def gr1_admitted():
     shutil.rmtree(work, ignore_errors=True)
 
 
-def _run(gr1_admitted, name: str, agent: str, series: str):
+def _run(gr1_admitted, name: str, agent: str, series: str, *extra: str):
     work, admitted = gr1_admitted
     config = write_config(work, name, agent=f'agent = "roboswe.agents.gr1_policy:{agent}"', series=f"trials = 1\n{series}")
     run_dir = work / name
-    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), timeout=900)
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), *extra, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return run_dir
 
@@ -85,7 +85,7 @@ def test_the_scripted_policy_closes_the_drawer_with_act_chunks_and_replays_verif
 
 
 def test_the_scripted_coder_closes_the_drawer_through_robot_which_offers_only_the_allowlist(gr1_admitted):
-    run_dir = _run(gr1_admitted, "coder", "Gr1DrawerCoder", "")
+    run_dir = _run(gr1_admitted, "coder", "Gr1DrawerCoder", "", "--no-video")  # videos: the policy run
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
         (view,) = reader.trials(series.series_id)

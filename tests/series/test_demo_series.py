@@ -25,7 +25,7 @@ TRIALS = 5
 def demo_run(work_dir, admitted):
     config = write_config(work_dir, "demo5", series=f"trials = {TRIALS}")
     run_dir = work_dir / "demo5"
-    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), timeout=1200)
+    proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video", timeout=1200)  # videos: tests/viewer/test_demo.py
     return proc, run_dir, admitted
 
 

@@ -68,7 +68,7 @@ def _session_gallery(work: Path, browser, artifacts_dir: Path) -> None:
     write_admitted(Admitted(format=FORMAT, dataset={"id": "paint-test", "tasks": [task.id]}, created_at="test", host={},
                             run_config_sha256=None, tasks=[task]), admitted)
     run_dir = work / "run"
-    proc = roboswe("run", str(admitted), "--config", str(_run_config(work)), "--out", str(run_dir), timeout=900)
+    proc = roboswe("run", str(admitted), "--config", str(_run_config(work)), "--out", str(run_dir), "--no-video", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     with RunReader(run_dir) as reader:
