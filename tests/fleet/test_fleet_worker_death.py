@@ -21,7 +21,7 @@ from tests.series.conftest import operations_of, start_run, write_config
 from tests.series.test_restarts import SIMULATOR_DEADLINE
 
 pytestmark = pytest.mark.slow
-STEPS = 400
+STEPS = 200  # 2 steps per ~0.25 s decision: the re-run and the other series each take ~25 s
 
 
 def test_a_dead_worker_costs_only_its_own_trial(work_dir, admitted_three):

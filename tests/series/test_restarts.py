@@ -25,6 +25,8 @@ pytestmark = pytest.mark.slow
 # Heartbeats here are 1.0 s x 5 (TOLERANT_HEARTBEATS): a peer is declared dead after ~5 s; the rest is the
 # restart back-off and closing the trial on a busy 2-core machine.
 SIMULATOR_DEADLINE = 30.0
+# The re-run waits to its budget 2 steps per decision, ~0.25 s each: 200 steps keep that to ~25 s.
+STEPS = 200
 SUPERVISOR_DEADLINE = 10.0  # README: every actor notices the lifeline pipe close and exits
 
 
@@ -38,7 +40,7 @@ def _alive(pid: int) -> bool:
 
 def test_simulator_killed_mid_trial_ends_it_incomplete_within_the_deadline_and_the_next_trial_runs(work_dir, admitted):
     path = write_config(work_dir, "simkill", agent='agent = "tests.series.restart_agents:SlowWaitAgent"',
-                        series="trials = 2\ntrial_steps = 400")
+                        series=f"trials = 2\ntrial_steps = {STEPS}")
     run_dir = work_dir / "simkill"
     run = start_run(run_dir, admitted, path, "--no-verify")
     try:
@@ -61,7 +63,7 @@ def test_simulator_killed_mid_trial_ends_it_incomplete_within_the_deadline_and_t
         one, again, two = reader.trials(series.series_id)
         assert (one.end.outcome, one.end.reason.split(":")[0]) == ("incomplete", "interrupted"), one.end.reason
         assert one.end.ended_at - killed_at < SIMULATOR_DEADLINE, one.end.ended_at - killed_at
-        assert one.end.control_steps < 400  # it did not run on to its budget
+        assert one.end.control_steps < STEPS  # it did not run on to its budget
         # the death cost that attempt only: trial 1 ran again, linked to it, on the restarted simulator
         assert (again.start.index, again.start.attempt, again.start.recovers) == (1, 1, one.trial_id)
         assert (again.end.outcome, again.end.reason) == ("failure", "step_budget"), again.end.reason
