@@ -28,12 +28,9 @@ simulator process serves one root. ``upstream.assets = "placeholder"`` runs on t
 from __future__ import annotations
 
 import hashlib
-import importlib.abc
-import importlib.machinery
 import json
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
@@ -124,46 +121,16 @@ def prepare_assets(manifest: Gr1Manifest) -> tuple[Path, str]:
     return root, source
 
 
-class _AssetRootLoader(importlib.abc.Loader):
-    def __init__(self, inner: importlib.abc.Loader, root: str):
-        self._inner, self._root = inner, root
-
-    def create_module(self, spec):
-        return self._inner.create_module(spec)
-
-    def exec_module(self, module) -> None:
-        self._inner.exec_module(module)
-        module.assets_root = self._root
-
-
-class _AssetRootFinder(importlib.abc.MetaPathFinder):
-    def __init__(self, root: str):
-        self.root = root
-
-    def find_spec(self, name, path, target=None):
-        if name != "robocasa_gr1.models":
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _AssetRootLoader(spec.loader, self.root)
-        return spec
-
-
 def redirect_asset_root(root: Path) -> None:
-    """Make ``robocasa_gr1.models.assets_root`` be ``root`` from the moment it is defined.
+    """Make ``robocasa_gr1.models.assets_root`` be ``root`` before robocasa_gr1 reads it at import (its
+    object registry scan and ``BASE_ASSET_ZOO_PATH``); raises SimError if it was imported with another root."""
+    from .robocasa_shims import RobocasaShimError
+    from .robocasa_shims import redirect_asset_root as redirect
 
-    robocasa_gr1 reads it at import (object registry scan, ``BASE_ASSET_ZOO_PATH``), so it must be
-    set before; raises SimError if robocasa_gr1 was already imported with another root.
-    """
-    root_s = str(Path(root).resolve())
-    if "robocasa_gr1.models" in sys.modules:
-        current = str(Path(sys.modules["robocasa_gr1.models"].assets_root).resolve())
-        if current != root_s:
-            raise SimError(f"robocasa_gr1 was already imported in this process with assets at {current}; one simulator "
-                           f"process serves one asset root, start a fresh process for {root_s}")
-        return
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AssetRootFinder)]
-    sys.meta_path.insert(0, _AssetRootFinder(root_s))
+    try:
+        redirect(root, package="robocasa_gr1")
+    except RobocasaShimError as e:
+        raise SimError(str(e)) from None
 
 
 # ---- the native constructor ------------------------------------------------------------------

@@ -42,11 +42,11 @@ class _AssetRootLoader(importlib.abc.Loader):
 
 
 class _AssetRootFinder(importlib.abc.MetaPathFinder):
-    def __init__(self, root: str):
-        self.root = root
+    def __init__(self, package: str, root: str):
+        self.package, self.root = package, root
 
     def find_spec(self, name, path, target=None):
-        if name != "robocasa.models":
+        if name != f"{self.package}.models":
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is not None and spec.loader is not None:
@@ -54,26 +54,26 @@ class _AssetRootFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def redirect_asset_root(root: str | Path) -> None:
-    """Make ``robocasa.models.assets_root`` be ``root`` from the moment RoboCasa defines it.
+def redirect_asset_root(root: str | Path, package: str = "robocasa") -> None:
+    """Make ``<package>.models.assets_root`` be ``root`` from the moment the package defines it.
 
-    RoboCasa reads the asset root at import time (``BASE_ASSET_ZOO_PATH`` and the object
-    registry's directory scan happen while ``import robocasa`` runs), and its download
-    script writes into the installed package. Setting the attribute after the import is too
-    late, so a meta-path hook sets it right after ``robocasa/models/__init__.py`` runs.
-    Raises RobocasaShimError if RoboCasa was already imported with another root.
+    RoboCasa (and robocasa_gr1, built the same way) reads the asset root at import time
+    (``BASE_ASSET_ZOO_PATH`` and the object registry's directory scan happen while the import
+    runs), and its download script writes into the installed package. Setting the attribute after
+    the import is too late, so a meta-path hook sets it right after ``<package>/models/__init__.py``
+    runs. Raises RobocasaShimError if the package was already imported with another root.
     """
     root = str(Path(root).resolve())
-    if "robocasa.models" in sys.modules:
-        current = str(Path(sys.modules["robocasa.models"].assets_root).resolve())
+    if f"{package}.models" in sys.modules:
+        current = str(Path(sys.modules[f"{package}.models"].assets_root).resolve())
         if current != root:
             raise RobocasaShimError(
-                f"RoboCasa was already imported in this process with assets at {current}; one simulator process "
+                f"{package} was already imported in this process with assets at {current}; one simulator process "
                 f"serves one asset root, start a fresh process for {root}"
             )
         return
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AssetRootFinder)]
-    sys.meta_path.insert(0, _AssetRootFinder(root))
+    sys.meta_path[:] = [f for f in sys.meta_path if not (isinstance(f, _AssetRootFinder) and f.package == package)]
+    sys.meta_path.insert(0, _AssetRootFinder(package, root))
 
 
 # ---- process-wide ----------------------------------------------------------------------------
