@@ -21,7 +21,6 @@ skill on the real tasks and are never comparable with real-asset runs.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -29,17 +28,14 @@ import re
 import shutil
 from pathlib import Path
 
-from .robocasa_kit import _box_object_xml, _colour, _png, texture_references
+from . import robocasa_kit
+from .robocasa_kit import KitError, _box_object_xml, _colour, _png, texture_references
 
 KIT_FORMAT = "roboswe.robocasa-gr1-kit/1"
 MARKER = "ROBOSWE_GR1_KIT.json"
 _REGISTRY_DIRS = {"objaverse": "objaverse", "aigen": "aigen_objs", "sketchfab": "sketchfab", "lightwheel": "lightwheel"}
 _FILE_ATTR = re.compile(r'\bfile="([^"]+)"')
 _CUBE_HALF = 0.005
-
-
-class KitError(RuntimeError):
-    """The kit cannot be written (robocasa_gr1 not installed, unwritable or occupied folder)."""
 
 
 def package_dir() -> Path:
@@ -63,27 +59,7 @@ def _cube_obj() -> str:
 
 def object_categories(package: Path) -> dict[str, dict]:
     """robocasa_gr1's object registry read from source (category -> model folders, auxiliary flag), without importing it."""
-    tree = ast.parse((package / "models" / "objects" / "kitchen_objects.py").read_text())
-    node = next((n for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
-                 and any(isinstance(t, ast.Name) and t.id == "OBJ_CATEGORIES" for t in n.targets)), None)
-    if node is None:
-        raise KitError(f"{package}/models/objects/kitchen_objects.py has no OBJ_CATEGORIES = dict(...); robocasa_gr1 changed")
-    categories = {}
-    for kw in node.value.keywords:
-        if not isinstance(kw.value, ast.Call):
-            continue
-        entry = {"folders": [], "auxiliary": False}
-        for field in kw.value.keywords:
-            if field.arg == "is_auxiliary_obj":
-                entry["auxiliary"] = bool(ast.literal_eval(field.value))
-            elif field.arg in _REGISTRY_DIRS and isinstance(field.value, ast.Call):
-                folders = [f"{_REGISTRY_DIRS[field.arg]}/{kw.arg}"]
-                for sub in field.value.keywords:
-                    if sub.arg == "model_folders":
-                        folders = list(ast.literal_eval(sub.value))
-                entry["folders"].extend(folders)
-        categories[kw.arg] = entry
-    return categories
+    return robocasa_kit.object_categories(package, _REGISTRY_DIRS, owner="robocasa_gr1")
 
 
 def missing_shipped_files(shipped: Path) -> list[str]:

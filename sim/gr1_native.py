@@ -52,6 +52,7 @@ from .physics_state import fingerprint_bytes, snapshot
 from .render import SceneRenderer
 from .robocasa_backend import (
     compiled_model_digest,  # path-free: the kit or the assets may live anywhere
+    used_assets,
 )
 
 log = structlog.get_logger()
@@ -240,7 +241,8 @@ class Gr1NativeBackend(Gr1StandinBackend):
         xml = self.env.model.get_xml()
         self._scene_xml = self._normalise(xml)
         self._xml_sha256 = _sha256(self._scene_xml.encode())
-        self._used_assets = self._asset_entries(sorted(set(_FILE_ATTR.findall(xml))))
+        self._used_assets = used_assets(self.manifest.id, sorted(set(_FILE_ATTR.findall(xml))), self._paths,
+                                        self._asset_hashes)
         self._assets_sha256 = _sha256(json.dumps(self._used_assets).encode())
 
     def _normalise(self, text: str) -> str:
@@ -248,18 +250,6 @@ class Gr1NativeBackend(Gr1StandinBackend):
         for path, token in self._paths:
             text = text.replace(path, token)
         return text
-
-    def _asset_entries(self, files: list[str]) -> list[tuple[str, str]]:
-        """(normalised path, content sha256) of every file the compiled scene names: the used-asset closure."""
-        entries = []
-        for f in files:
-            if f not in self._asset_hashes:
-                try:
-                    self._asset_hashes[f] = _sha256(Path(f).read_bytes())
-                except OSError as e:
-                    raise SimError(f"task {self.manifest.id!r}: the scene names asset {f}, which cannot be read: {e.strerror}") from None
-            entries.append((self._normalise(f), self._asset_hashes[f]))
-        return sorted(entries)
 
     def contract_split_problems(self, split: dict[str, tuple[int, int]]) -> list[str]:
         """Native parts keep robosuite's order; only their widths must be the contract's (actions are placed by part)."""

@@ -200,6 +200,23 @@ def _sha256(data: bytes) -> str:
 _FILE_ATTR = re.compile(r'\bfile="([^"]+)"')
 
 
+def used_assets(task: str, files: list[str], paths: list[tuple[str, str]], hashes: dict[str, str]) -> list[tuple[str, str]]:
+    """(path with ``paths`` replaced by their tokens, content sha256) of every asset file a scene names, sorted:
+    the used-asset closure a fingerprint covers. ``hashes`` caches the contents' digests between resets."""
+    entries = []
+    for f in files:
+        if f not in hashes:
+            try:
+                hashes[f] = _sha256(Path(f).read_bytes())
+            except OSError as e:
+                raise SimError(f"task {task!r}: the scene names asset {f}, which cannot be read: {e.strerror}") from None
+        name = f
+        for path, token in paths:
+            name = name.replace(path, token)
+        entries.append((name, hashes[f]))
+    return sorted(entries)
+
+
 def compiled_model_digest(model) -> str:
     """sha256 over every array of the compiled model except its file paths.
 
@@ -306,18 +323,7 @@ class RobocasaBackend(RobosuiteBackend):
 
     def _asset_digest(self, files: list[str]) -> str:
         """sha256 over (normalised path, content sha256) of every file the model names: the asset tree it uses."""
-        entries = []
-        for f in files:
-            if f not in self._asset_hashes:
-                try:
-                    self._asset_hashes[f] = _sha256(Path(f).read_bytes())
-                except OSError as e:
-                    raise SimError(f"task {self.manifest.id!r}: model names asset {f} that cannot be read: {e.strerror}") from None
-            name = f
-            for path, token in self._paths:
-                name = name.replace(path, token)
-            entries.append((name, self._asset_hashes[f]))
-        return _sha256(json.dumps(sorted(entries)).encode())
+        return _sha256(json.dumps(used_assets(self.manifest.id, files, self._paths, self._asset_hashes)).encode())
 
     def _derive_parts(self) -> list[_Part]:
         """Arm, gripper, mobile base, torso and the mode switch, read from the live controllers and model."""

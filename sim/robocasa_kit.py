@@ -99,11 +99,13 @@ def texture_references(package: Path) -> list[str]:
 # ---- object categories ---------------------------------------------------------------------
 
 
-def object_categories(package: Path) -> dict[str, dict]:
+def object_categories(package: Path, registry_dirs: dict[str, str] = _REGISTRY_DIRS,
+                      owner: str = "RoboCasa") -> dict[str, dict]:
     """RoboCasa's object registry read from its source (name -> registries, model folders, auxiliary flag).
 
     Parsed with ``ast`` rather than imported: importing robocasa scans the asset root once
-    and for good, which must happen after the kit exists.
+    and for good, which must happen after the kit exists. robocasa_gr1 keeps the same registry
+    with one more registry folder (``registry_dirs``).
     """
     source = (package / "models" / "objects" / "kitchen_objects.py").read_text()
     tree = ast.parse(source)
@@ -112,7 +114,7 @@ def object_categories(package: Path) -> dict[str, dict]:
                 and isinstance(node.value, ast.Call)):
             break
     else:
-        raise KitError(f"{package}/models/objects/kitchen_objects.py has no OBJ_CATEGORIES = dict(...); RoboCasa changed")
+        raise KitError(f"{package}/models/objects/kitchen_objects.py has no OBJ_CATEGORIES = dict(...); {owner} changed")
     categories = {}
     for kw in node.value.keywords:
         entry = {"folders": [], "auxiliary": False}
@@ -121,8 +123,8 @@ def object_categories(package: Path) -> dict[str, dict]:
         for field in kw.value.keywords:
             if field.arg == "is_auxiliary_obj":
                 entry["auxiliary"] = bool(ast.literal_eval(field.value))
-            elif field.arg in _REGISTRY_DIRS and isinstance(field.value, ast.Call):
-                folders = [f"{_REGISTRY_DIRS[field.arg]}/{kw.arg}"]
+            elif field.arg in registry_dirs and isinstance(field.value, ast.Call):
+                folders = [f"{registry_dirs[field.arg]}/{kw.arg}"]
                 for sub in field.value.keywords:
                     if sub.arg == "model_folders":
                         folders = list(ast.literal_eval(sub.value))
