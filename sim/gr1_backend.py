@@ -142,6 +142,22 @@ def _contract_for(manifest: Gr1Manifest) -> tuple[Contract, str]:
     return load_contract(path), hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def pinned_versions(manifest: Gr1Manifest) -> dict[str, str]:
+    """This process's simulator versions, checked against the manifest's pins; raises SimError naming both."""
+    import mujoco
+    import robocasa_gr1  # importing it registers its task classes with robosuite
+    import robosuite
+
+    up = manifest.upstream
+    versions = {"robosuite": robosuite.__version__, "robocasa_gr1": robocasa_gr1.__version__,
+                "mujoco": mujoco.__version__, "numpy": np.__version__}
+    if (versions["robosuite"] != up.version or versions["robocasa_gr1"] != up.robocasa_gr1
+            or not versions["mujoco"].startswith(up.mujoco + ".")):
+        raise SimError(f"task {manifest.id!r} pins robosuite {up.version} / robocasa_gr1 {up.robocasa_gr1} / mujoco "
+                       f"{up.mujoco}.x but this process has {versions}; install praxis-robocasa-gr1==0.2.0")
+    return versions
+
+
 # ---- the stand-in backend ------------------------------------------------------------------------
 
 
@@ -163,12 +179,7 @@ class Gr1StandinBackend(RobosuiteBackend):
 
         up = manifest.upstream
         self.contract, self._contract_sha256 = _contract_for(manifest)
-        versions = {"robosuite": robosuite.__version__, "robocasa_gr1": robocasa_gr1.__version__,
-                    "mujoco": mujoco.__version__, "numpy": np.__version__}
-        if (versions["robosuite"] != up.version or versions["robocasa_gr1"] != up.robocasa_gr1
-                or not versions["mujoco"].startswith(up.mujoco + ".")):
-            raise SimError(f"task {manifest.id!r} pins robosuite {up.version} / robocasa_gr1 {up.robocasa_gr1} / mujoco "
-                           f"{up.mujoco}.x but this process has {versions}; install praxis-robocasa-gr1==0.2.0")
+        versions = pinned_versions(manifest)
         if up.env not in gr1_scenes.STANDIN_ENVS:
             raise SimError(f"task {manifest.id!r}: no stand-in scene {up.env!r}; known: {sorted(gr1_scenes.STANDIN_ENVS)}")
         self.manifest = manifest

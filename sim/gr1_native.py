@@ -47,6 +47,7 @@ from .gr1_backend import (
     _contract_for,
     check_hash_sentinel,
     gr1_manifest,
+    pinned_versions,
 )
 from .physics_state import fingerprint_bytes, snapshot
 from .render import SceneRenderer
@@ -179,12 +180,7 @@ class Gr1NativeBackend(Gr1StandinBackend):
 
         up = manifest.upstream
         self.contract, self._contract_sha256 = _contract_for(manifest)
-        versions = {"robosuite": robosuite.__version__, "robocasa_gr1": robocasa_gr1.__version__,
-                    "mujoco": mujoco.__version__, "numpy": np.__version__}
-        if (versions["robosuite"] != up.version or versions["robocasa_gr1"] != up.robocasa_gr1
-                or not versions["mujoco"].startswith(up.mujoco + ".")):
-            raise SimError(f"task {manifest.id!r} pins robosuite {up.version} / robocasa_gr1 {up.robocasa_gr1} / mujoco "
-                           f"{up.mujoco}.x but this process has {versions}; install praxis-robocasa-gr1==0.2.0")
+        versions = pinned_versions(manifest)
         self._task_cls = REGISTERED_ENVS.get(up.env)
         if self._task_cls is None or list(getattr(self._task_cls, "VALID_LAYOUTS", []) or []) != up.layouts:
             raise SimError(f"task {manifest.id!r}: robocasa_gr1 has no task {up.env!r} with VALID_LAYOUTS {up.layouts}")
