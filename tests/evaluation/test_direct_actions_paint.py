@@ -50,7 +50,7 @@ from roboswe.evaluation.verify import verify_series
 from roboswe.records.reader import RunReader
 
 from .agents import decided
-from .harness import ROOT, peers, reach_manifest, reader_factory
+from .harness import ROOT, peers, reach_manifest, reader_factory, series_plan
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # the paint scene renders its observations (on the CPU here)
 
@@ -174,15 +174,11 @@ def _admitted(manifest) -> AdmittedTask:
 
 
 async def test_one_round_refused_rejected_and_accepted_batches_are_recorded_replayed_and_verified(tmp_path):
-    from roboswe.evaluation.plan import SeriesPlan
-
     manifest = load_manifest(PAINT_TOML)
     task = _admitted(manifest)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    plan = SeriesPlan(run_id="run", series_id=f"run/{task.id}", task=task, trials=1, retain="retain", backend=None,
-                      budgets=effective_budgets(SeriesConfig(trials=1, interface="paint"), manifest), model="python:test",
-                      run_dir=str(run_dir))
+    plan = series_plan(run_dir, task, trials=1, interface="paint")
     agent = RoundAgent()
     with trio.fail_after(120):
         async with peers(run_dir, agent) as links:
@@ -240,16 +236,12 @@ async def test_one_round_refused_rejected_and_accepted_batches_are_recorded_repl
 
 
 async def test_a_text_goal_round_opens_with_the_camera_images_only(tmp_path):
-    from roboswe.evaluation.plan import SeriesPlan
-
     manifest = load_manifest(ROOT / "configs" / "tasks" / "paint-text-pelican.toml")
     assert manifest.paint.goal.kind == "text"
     task = _admitted(manifest)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    plan = SeriesPlan(run_id="run", series_id=f"run/{task.id}", task=task, trials=1, retain="retain", backend=None,
-                      budgets=effective_budgets(SeriesConfig(trials=1, interface="paint"), manifest), model="python:test",
-                      run_dir=str(run_dir))
+    plan = series_plan(run_dir, task, trials=1, interface="paint")
     agent = RoundAgent([SubmitPainting(reason="done")])
     with trio.fail_after(120):
         async with peers(run_dir, agent) as links:
