@@ -29,7 +29,7 @@ import shutil
 from pathlib import Path
 
 from . import robocasa_kit
-from .robocasa_kit import KitError, _box_object_xml, _colour, _png, texture_references
+from .robocasa_kit import KitError, _colour, _png, texture_references
 
 KIT_FORMAT = "roboswe.robocasa-gr1-kit/1"
 MARKER = "ROBOSWE_GR1_KIT.json"
@@ -139,13 +139,7 @@ def _write(root: Path, package: Path, shipped: Path, generator: str) -> None:
             path.write_bytes(_png(16, 16, _colour(ref)))
             textures += 1
     categories = object_categories(package)
-    for name, entry in categories.items():
-        for folder in entry["folders"]:
-            model_dir = root / "objects" / folder / f"{name}_kit"
-            if entry["auxiliary"]:
-                model_dir = model_dir / f"{name}_kit"
-            model_dir.mkdir(parents=True, exist_ok=True)
-            (model_dir / "model.xml").write_text(_box_object_xml(name))
+    robocasa_kit.write_box_objects(root, categories)
     for folder in _REGISTRY_DIRS.values():
         (root / "objects" / folder).mkdir(parents=True, exist_ok=True)
     marker = {"format": KIT_FORMAT, "assets": "placeholder", "package": str(package), "generator": generator,

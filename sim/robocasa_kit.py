@@ -99,6 +99,17 @@ def texture_references(package: Path) -> list[str]:
 # ---- object categories ---------------------------------------------------------------------
 
 
+def write_box_objects(root: Path, categories: dict[str, dict]) -> None:
+    """One placeholder box model per object category, in each registry folder the category names."""
+    for name, entry in categories.items():
+        for folder in entry["folders"]:
+            model_dir = root / "objects" / folder / f"{name}_kit"
+            if entry["auxiliary"]:
+                model_dir = model_dir / f"{name}_kit"
+            model_dir.mkdir(parents=True, exist_ok=True)
+            (model_dir / "model.xml").write_text(_box_object_xml(name))
+
+
 def object_categories(package: Path, registry_dirs: dict[str, str] = _REGISTRY_DIRS,
                       owner: str = "RoboCasa") -> dict[str, dict]:
     """RoboCasa's object registry read from its source (name -> registries, model folders, auxiliary flag).
@@ -342,13 +353,7 @@ def _write(root: Path, package: Path, shipped: Path, generator: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(_png(16, 16, _colour(ref)))
     categories = object_categories(package)
-    for name, entry in categories.items():
-        for folder in entry["folders"]:
-            model_dir = root / "objects" / folder / f"{name}_kit"
-            if entry["auxiliary"]:
-                model_dir = model_dir / f"{name}_kit"
-            model_dir.mkdir(parents=True, exist_ok=True)
-            (model_dir / "model.xml").write_text(_box_object_xml(name))
+    write_box_objects(root, categories)
     microwave = root / _MICROWAVE_DEFAULT / "model.xml"
     microwave.parent.mkdir(parents=True, exist_ok=True)
     microwave.write_text(MICROWAVE_XML)
