@@ -150,8 +150,8 @@ def trial_opening(index: int, trials: int, previous: dict | None, *, instruction
         outcome = previous["outcome"]
         said = {"success": "succeeded", "failure": "did not succeed",
                 "incomplete": "could not be completed (an infrastructure or provider failure, not scored)"}.get(outcome, outcome)
-        lines = [head, f"Trial {previous['index']} {said} ({previous['reason']}): it used {previous['control_steps']} "
-                       f"control steps ({previous['sim_time']:.2f} s simulated) and {previous['active_time']:.1f} s of active time."]
+        lines = [head, (f"Trial {previous['index']} {said} ({previous['reason']}): it used {previous['control_steps']} "
+                        f"control steps ({previous['sim_time']:.2f} s simulated) and {previous['active_time']:.1f} s of active time.")]
     if instruction:
         lines.append(f"Task: {instruction}")
     if goal:
