@@ -32,6 +32,7 @@ from roboswe.evaluation.peers import Bridge, Context, Links, Provider, Recorder,
 from roboswe.evaluation.plan import SeriesPlan
 from roboswe.evaluation.series_config import SeriesConfig, effective_budgets
 from roboswe.protocol import Decoded
+from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
 from roboswe.protocol.bridge import (
     BRIDGE_CODEC,
@@ -57,6 +58,7 @@ from roboswe.sim.manifest import load_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_IMAGE = "sha256:" + "fa" * 32  # what the fake bridge reports as its sandbox image (it stands in for bwrap)
+RUN_ID = "run"  # the run every in-process series belongs to
 
 
 def reach_manifest(**budgets: Any) -> dict[str, Any]:
@@ -89,7 +91,7 @@ def admitted_task(manifest: dict[str, Any]) -> AdmittedTask:
 def series_plan(run_dir: Path, task: AdmittedTask, *, trials: int = 3, retain: str = "retain",
                 **config: Any) -> SeriesPlan:
     budgets = effective_budgets(SeriesConfig(trials=trials, retain=retain, **config), task.task_manifest())
-    return SeriesPlan(run_id="run", series_id=f"run/{task.id}" + ("" if retain == "retain" else "/fresh"), task=task,
+    return SeriesPlan(run_id=RUN_ID, series_id=f"{RUN_ID}/{task.id}" + ("" if retain == "retain" else "/fresh"), task=task,
                       budgets=budgets, trials=trials, retain=retain, backend=None, model="python:test",
                       run_dir=str(run_dir))
 
@@ -186,7 +188,7 @@ async def peers(run_dir: Path, agent: Any, *, context_window: int = 200_000) -> 
                     Client("coordinator", ep["provider"], PROVIDER_CODEC) as provider,
                     Client("coordinator", ep["context"], CONTEXT_CODEC) as context,
                 ):
-                    links = Links(sim=Simulator(sim), bridge=Bridge(bridge_link), recorder=Recorder(recorder, "run"),
+                    links = Links(sim=Simulator(sim), bridge=Bridge(bridge_link), recorder=Recorder(recorder, RUN_ID),
                                   provider=Provider(provider), context=Context(context))
                     links.fake_bridge = bridge  # type: ignore[attr-defined]  (tests look at what it ran)
                     yield links
@@ -194,6 +196,11 @@ async def peers(run_dir: Path, agent: Any, *, context_window: int = 200_000) -> 
             nursery.cancel_scope.cancel()
     finally:
         store.close()
+
+
+async def record_run(links: Links) -> None:
+    """The run's row, written durably before a series: the series and trial rows refer to it."""
+    await links.recorder.durable(rec.RunRecord(run_id=RUN_ID, created_at=time.time(), admitted_sha256="0" * 64, config={}))
 
 
 def reader_factory(run_dir: Path) -> Callable[[], RunReader]:

@@ -11,21 +11,26 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import trio
 
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series
 from roboswe.evaluation.verify import verify_series
-from roboswe.protocol import recorder as rec
 from roboswe.protocol.participant import INTERFACES, Act, DecisionRequest, Exec, Finish, Observe, Wait
 from roboswe.records.reader import RunReader
 from roboswe.viewer._trace import trace_data
 from roboswe.sim.physics_state import states_from_traces
 
 from .agents import _STATE, MAX_MOVE, decided, results
-from .harness import admitted_task, peers, reach_manifest, reader_factory, series_plan
+from .harness import (
+    admitted_task,
+    peers,
+    reach_manifest,
+    reader_factory,
+    record_run,
+    series_plan,
+)
 
 
 def _latest_state(request: DecisionRequest) -> dict[str, list[float]]:
@@ -71,8 +76,7 @@ async def _run(tmp_path, agent, *, verify: bool = True, **config):
     progress = Progress()
     with trio.fail_after(60):
         async with peers(run_dir, agent) as links:
-            await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
-                                                       config={}))
+            await record_run(links)
             (end,) = await run_series(links, plan, progress, reader_factory(run_dir))
             await links.recorder.flush()
             record = None

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import jsonschema
 import pytest
 import trio
-from roboswe.protocol import recorder as rec
 from roboswe.protocol.participant import (
     INTERFACES,
     DecisionRequest,
@@ -50,7 +48,14 @@ from roboswe.evaluation.verify import verify_series
 from roboswe.records.reader import RunReader
 
 from .agents import decided
-from .harness import ROOT, peers, reach_manifest, reader_factory, series_plan
+from .harness import (
+    ROOT,
+    peers,
+    reach_manifest,
+    reader_factory,
+    record_run,
+    series_plan,
+)
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # the paint scene renders its observations (on the CPU here)
 
@@ -182,8 +187,7 @@ async def test_one_round_refused_rejected_and_accepted_batches_are_recorded_repl
     agent = RoundAgent()
     with trio.fail_after(120):
         async with peers(run_dir, agent) as links:
-            await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
-                                                       config={}))
+            await record_run(links)
             (end,) = await run_series(links, plan, Progress(), reader_factory(run_dir))
             await links.recorder.flush()
             with RunReader(run_dir) as reader:
@@ -245,8 +249,7 @@ async def test_a_text_goal_round_opens_with_the_camera_images_only(tmp_path):
     agent = RoundAgent([SubmitPainting(reason="done")])
     with trio.fail_after(120):
         async with peers(run_dir, agent) as links:
-            await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
-                                                       config={}))
+            await record_run(links)
             (end,) = await run_series(links, plan, Progress(), reader_factory(run_dir))
             await links.recorder.flush()
     assert end.outcome == "success"

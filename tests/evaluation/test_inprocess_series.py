@@ -17,12 +17,18 @@ from roboswe.evaluation.peers import UnexpectedReply
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series
 from roboswe.evaluation.verify import verify_series
-from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
 from roboswe.records.reader import RunReader
 
 from .agents import BadPlanAgent, ReachAgent, SandboxDiesAgent, WanderAgent
-from .harness import admitted_task, peers, reach_manifest, reader_factory, series_plan
+from .harness import (
+    admitted_task,
+    peers,
+    reach_manifest,
+    reader_factory,
+    record_run,
+    series_plan,
+)
 
 
 async def _run(tmp_path, agent, *, verify: bool = True, **plan_options):
@@ -34,8 +40,7 @@ async def _run(tmp_path, agent, *, verify: bool = True, **plan_options):
     progress = Progress()
     with trio.fail_after(60):
         async with peers(run_dir, agent) as links:
-            await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
-                                                       config={}))
+            await record_run(links)
             ends = await run_series(links, plan, progress, reader_factory(run_dir))
             verdicts = []
             if verify:

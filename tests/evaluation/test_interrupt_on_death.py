@@ -76,7 +76,6 @@ async def test_a_series_whose_bridge_dies_under_a_waiting_trial_ends_it_interrup
     """In one process (tests/evaluation/harness.py): mid-trial, the bridge's link is moved to an endpoint where
     nothing answers yet (its process gone) while the trial only waits (it never asks the bridge); once the trial
     has ended, a bridge is served there again. The end-to-end kills are tests/series/test_actor_kills.py."""
-    from roboswe.protocol import recorder as rec
     from roboswe.protocol.bridge import BRIDGE_CODEC
 
     from roboswe.evaluation.progress import Progress
@@ -89,6 +88,7 @@ async def test_a_series_whose_bridge_dies_under_a_waiting_trial_ends_it_interrup
         peers,
         reach_manifest,
         reader_factory,
+        record_run,
         series_plan,
     )
 
@@ -108,8 +108,7 @@ async def test_a_series_whose_bridge_dies_under_a_waiting_trial_ends_it_interrup
 
     with trio.fail_after(120):
         async with peers(run_dir, HoldUntilKilledAgent(str(state), pause=0.05)) as links:
-            await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
-                                                       config={}))
+            await record_run(links)
             async with (trio.open_nursery() as nursery,
                         Client("coordinator", moved, BRIDGE_CODEC, handshake=False, heartbeat_interval=0.1,
                                liveness=3) as new_link):

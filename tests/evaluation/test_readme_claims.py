@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,12 +21,18 @@ import trio
 
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series
-from roboswe.protocol import recorder as rec
 from roboswe.protocol.participant import DecisionRequest, Finish, ListFiles, WriteFile
 from roboswe.providers._estimate import estimate_request
 from roboswe.records.reader import RunReader
 
-from .harness import admitted_task, peers, reach_manifest, reader_factory, series_plan
+from .harness import (
+    admitted_task,
+    peers,
+    reach_manifest,
+    reader_factory,
+    record_run,
+    series_plan,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,8 +66,7 @@ async def test_an_exchange_larger_than_the_budget_stops_the_series_with_its_evid
     plan = series_plan(run_dir, task, trials=3)
     with trio.fail_after(60):
         async with peers(run_dir, agent, context_window=window) as links:
-            await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
-                                                       config={}))
+            await record_run(links)
             ends = await run_series(links, plan, Progress(), reader_factory(run_dir))
             # A resume (with retries asked for too) does not go on past the stop, nor re-run the overflowed trial.
             resumed = await run_series(links, plan, Progress(), reader_factory(run_dir), retry_incomplete=True)

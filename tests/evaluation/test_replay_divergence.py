@@ -14,7 +14,6 @@ here, the recorded success interval read back from the database.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import msgspec
@@ -25,12 +24,18 @@ import trio
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series
 from roboswe.evaluation.verify import compare_states, verify_series
-from roboswe.protocol import recorder as rec
 from roboswe.records.reader import RunReader
 from roboswe.sim.physics_state import trace_arrays
 
 from .agents import ReachAgent, WanderAgent
-from .harness import admitted_task, peers, reach_manifest, reader_factory, series_plan
+from .harness import (
+    admitted_task,
+    peers,
+    reach_manifest,
+    reader_factory,
+    record_run,
+    series_plan,
+)
 
 
 def _tamper_replay(bridge, *, actions=None, feedback=None) -> None:
@@ -62,8 +67,7 @@ async def _series_then_replay(tmp_path, agent, *, tamper=None, before_verify=Non
     progress = Progress()
     with trio.fail_after(60):
         async with peers(run_dir, agent) as links:
-            await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
-                                                       config={}))
+            await record_run(links)
             (end,) = await run_series(links, plan, progress, reader_factory(run_dir))
             await links.recorder.flush()
             if tamper is not None:

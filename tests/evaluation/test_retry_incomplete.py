@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 
 import trio
-from roboswe.protocol import recorder as rec
 from roboswe.protocol.participant import Attempt, DecisionRequest, ProviderFailure
 
 from roboswe.evaluation.progress import Progress
@@ -20,7 +19,14 @@ from roboswe.records.metrics import series_metrics, series_outcomes
 from roboswe.records.reader import RunReader
 
 from .agents import ReachAgent, WanderAgent
-from .harness import admitted_task, peers, reach_manifest, reader_factory, series_plan
+from .harness import (
+    admitted_task,
+    peers,
+    reach_manifest,
+    reader_factory,
+    record_run,
+    series_plan,
+)
 
 
 class OutageAgent(ReachAgent):
@@ -43,8 +49,7 @@ async def _series(run_dir, plan, agent, *, retry_incomplete: bool, verify: bool 
         async with peers(run_dir, agent) as links:
             with RunReader(run_dir) as reader:
                 if not reader.runs():
-                    await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(),
-                                                               admitted_sha256="0" * 64, config={}))
+                    await record_run(links)
             ends = await run_series(links, plan, Progress(), reader_factory(run_dir), retry_incomplete=retry_incomplete)
             if verify:
                 await links.recorder.flush()
@@ -184,8 +189,7 @@ async def test_a_simulator_that_lost_its_scene_mid_trial_interrupts_it_and_the_t
     run_dir, plan = _setup(tmp_path, trials=1)
     with trio.fail_after(60):
         async with peers(run_dir, ReachAgent()) as links:
-            await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
-                                                       config={}))
+            await record_run(links)
             real_wait, failed = links.sim.wait, []
 
             async def wait(steps):

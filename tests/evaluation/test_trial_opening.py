@@ -3,10 +3,7 @@ the robot's sensor readings, and the native interface named; the participant rec
 
 from __future__ import annotations
 
-import time
-
 import trio
-from roboswe.protocol import recorder as rec
 from roboswe.protocol.participant import DecisionRequest, Finish, ImagePart, TextPart
 
 from roboswe.evaluation.conversation import turn_from_event
@@ -14,7 +11,14 @@ from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series
 from roboswe.records.reader import RunReader
 
-from .harness import admitted_task, peers, reach_manifest, reader_factory, series_plan
+from .harness import (
+    admitted_task,
+    peers,
+    reach_manifest,
+    reader_factory,
+    record_run,
+    series_plan,
+)
 
 
 class FirstLook:
@@ -36,8 +40,7 @@ async def test_the_opening_carries_instruction_camera_images_and_sensor_readings
     agent = FirstLook()
     with trio.fail_after(60):
         async with peers(run_dir, agent) as links:
-            await links.recorder.durable(rec.RunRecord(run_id="run", created_at=time.time(), admitted_sha256="0" * 64,
-                                                       config={}))
+            await record_run(links)
             await run_series(links, plan, Progress(), reader_factory(run_dir))
     with RunReader(run_dir) as reader:
         views = reader.trials(plan.series_id)
