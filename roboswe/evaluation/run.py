@@ -57,6 +57,7 @@ class Worker:
     def __init__(self, number: int, links: Links):
         self.number = number
         self.links = links
+        self.series: str | None = None  # the series it runs now (a Ray worker's shows in `roboswe status`)
 
 
 async def run_job(actor: Actor, progress: Progress) -> None:
@@ -167,6 +168,7 @@ async def run_job(actor: Actor, progress: Progress) -> None:
             budgets = effective_budgets(series_config, task.task_manifest())
             series_id = f"{job.run_id}/{task_id}" + ("" if series_config.retain == "retain" else "/fresh")
             structlog.contextvars.bind_contextvars(series=series_id, worker=worker.number)
+            worker.series = series_id
             plan = SeriesPlan(run_id=job.run_id, series_id=series_id, task=task, budgets=budgets,
                               trials=series_config.trials, retain=series_config.retain, backend=job.backend,
                               model=model, run_dir=str(actor.run_dir))
@@ -181,6 +183,7 @@ async def run_job(actor: Actor, progress: Progress) -> None:
                                         plan.reference_fingerprint, only_unverified=job.kind == "run",
                                         trial_ids=job.trials or None)
             done += 1
+            worker.series = None
             progress.update(series_done=done)
             if workers > 1:
                 progress.worker_done(worker.number)
