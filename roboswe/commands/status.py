@@ -1,8 +1,10 @@
-"""`roboswe status`: one row per actor of a run, from the supervisor's state file and live Statistics."""
+"""`roboswe status`: one row per actor of a run, from the supervisor's state file and live Statistics,
+and one per process of each Ray worker (`run --ray`), from the coordinator's roster (roboswe/fleet/roster.py)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -10,6 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from roboswe.sandbox import pid_alive
+
+STALE = "stale (run gone)"
+WORKER_PROCESSES = ("simulator", "sandbox_bridge")
+RAY_NOTE = ("Ray workers' figures are sampled by the run's coordinator over its own CURVE links (the client key "
+            "stays in its memory); `roboswe status` reads them from fleet/workers.json and contacts no node.")
 
 
 def add_arguments_status(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +38,18 @@ def run_status(args: argparse.Namespace) -> int:
     except FileNotFoundError:
         print(f"roboswe status: {run_dir / STATE_FILE} not found; was this run started with `roboswe up`?", file=sys.stderr)
         return 2
+    report = status_report(run_dir, state)
+    if args.json or not sys.stdout.isatty():
+        print(json.dumps(report, indent=1))
+        return 0
+    from rich.console import Console
+
+    print_report(report, Console())
+    return 0
+
+
+def status_report(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
+    """What `roboswe status` shows: the supervisor's actors (asked for Statistics while the run lives) and the Ray workers."""
     supervisor_alive = pid_alive(state.get("supervisor_pid"))
     if not supervisor_alive and state["state"] in ("starting", "running", "stopping"):
         state["state"] = "dead (supervisor gone)"
@@ -38,43 +57,110 @@ def run_status(args: argparse.Namespace) -> int:
     now = time.time()
     rows = []
     for name, actor in state["actors"].items():
-        stats = statistics.get(name)
         rows.append({
             "actor": name,
             "pid": actor["pid"],
             "state": actor["state"],
             "heartbeat_age": None if actor["last_heartbeat"] is None else round(now - actor["last_heartbeat"], 2),
             "restarts": actor["restarts"],
-            "uptime": stats and round(stats["uptime"], 2),
-            "busy": stats and round(stats["uptime"] - stats["idle"], 3),
-            "idle": stats and round(stats["idle"], 2),
-            "handled": stats and sum(stats["handled"].values()),
-            "waiting": stats and round(sum(stats["waiting"].values()), 3),
-            "errors": stats and stats["errors"],
+            **_figures(statistics.get(name)),
             "last_exit": actor["last_exit"],
         })
-    if args.json or not sys.stdout.isatty():
-        print(json.dumps({"run_dir": str(run_dir), "state": state["state"], "failure": state.get("failure"), "actors": rows}, indent=1))
-        return 0
+    report = {"run_dir": str(run_dir), "state": state["state"], "failure": state.get("failure"), "actors": rows}
+    workers = _ray_workers(run_dir, supervisor_alive, now)
+    if workers is not None:
+        report["workers"], report["workers_note"] = workers, RAY_NOTE
+    return report
+
+
+def _figures(stats: dict[str, Any] | None) -> dict[str, Any]:
+    """The columns one actor's Statistics give (None when it did not answer)."""
+    return {
+        "uptime": stats and round(stats["uptime"], 2),
+        "busy": stats and round(stats["uptime"] - stats["idle"], 3),
+        "idle": stats and round(stats["idle"], 2),
+        "handled": stats and sum(stats["handled"].values()),
+        "waiting": stats and round(sum(stats["waiting"].values()), 3),
+        "errors": stats and stats["errors"],
+    }
+
+
+def _ray_workers(run_dir: Path, supervisor_alive: bool, now: float) -> list[dict[str, Any]] | None:
+    """One entry per Ray worker from the roster, with its processes' last sampled figures; None without one."""
+    import msgspec
+
+    from roboswe.fleet.node import boot_id
+    from roboswe.fleet.roster import read_roster
+
+    try:
+        roster = read_roster(run_dir)
+    except (msgspec.DecodeError, OSError) as e:
+        return [{"number": None, "state": f"unreadable roster: {e}"}]
+    if roster is None:
+        return None
+    # A pid means something only on the machine that wrote it; elsewhere the supervisor's liveness decides.
+    writer_alive = pid_alive(roster.writer_pid) if roster.writer_boot_id == boot_id() else True
+    live = supervisor_alive and writer_alive
+    workers = []
+    for w in roster.workers:
+        worker = msgspec.to_builtins(w)
+        if not live and w.state != "released":
+            worker["state"] = STALE
+        worker["sample_age"] = None if w.sampled_at is None else round(now - w.sampled_at, 2)
+        worker["processes"] = {kind: {"pid": w.pids.get(kind), **_figures(w.statistics.get(kind))}
+                               for kind in WORKER_PROCESSES}
+        del worker["statistics"]  # summed into "processes" as the actors' rows are; the raw sample is in the file
+        workers.append(worker)
+    return workers
+
+
+def print_report(report: dict[str, Any], console: Any) -> None:
+    """The report as tables that fit 80 columns (--json has every figure: idle, waiting, endpoints)."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
-    # Fits 80 columns; --json has every figure (idle, waiting).
+    rows = report["actors"]
     headers = {"actor": "actor", "pid": "pid", "state": "state", "heartbeat_age": "hb s", "restarts": "restarts",
                "uptime": "up s", "busy": "busy s", "handled": "msgs", "errors": "errors"}
     if any(row["last_exit"] for row in rows):
         headers["last_exit"] = "last exit"
-    table = Table(title=f"{run_dir}  [{state['state']}]", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    table = Table(title=f"{report['run_dir']}  [{report['state']}]", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     for key, header in headers.items():
         table.add_column(header, justify="left" if key in ("actor", "state", "last_exit") else "right",
                          no_wrap=key != "last_exit")
     for row in rows:
         table.add_row(*(_cell(row[key]) for key in headers))
-    Console().print(table)
-    if state.get("failure"):
-        print(f"failure: {state['failure']}")
-    return 0
+    console.print(table)
+    if report.get("failure"):
+        console.print(f"failure: {report['failure']}", markup=False)
+    if "workers" in report:
+        console.print(_workers_table(report["workers"]))
+        console.print(report["workers_note"], markup=False)
+
+
+def _workers_table(workers: list[dict[str, Any]]) -> Any:
+    """Where each worker is and what it runs, then its processes' figures (two tables: 80 columns)."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+
+    placement = Table(title="Ray workers", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for header in ("worker", "host", "state", "restarts", "sample s", "series"):
+        placement.add_column(header, justify="right" if header in ("restarts", "sample s") else "left",
+                             no_wrap=header != "series", overflow="fold")
+    processes = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for header in ("process", "pid", "up s", "busy s", "msgs", "errors"):
+        processes.add_column(header, justify="left" if header == "process" else "right", no_wrap=True)
+    for w in workers:
+        if w.get("number") is None:  # the roster could not be read
+            placement.add_row("?", "", w["state"])
+            continue
+        placement.add_row(str(w["number"]), w["host"] or "", w["state"], str(w["restarts"]), _cell(w["sample_age"]),
+                          w["series"] or "")
+        processes.add_row(f"host.{w['number']}", _cell(w["pids"].get("host")))
+        for kind, p in w["processes"].items():
+            processes.add_row(f"{kind}.{w['number']}", *(_cell(p[key]) for key in ("pid", "uptime", "busy", "handled", "errors")))
+    return Group(placement, processes)
 
 
 def _cell(value: Any) -> str:
@@ -83,8 +169,6 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
     return str(value)
-
-
 
 
 def _query_statistics(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -96,23 +180,23 @@ def _query_statistics(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     from roboswe.logs import configure_logging
     from roboswe.protocol.control import CONTROL_CODEC, StatisticsRequest
 
+    ready = {name: actor["endpoint"] for name, actor in state["actors"].items() if actor["state"] == "ready"}
+    if not ready:
+        return {}
     configure_logging(run_dir=None, console=False, level="error")
     results: dict[str, dict[str, Any]] = {}
 
     async def ask(name: str, endpoint: str) -> None:
-        try:
+        with contextlib.suppress(Exception):  # a silent or dying actor is left out
             async with Client("status", endpoint, CONTROL_CODEC, peer=name) as link:
                 reply = await link.request(StatisticsRequest())
                 results[name] = msgspec.to_builtins(reply.message)
-        except Exception:
-            pass
 
     async def main() -> None:
         with trio.move_on_after(2):
             async with trio.open_nursery() as nursery:
-                for name, actor in state["actors"].items():
-                    if actor["state"] == "ready":
-                        nursery.start_soon(ask, name, actor["endpoint"])
+                for name, endpoint in ready.items():
+                    nursery.start_soon(ask, name, endpoint)
 
     trio.run(main)
     return results

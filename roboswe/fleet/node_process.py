@@ -80,8 +80,8 @@ async def _simulator(args: argparse.Namespace, curve) -> None:
 async def _bridge(args: argparse.Namespace, curve) -> None:
     from roboswe.actors import Actor, Server
     from roboswe.actors.sandbox_bridge import main as bridge_main
-    from roboswe.sandbox.volume import WORKSPACE_MB
     from roboswe.config import RunConfig, TransportConfig
+    from roboswe.sandbox.volume import WORKSPACE_MB
 
     class NodeBridge(Actor):
         """The bridge actor with its endpoint served under CURVE, reporting the port it bound."""

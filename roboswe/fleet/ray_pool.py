@@ -10,6 +10,10 @@ client key pair made for this job (the servers admit only its public key).
 When a worker's links die under a trial (node lost, raylet or process killed) the trial ends
 ``interrupted`` as for any dead peer; the series then waits for its peers (``FleetLinks.wait_alive``),
 which relinks the worker to its restarted instance (or a fresh one) before the linked re-run.
+
+Each worker's placement, state and series, and its processes' Statistics sampled every
+``SAMPLE_SECONDS`` over the job's own links, go to RUN_DIR/fleet/workers.json (``roster``) for
+`roboswe status`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import trio
 from roboswe.actors import Actor, Client, CurveClientKeys, new_key_pair
 from roboswe.evaluation.peers import RESTART_WAIT, Bridge, Links, Recorder, Simulator
 from roboswe.fleet.node import TOKEN_FILE, Placement, WorkerHost, WorkerSpec, boot_id
+from roboswe.fleet.roster import RosterFile
 from roboswe.protocol import bridge as bridgep
 from roboswe.protocol import sim as simp
 
@@ -40,6 +45,7 @@ MAX_RESTARTS = 3  # Ray restarts of one worker (node or process lost); then a fr
 MAX_REFUSALS = 8  # nodes refused (image digest, run dir) before the job gives up placing a worker
 RELINK_SECONDS = 600.0  # a lost worker back (Ray notices the node, restarts the actor, the processes bind)
 LINK_SECONDS = 120.0  # a placed worker's simulator and bridge answering
+SAMPLE_SECONDS = 2.0  # how often each running worker's Statistics are sampled for `roboswe status`
 NODE_ID = re.compile(r"node ([0-9a-f]{56})")
 
 
@@ -98,8 +104,11 @@ class RayFleet:
         self.excluded: dict[str, str] = {}  # node id -> why it refused
         self.handles: list[Any] = []
         self._host_class: Any = None
-        self.nursery: trio.Nursery | None = None  # holds each worker's links (``RayWorker._hold``)
+        self.nursery: trio.Nursery | None = None  # holds each worker's links (``RayWorker._hold``) and the sampling
         self._spec: dict[str, Any] = {}
+        self.workers: list[RayWorker] = []
+        self.roster = RosterFile(actor.run_dir, run_id, address, boot_id())
+        self._sampling = trio.CancelScope()
 
     async def open(self, nursery: trio.Nursery) -> None:
         """Join the cluster and prepare what every node checks (the image digest, the run dir token)."""
@@ -121,6 +130,22 @@ class RayFleet:
                       "log_level": self.actor.config.logging.level}
         self._host_class = ray.remote(WorkerHost)
         log.info("ray_joined", address=self.address, resources=resources)
+        self.roster.write()
+        nursery.start_soon(self._sample)
+
+    async def _sample(self) -> None:
+        """Record each running worker's Statistics in the roster, every SAMPLE_SECONDS until the fleet closes.
+
+        Asked here, over the links the job already holds, because only this process has the client key.
+        """
+        with self._sampling:
+            while True:
+                await trio.sleep(SAMPLE_SECONDS)
+                async with trio.open_nursery() as nursery:
+                    for worker in self.workers:
+                        if self.roster.row(worker.number).state == "running":
+                            nursery.start_soon(worker.sample)
+                self.roster.write()
 
     def _options(self, number: int) -> dict[str, Any]:
         f = self.fleet
@@ -197,9 +222,11 @@ class RayFleet:
     async def close(self, workers: list[RayWorker] = ()) -> None:
         import ray
 
+        self._sampling.cancel()
         for worker in workers:
             if worker._release is not None:
                 worker._release.set()
+            self.roster.update(worker.number, state="released", series=None)
         with trio.CancelScope(shield=True):
             for handle in list(self.handles):
                 await self.release(handle)
@@ -217,9 +244,24 @@ class RayWorker:
         self.handle: Any = None
         self.placement: Placement | None = None
         self._release: trio.Event | None = None  # set: the current links close
+        fleet.workers.append(self)
+        fleet.roster.update(number, state="placing")
+
+    @property
+    def series(self) -> str | None:
+        """The series this worker runs now (the job sets it; the roster shows it)."""
+        return self.fleet.roster.row(self.number).series
+
+    @series.setter
+    def series(self, series_id: str | None) -> None:
+        self.fleet.roster.update(self.number, series=series_id)
 
     async def place(self) -> None:
-        self.handle, placement = await self.fleet.place(self.number)
+        try:
+            self.handle, placement = await self.fleet.place(self.number)
+        except trio.Cancelled:
+            self.fleet.roster.update(self.number, state="released")  # every series had a worker: not needed
+            raise
         await self._link(placement)
 
     async def relink(self) -> None:
@@ -227,6 +269,8 @@ class RayWorker:
         assert self.placement is not None
         log.warning("worker_lost", worker=self.number, node=self.placement.node_id, host=self.placement.host)
         await self.fleet.recorder.event("worker_lost", None, worker=self.number, node=self.placement.node_id)
+        row = self.fleet.roster.row(self.number)
+        self.fleet.roster.update(self.number, state="lost", restarts=row.restarts + 1, statistics={}, sampled_at=None)
         self.handle, placement = await self.fleet.replacement(self.number, self.handle, self.placement)
         await self._link(placement)
 
@@ -239,10 +283,14 @@ class RayWorker:
         self.links.sim = Simulator(sim)
         self.links.bridge = Bridge(bridge, sim_endpoint=placement.robot, sim_keys=None)
         self.placement = placement
-        log.info("worker_placed", worker=self.number, node=placement.node_id, host=placement.host, pid=placement.pid)
-        await self.fleet.recorder.event("worker_placed", None, worker=self.number, node=placement.node_id,
-                                        host=placement.host, image=placement.image_digest, sim=placement.sim,
-                                        bridge=placement.bridge, at=time.time())
+        where = {"node": placement.node_id, "host": placement.host, "sim": placement.sim, "bridge": placement.bridge}
+        log.info("worker_placed", worker=self.number, pid=placement.pid, **where)
+        await self.fleet.recorder.event("worker_placed", None, worker=self.number, image=placement.image_digest,
+                                        at=time.time(), **where)
+        # The processes' pids as their links' handshakes reported them.
+        pids = {"host": placement.pid, "simulator": sim.peer_pid, "sandbox_bridge": bridge.peer_pid}
+        self.fleet.roster.update(self.number, state="running", placed_at=placement.started_at,
+                                 pids={k: v for k, v in pids.items() if v is not None}, **where)
 
     async def _hold(self, placement: Placement, release: trio.Event, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Open the links to a placed worker and hold them until ``release`` (a trio task owns what it enters)."""
@@ -262,7 +310,19 @@ class RayWorker:
             task_status.started((sim, bridge))
             await release.wait()
 
+    async def sample(self) -> None:
+        """Ask this worker's simulator and bridge for Statistics (a second at most) into the roster."""
+        sampled: dict[str, dict[str, Any]] = {}
+        with trio.move_on_after(1.0):
+            for kind, peer in (("simulator", self.links.sim), ("sandbox_bridge", self.links.bridge)):
+                with contextlib.suppress(Exception):  # a dying link: the next sample, or relink, tells
+                    sampled[kind] = msgspec.to_builtins(await peer.statistics())
+        if sampled:
+            row = self.fleet.roster.row(self.number)
+            row.statistics, row.sampled_at = sampled, time.time()
+
     async def release(self) -> None:
+        self.fleet.roster.update(self.number, state="released", series=None)
         if self._release is not None:
             self._release.set()
         if self.handle is not None:

@@ -4,7 +4,8 @@ One run of two series (the Lift scene, bwrap, a scripted participant whose first
 step budget) with one worker per node; mid-trial the second node's raylet is killed. The trial on
 that node ends interrupted, Ray restarts the worker on the head node, the trial runs again there as
 a linked attempt, and both series complete; the other series is untouched. Then `--resume` of the
-finished run joins the cluster again and has nothing left to do.
+finished run joins the cluster again and has nothing left to do. `roboswe status` lists both
+workers while they run (node, series, their processes' pids and sampled Statistics) and after the run.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def test_a_lost_node_costs_one_trial_rerun_on_the_other_node(cluster, work_dir, 
                     "--tasks", "lift-a,lift-b")
     try:
         deadline = time.monotonic() + 600
+        live = _status_when(run, run_dir, deadline, lambda ws: len(ws) == 2 and all(
+            w["state"] == "running" and w["series"] and w["sample_age"] is not None for w in ws))
         while operations_of(run_dir, "lift-a/t1a0") < 3 or operations_of(run_dir, "lift-b/t1a0") < 3:
             assert run.poll() is None, run.stdout.read()
             assert time.monotonic() < deadline, "the trials never got going"
@@ -66,6 +69,7 @@ def test_a_lost_node_costs_one_trial_rerun_on_the_other_node(cluster, work_dir, 
             placed = _placements(reader)
         # One worker per node (SPREAD; the second node has room for one).
         assert {p["node"] for p in placed} == {head, other}, placed
+        _check_live_status(live, placed)
         lost_worker = next(p["worker"] for p in placed if p["node"] == other)
         killed_at = time.time()
         os.kill(cluster.raylet_pid("b"), signal.SIGKILL)
@@ -102,14 +106,52 @@ def test_a_lost_node_costs_one_trial_rerun_on_the_other_node(cluster, work_dir, 
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _runs_worker(p)]
     assert not list(Path("/tmp").glob("roboswe-worker*")), "a worker's directory was left behind"
 
+    # After the run: every worker released; the lost one linked again once, on the head node.
+    final = {w["number"]: w for w in _status(run_dir)["workers"]}
+    assert {n: w["state"] for n, w in final.items()} == {1: "released", 2: "released"}
+    assert (final[lost_worker]["restarts"], final[lost_worker]["node"]) == (1, head)
+    assert final[3 - lost_worker]["restarts"] == 0
+
     resumed = roboswe("run", "--resume", str(run_dir), "--no-verify", timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     with RunReader(run_dir) as reader:
         assert len(reader.trials(series[lost_task])) == 3 and len(reader.trials(series[kept_task])) == 2
 
 
-def _runs_worker(pid: str) -> bool:
+def _status(run_dir: Path) -> dict:
+    out = roboswe("status", "--run-dir", str(run_dir), "--json", timeout=120, check=True)
+    return json.loads(out.stdout)
+
+
+def _status_when(run, run_dir: Path, deadline: float, ready) -> dict:
+    """`roboswe status --json` of the running run once its workers satisfy ``ready``."""
+    while True:
+        assert run.poll() is None, run.stdout.read()
+        out = roboswe("status", "--run-dir", str(run_dir), "--json", timeout=120)
+        report = json.loads(out.stdout) if out.returncode == 0 else {}  # 2: the supervisor has not written its state yet
+        if ready(report.get("workers", [])):
+            return report
+        assert time.monotonic() < deadline, (out.stdout, out.stderr)
+        time.sleep(0.5)
+
+
+def _check_live_status(report: dict, placed: list[dict]) -> None:
+    """Each worker as its ``worker_placed`` event says, running a series, its processes live on their node."""
+    assert {a["actor"] for a in report["actors"]} >= {"coordinator", "recorder"}
+    assert report["state"] == "running"
+    for worker in report["workers"]:
+        event = [p for p in placed if p["worker"] == worker["number"]][-1]
+        assert {k: worker[k] for k in ("node", "host", "sim", "bridge")} == {k: event[k] for k in ("node", "host", "sim", "bridge")}
+        assert worker["series"].rsplit("/", 1)[1] in ("lift-a", "lift-b") and worker["restarts"] == 0
+        for kind, process in worker["processes"].items():
+            # The loopback cluster's nodes are this machine: the pid is the worker's process of that kind.
+            assert _runs_worker(str(process["pid"]), kind), (kind, process)
+            assert process["uptime"] > 0 and process["handled"] >= 1
+    assert len({w["series"] for w in report["workers"]}) == 2
+
+
+def _runs_worker(pid: str, kind: str = "") -> bool:
     try:
-        return b"roboswe.fleet.node_process" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return f"roboswe.fleet.node_process\0{kind}".encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
