@@ -54,7 +54,7 @@ from roboswe.records.reader import RunReader
 from roboswe.records.store import RunStore
 from roboswe.sandbox.checkpoints import BlobStore
 from roboswe.sim.fake_backend import FakeBackend
-from roboswe.sim.manifest import load_manifest
+from roboswe.sim.manifest import TaskManifest, load_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_IMAGE = "sha256:" + "fa" * 32  # what the fake bridge reports as its sandbox image (it stands in for bwrap)
@@ -86,6 +86,19 @@ def admitted_task(manifest: dict[str, Any]) -> AdmittedTask:
     return AdmittedTask(id=manifest["id"], status="admitted", manifest=manifest,
                         manifest_digest=manifest_from_builtins(manifest).digest(), privileged=True,
                         fingerprint={"digest": fp.digest, "seed": fp.seed})
+
+
+def admitted_paint(manifest: TaskManifest) -> AdmittedTask:
+    """A RoboPaint task admitted with its paint scene's reference fingerprint (no fake family: the real scene)."""
+    from roboswe.sim.paint_backend import PaintBackend
+
+    backend = PaintBackend(manifest)
+    try:
+        fp = backend.reset(manifest.seed)
+    finally:
+        backend.close()
+    return AdmittedTask(id=manifest.id, status="admitted", manifest=manifest.to_builtins(), manifest_digest=manifest.digest(),
+                        privileged=False, fingerprint={"digest": fp.digest, "seed": fp.seed})
 
 
 def series_plan(run_dir: Path, task: AdmittedTask, *, trials: int = 3, retain: str = "retain",

@@ -35,7 +35,6 @@ from roboswe.protocol.participant import (
 from roboswe.sim.manifest import load_manifest
 
 from roboswe.evaluation.actions import run_chunk
-from roboswe.evaluation.admission import AdmittedTask
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series
 from roboswe.evaluation.series_config import (
@@ -50,6 +49,7 @@ from roboswe.records.reader import RunReader
 from .agents import decided
 from .harness import (
     ROOT,
+    admitted_paint,
     peers,
     reach_manifest,
     reader_factory,
@@ -166,21 +166,9 @@ def _opening_images(opening: tuple[Turn, dict[str, bytes]]) -> list[tuple[ImageP
     return [(p, images[p.digest]) for p in turn.parts if isinstance(p, ImagePart)]
 
 
-def _admitted(manifest) -> AdmittedTask:
-    from roboswe.sim.paint_backend import PaintBackend
-
-    backend = PaintBackend(manifest)
-    try:
-        fp = backend.reset(manifest.seed)
-    finally:
-        backend.close()
-    return AdmittedTask(id=manifest.id, status="admitted", manifest=manifest.to_builtins(), manifest_digest=manifest.digest(),
-                        privileged=False, fingerprint={"digest": fp.digest, "seed": fp.seed})
-
-
 async def test_one_round_refused_rejected_and_accepted_batches_are_recorded_replayed_and_verified(tmp_path):
     manifest = load_manifest(PAINT_TOML)
-    task = _admitted(manifest)
+    task = admitted_paint(manifest)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     plan = series_plan(run_dir, task, trials=1, interface="paint")
@@ -242,7 +230,7 @@ async def test_one_round_refused_rejected_and_accepted_batches_are_recorded_repl
 async def test_a_text_goal_round_opens_with_the_camera_images_only(tmp_path):
     manifest = load_manifest(ROOT / "configs" / "tasks" / "paint-text-pelican.toml")
     assert manifest.paint.goal.kind == "text"
-    task = _admitted(manifest)
+    task = admitted_paint(manifest)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     plan = series_plan(run_dir, task, trials=1, interface="paint")
