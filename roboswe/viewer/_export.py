@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 import structlog
 
+from roboswe.evaluation.task_record import recorded
 from roboswe.records.artifacts import (
     ArtifactError,
     check_stored,
@@ -37,7 +38,9 @@ from roboswe.records.artifacts import (
 )
 from roboswe.records.reader import RunReader
 
+from ._gallery import GALLERY, write_gallery
 from ._readable import readable_parts
+from ._summary import reached_scene, scene_moves, summary
 from ._trace import trace_data
 
 log = structlog.get_logger()
@@ -163,15 +166,15 @@ def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_i
                 a["key"] = keys[a["trial_id"]] = trial_key(a["trial_id"])
         summary["exported_at"] = time.time()
         summary["run_dir"] = str(run_dir.resolve())
+        gallery = write_gallery(reader, run_dir, site)  # gallery.html where trials kept canvases (RoboPaint)
+        if gallery is not None:  # the overview links it
+            summary["gallery"] = {"src": GALLERY, **{k: gallery[k] for k in ("canvases", "rounds", "goals")}}
         _write_data(site, "data/run.js", "run", summary)
         artifacts = reader.artifacts(run_id=rid)
         for s in summary["series"]:
             for a in s["attempts"]:
                 _export_trial(reader, run_dir, site, s, a, [x for x in artifacts if x.trial_id == a["trial_id"]],
                               blobs, exported_blobs, chunk, load_manifest, evidence)
-        from ._gallery import write_gallery  # gallery.html where trials kept canvases (RoboPaint)
-
-        write_gallery(reader, run_dir, site)
     log.info("viewer_exported", site=str(site), trials=len(keys), blobs=len(exported_blobs),
              seconds=round(time.perf_counter() - t0, 2))
     return site / "index.html"
@@ -283,6 +286,8 @@ def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str
         workspace.load(manifests[None])
     chunks: list[dict[str, Any]] = []
     after, n = -1, 0
+    task_record = recorded(reader, trial_id)
+    moves = scene_moves(task_record)  # the scene's result of each move_flange it took, in order
     while True:
         ops = reader.operations(trial_id, after_seq=after, limit=chunk)
         if not ops:
@@ -292,7 +297,9 @@ def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str
         for op in ops:
             row = {"seq": op.seq, "operation": op.operation, "arguments": _clip(op.arguments),
                    "feedback": _clip(op.feedback), "step_start": op.step_start, "step_end": op.step_end,
-                   "started_at": op.started_at, "ended_at": op.ended_at}
+                   "started_at": op.started_at, "ended_at": op.ended_at,
+                   "summary": summary(op.operation, op.arguments, op.feedback, task_record=task_record,
+                                      scene=next(moves, None) if reached_scene(op.operation, op.feedback) else None)}
             m = messages.get(op.message_id) if op.message_id else None
             if m is not None:
                 response = m.pop("response")

@@ -54,6 +54,7 @@
     return `${p.numerator}/${p.denominator}` +
       (p.value == null ? "" : ` = ${num(p.value)} <span class="muted">[${num(p.low)}, ${num(p.high)}]</span>`);
   }
+  const count = (n, one, many = one + "s") => `${n} ${n === 1 ? one : many}`;
   const trials = (list) => list.map((p, i) => `t${i + 1}: ${prop(p)}`).join(" · ");
 
   // The same rows, in the same order, as `roboswe report` (roboswe/records/report.py dataset_rows).
@@ -161,6 +162,9 @@
       `admitted file sha256 <code>${esc((r.admitted_sha256 || "").slice(0, 16))}</code> · ${run.series.length} series · replays: ` +
       (Object.keys(v).map((k) => `${esc(k)} ${v[k]}`).join(", ") || "none") + "</p>" +
       (run.assets_notice ? `<p id="assets-notice" class="assets-notice">${esc(run.assets_notice)}</p>` : "") +
+      (run.gallery ? `<p><a id="gallery-link" href="${esc(run.gallery.src)}">painting gallery</a> ` +
+        `<span class="small muted">${count(run.gallery.canvases, "canvas", "canvases")} from ${count(run.gallery.rounds, "round")}, ` +
+        `${count(run.gallery.goals, "goal")}, each in its round's slot; blinded round-3 pairs</span></p>` : "") +
       (run.results_file ? `<p><a id="download-results" href="${esc(run.results_file.src)}" download="results.json">download results.json</a> ` +
         `<span class="small muted">the figures on this page (sha256 ${esc(run.results_file.sha256.slice(0, 16))}…)</span></p>` : "");
     document.getElementById("grid").innerHTML = grid(run);

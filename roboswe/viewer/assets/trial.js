@@ -205,21 +205,7 @@
     });
   }
 
-  // --- timeline --------------------------------------------------------------------------------
-  function summaryOf(op) {
-    const a = op.arguments || {}, f = op.feedback || {};
-    switch (op.operation) {
-      case "write_file": return `${a.path || ""}`;
-      case "read_file": return `${a.path || ""}`;
-      case "exec": return `${a.path || ""}` + (f.exit_status != null ? ` → exit ${f.exit_status}` : "");
-      case "wait": return `${a.steps} steps`;
-      case "act": return f.executed != null ? `chunk: ${f.executed} of ${f.requested} actions run · ${f.stopped}` : `chunk of ${(a.actions || []).length}`;
-      case "observe": return (a.cameras || f.cameras || []).join(", ") || "all cameras";
-      case "search_history": return JSON.stringify(a.query || "");
-      case "finish": return a.reason || "";
-      default: return "";
-    }
-  }
+  // --- timeline (each operation's one-line summary is written at export: roboswe/viewer/_summary.py) ---
   function loadPage(n) {
     if (n < 0 || n >= trial.chunks.length) return Promise.resolve();
     return RS.load(`data/t/${key}/ops-${n}.js`, `t/${key}/ops/${n}`).then((ops) => {
@@ -230,7 +216,7 @@
         const steps = op.step_end > op.step_start ? `steps ${op.step_start}–${op.step_end}` : `at step ${op.step_start}`;
         const err = op.feedback && (op.feedback.is_error || op.feedback.error) ? " op-error" : "";
         return `<li class="op op-${esc(op.operation)}${err}" data-i="${i}" data-seq="${op.seq}" data-step="${op.step_start}" data-end="${op.step_end}" tabindex="0">` +
-          `<span class="seq">#${op.seq}</span> <b>${esc(op.operation)}</b> <span class="sum">${esc(summaryOf(op))}</span>` +
+          `<span class="seq">#${op.seq}</span> <b>${esc(op.operation)}</b> <span class="sum">${esc(op.summary || "")}</span>` +
           `<span class="steps">${steps}</span></li>`;
       }).join("");
       ol.querySelectorAll("li.op").forEach((li) => {
