@@ -207,7 +207,8 @@ class Prepare(Message, frozen=True, kw_only=True):
     trial is done with the simulator; the next Load then takes the staged scene instead of
     building one. The staged scene is built fresh and reset with ``seed`` exactly as Load would
     (never a used scene reset), untouched until that Load, which reports its fingerprint for the
-    usual check; a Load with other fields builds fresh and drops it. Answered with Ok once built.
+    usual check; a Load with other fields builds fresh and drops it. The loaded scene is closed
+    first (its trial is over: a later robot call gets not_loaded). Answered with Ok once built.
     """
 
     manifest: dict[str, Any]

@@ -380,6 +380,7 @@ class Gr1StandinBackend(RobosuiteBackend):
         if unknown:
             raise SimError(f"cameras {unknown} are not allowed for task {self.manifest.id!r}; allowed: [{image!r}]")
         pipe = self.contract.observation.pipeline
+        self._renderer.ready()
         t0 = time.perf_counter()
         self._renderer.load_state(snapshot(self.data))
         upright = self._renderer.render(pipe.camera, pipe.width, pipe.height, depth=False, calibration=False).rgb

@@ -49,7 +49,7 @@ from .gr1_backend import (
     gr1_manifest,
     pinned_versions,
 )
-from .physics_state import fingerprint_bytes, snapshot
+from .physics_state import snapshot
 from .render import SceneRenderer
 from .robocasa_backend import (
     compiled_model_digest,  # path-free: the kit or the assets may live anywhere
@@ -287,14 +287,9 @@ class Gr1NativeBackend(Gr1StandinBackend):
                              "that is an error of this seed, never a reason to resample")
         self._native_success = False
         self._loaded = True
-        state_sha = _sha256(fingerprint_bytes(initial))
-        compiled_sha = compiled_model_digest(self.model)
-        versions = {**self._versions, "assets_sha256": self._assets_sha256, "native_layout": str(self.env.layout_id),
-                    "native_style": str(self.env.style_id)}
-        body = json.dumps({"model_xml_sha256": self._xml_sha256, "compiled_model_sha256": compiled_sha,
-                           "initial_state_sha256": state_sha, "seed": seed, "versions": versions}, sort_keys=True)
-        self.fingerprint = Fingerprint(digest=_sha256(body.encode()), seed=seed, model_xml_sha256=self._xml_sha256,
-                                       initial_state_sha256=state_sha, versions=versions, compiled_model_sha256=compiled_sha)
+        self._fingerprinted(initial, compiled_model_digest(self.model), seed,
+                            {**self._versions, "assets_sha256": self._assets_sha256, "native_layout": str(self.env.layout_id),
+                             "native_style": str(self.env.style_id)})
         log.info("sim.reset", task=self.manifest.id, seed=seed, assets=self.manifest.upstream.assets,
                  layout=self.env.layout_id, style=self.env.style_id, fingerprint=self.fingerprint.digest[:16])
         return self.fingerprint

@@ -363,15 +363,17 @@ class PaintBackend(TrialBookkeeping):
         return self._render([(camera, width, height, False)], count_observe=False)[0]
 
     def _render(self, views: list[tuple[str, int, int, bool]], *, count_observe: bool) -> list[CameraFrame]:
-        t0 = time.perf_counter()
         if self._renderer is None:
             from .render import SceneRenderer
 
             sizes = [(c.width, c.height) for c in self.manifest.observation.cameras] + [(self.manifest.video.width, self.manifest.video.height)]
             self._renderer = SceneRenderer(self.model, max(w for w, _ in sizes), max(h for _, h in sizes))
+            if self.fingerprint is not None:  # the next round's scene of this compiled model reuses the GL side
+                self._renderer.model_digest = self.fingerprint.compiled_model_sha256
+        self._renderer.ready()
+        t0 = time.perf_counter()
         self.rig.upload_canvas()
-        # SceneRenderer keeps its mjrContext private; the canvas texture must be re-sent to the GL side after each change.
-        self._mujoco.mjr_uploadTexture(self.model, self._renderer._context, self.rig.canvas_tex)
+        self._renderer.upload_texture(self.rig.canvas_tex)  # the canvas changed since the GL side last saw it
         self._renderer.load_state(snapshot(self.data))
         frames = [self._renderer.render(name, w, h, depth=d, calibration=False) for name, w, h, d in views]
         self._frames += len(frames)

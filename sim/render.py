@@ -8,8 +8,11 @@ frame rendered from a recorded state is identical to the live frame at that step
 
 from __future__ import annotations
 
+import atexit
 import os
+import threading
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -197,10 +200,87 @@ def _read_gl_renderer() -> str:
         return f"unknown ({type(e).__name__})"
 
 
-class SceneRenderer:
-    """Owns one GL context and a scratch MjData for a model; draws fixed cameras on request.
+class _GLScene(NamedTuple):
+    """A GL context and everything ``mjr_makeContext`` uploaded into it for one compiled model."""
 
-    Not thread-safe: call it from the single thread that owns the simulator.
+    gl: Any  # mujoco.GLContext
+    context: Any  # mujoco.MjrContext
+
+    def make_current(self) -> None:
+        self.gl.make_current()
+
+    def release(self) -> bool:
+        """Leave this context current on no thread, so another thread can take it over (EGL answers
+        EGL_BAD_ACCESS to making a context current that is current elsewhere). False: not EGL, keep nothing."""
+        if type(self.gl).__module__ != "mujoco.egl":  # the EGL module is loaded only where it made this context
+            return False
+        import mujoco.egl
+        from mujoco.egl import egl_ext as EGL
+
+        if mujoco.egl.EGL_DISPLAY is None:
+            return False
+        return bool(EGL.eglMakeCurrent(mujoco.egl.EGL_DISPLAY, EGL.EGL_NO_SURFACE, EGL.EGL_NO_SURFACE, EGL.EGL_NO_CONTEXT))
+
+    def free(self) -> None:
+        """Free the GL resources; a driver error while freeing is logged, never raised.
+
+        mjr_freeContext deletes GL objects by id in whichever context is current: with a staged
+        scene's renderer built after this one, that would be the staged scene's textures and
+        framebuffer (its frames came out wrong), so this context is made current first.
+        """
+        for free in (self.gl.make_current, self.context.free, self.gl.free):
+            try:
+                free()
+            except Exception as e:  # noqa: BLE001  (closing must always finish)
+                log.warning("render.free_failed", error=f"{type(e).__name__}: {e}")
+
+
+# The GL scene of the last closed renderer whose compiled model was known, kept for the next fresh
+# scene of the same model (the next trial of a series): uploading Lift's textures and meshes again
+# costs ~0.55 s per trial on llvmpipe, more for a kitchen. At most one is kept; a renderer for
+# another model frees it. Only GL state is reused: every frame is drawn from the new scene's state.
+_parked: tuple[str, _GLScene] | None = None
+_parked_lock = threading.Lock()
+_at_exit: list[bool] = []
+
+
+def _take_parked(model_digest: str | None) -> _GLScene | None:
+    global _parked
+    with _parked_lock:
+        parked, _parked = _parked, None
+    if parked is None:
+        return None
+    if model_digest is not None and parked[0] == model_digest:
+        return parked[1]
+    parked[1].free()
+    return None
+
+
+def _park(model_digest: str, scene: _GLScene) -> None:
+    global _parked
+    with _parked_lock:
+        previous, _parked = _parked, (model_digest, scene)
+        if not _at_exit:  # registered after mujoco.egl's own hook (a context exists), so it runs before that one
+            atexit.register(free_parked)
+            _at_exit.append(True)
+    if previous is not None:
+        previous[1].free()
+
+
+def free_parked() -> None:
+    """Free the kept GL scene, if any (at exit, before MuJoCo's EGL display goes; tests)."""
+    if (parked := _take_parked(None)) is not None:
+        parked.free()
+
+
+class SceneRenderer:
+    """Owns a GL context and a scratch MjData for a model; draws fixed cameras on request.
+
+    The GL side is built on first use, not with the scene: a trial's scene is built (or staged)
+    before anyone asks for a picture, and a scene that is never observed never uploads its
+    textures. Once ``model_digest`` is set (the compiled model's digest from the scene's
+    fingerprint), closing keeps the GL scene for the next renderer of the same compiled model.
+    Not thread-safe: call it from the single thread that owns the GL work.
     """
 
     def __init__(self, model, max_width: int = 256, max_height: int = 256):
@@ -208,26 +288,59 @@ class SceneRenderer:
 
         self._mj = mujoco
         self.model = model
-        # The offscreen buffer is sized from the model's visual settings; grow it if needed.
+        # The offscreen buffer is sized from the model's visual settings; grow it if needed. This changes
+        # the compiled model, so it happens here, before the scene's fingerprint is taken.
         model.vis.global_.offwidth = max(int(model.vis.global_.offwidth), max_width)
         model.vis.global_.offheight = max(int(model.vis.global_.offheight), max_height)
-        choose_egl_device()
-        self._gl = mujoco.GLContext(int(model.vis.global_.offwidth), int(model.vis.global_.offheight))
-        self._gl.make_current()
-        global _device
-        if _device is None:
-            _device = _read_gl_renderer()
-            log.info("render.device", renderer=_device, egl_device_id=os.environ.get("MUJOCO_EGL_DEVICE_ID"),
-                     mujoco_gl=os.environ.get("MUJOCO_GL"))
-        self.device = _device
-        self._scene = mujoco.MjvScene(model, maxgeom=10000)
-        self._context = make_context(model, int(mujoco.mjtFontScale.mjFONTSCALE_150))
-        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._context)
+        self.model_digest: str | None = None
+        self.reused = False  # whether the GL scene came from the previous renderer of this model
+        self._gl_scene: _GLScene | None = None
         self._option = mujoco.MjvOption()
         self._perturb = mujoco.MjvPerturb()
         self._camera = mujoco.MjvCamera()
         self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
         self._data = mujoco.MjData(model)
+
+    @property
+    def device(self) -> str | None:
+        return _device
+
+    def _gl(self) -> _GLScene:
+        """This renderer's GL scene, current on the calling thread (built or taken over on first use)."""
+        if (scene := self._gl_scene) is not None:
+            scene.make_current()
+            return scene
+        mj, model = self._mj, self.model
+        choose_egl_device()
+        scene = _take_parked(self.model_digest)
+        self.reused = scene is not None
+        if scene is None:
+            gl = mj.GLContext(int(model.vis.global_.offwidth), int(model.vis.global_.offheight))
+            gl.make_current()
+            global _device
+            if _device is None:
+                _device = _read_gl_renderer()
+                log.info("render.device", renderer=_device, egl_device_id=os.environ.get("MUJOCO_EGL_DEVICE_ID"),
+                         mujoco_gl=os.environ.get("MUJOCO_GL"))
+            try:
+                scene = _GLScene(gl, make_context(model, int(mj.mjtFontScale.mjFONTSCALE_150)))
+            except BaseException:
+                gl.free()
+                raise
+        scene.make_current()
+        mj.mjr_setBuffer(mj.mjtFramebuffer.mjFB_OFFSCREEN, scene.context)
+        self._scene = mj.MjvScene(model, maxgeom=10000)
+        self._gl_scene = scene
+        return scene
+
+    def ready(self) -> None:
+        """Build (or take over) the GL side now: callers time their rendering after this, so a scene's
+        one-off GL setup counts as building the scene, not as rendering."""
+        self._gl()
+
+    def upload_texture(self, texid: int) -> None:
+        """Send a texture the scene changed (a painted canvas) to the GL side."""
+        self._mj.mjr_uploadTexture(self.model, self._gl().context, texid)
 
     def camera_id(self, name: str) -> int:
         cam_id = self._mj.mj_name2id(self.model, self._mj.mjtObj.mjOBJ_CAMERA, name)
@@ -249,14 +362,14 @@ class SceneRenderer:
         if width > self.model.vis.global_.offwidth or height > self.model.vis.global_.offheight:
             raise ValueError(f"{width}x{height} exceeds the offscreen buffer; build the renderer with larger max size")
         cam_id = self.camera_id(camera)
-        self._gl.make_current()
+        context = self._gl().context
         self._camera.fixedcamid = cam_id
         mj.mjv_updateScene(self.model, self._data, self._option, self._perturb, self._camera, mj.mjtCatBit.mjCAT_ALL, self._scene)
         viewport = mj.MjrRect(0, 0, width, height)
-        mj.mjr_render(viewport, self._scene, self._context)
+        mj.mjr_render(viewport, self._scene, context)
         rgb = np.empty((height, width, 3), dtype=np.uint8)
         zbuf = np.empty((height, width), dtype=np.float32) if depth else None
-        mj.mjr_readPixels(rgb, zbuf, viewport, self._context)
+        mj.mjr_readPixels(rgb, zbuf, viewport, context)
         # OpenGL rows start at the bottom; images start at the top.
         rgb = np.ascontiguousarray(rgb[::-1])
         metres = np.ascontiguousarray(depth_from_zbuffer(zbuf[::-1], self.model)) if depth else None
@@ -267,14 +380,11 @@ class SceneRenderer:
         return CameraFrame(camera=camera, rgb=rgb, depth=metres, K=K, T_world_camera=T)
 
     def close(self) -> None:
-        """Free the GL resources; a driver error while freeing is logged, never raised.
-
-        mjr_freeContext deletes GL objects by id in whichever context is current: with a staged
-        scene's renderer built after this one, that would be the staged scene's textures and
-        framebuffer (its frames came out wrong), so this renderer's own context is made current first.
-        """
-        for free in (self._gl.make_current, self._context.free, self._gl.free):
-            try:
-                free()
-            except Exception as e:  # noqa: BLE001  (closing must always finish)
-                log.warning("render.free_failed", error=f"{type(e).__name__}: {e}")
+        """Free the GL scene, or keep it for the next renderer of the same compiled model (``model_digest``)."""
+        scene, self._gl_scene = self._gl_scene, None
+        if scene is None:
+            return
+        if self.model_digest is not None and scene.release():
+            _park(self.model_digest, scene)
+        else:
+            scene.free()

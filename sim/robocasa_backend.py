@@ -31,7 +31,7 @@ from roboswe.protocol.sim import Fingerprint
 
 from .backend import ResetError, SimError, sim_backend
 from .manifest import ManifestError, Success, TaskManifest
-from .physics_state import fingerprint_bytes, snapshot
+from .physics_state import snapshot
 from .robosuite_backend import RobosuiteBackend, _Part
 
 log = structlog.get_logger()
@@ -415,14 +415,8 @@ class RobocasaBackend(RobosuiteBackend):
             raise ResetError(f"task {self.manifest.id!r} seed {seed}: the reset state already satisfies success; "
                              "this seed cannot be admitted (pick another seed in the manifest)")
         self._loaded = True
-        state_sha = _sha256(fingerprint_bytes(initial))
-        compiled_sha = compiled_model_digest(self.model)
-        versions = {**self._versions, "assets_sha256": self._assets_sha256}
-        body = json.dumps({"model_xml_sha256": self._xml_sha256, "compiled_model_sha256": compiled_sha,
-                           "initial_state_sha256": state_sha, "seed": seed, "versions": versions}, sort_keys=True)
-        self.fingerprint = Fingerprint(digest=_sha256(body.encode()), seed=seed, model_xml_sha256=self._xml_sha256,
-                                       initial_state_sha256=state_sha, versions=versions,
-                                       compiled_model_sha256=compiled_sha)
+        self._fingerprinted(initial, compiled_model_digest(self.model), seed,
+                            {**self._versions, "assets_sha256": self._assets_sha256})
         log.info("sim.reset", task=self.manifest.id, seed=seed, assets=self.assets_label,
                  fingerprint=self.fingerprint.digest[:16], reset_seconds=round(self.reset_seconds, 2))
         return self.fingerprint

@@ -256,16 +256,22 @@ class RobosuiteBackend(ControlLoop):
             self._loaded = False
             raise ResetError(f"task {self.manifest.id!r} seed {seed}: the reset state already satisfies success; "
                              "this seed cannot be admitted (pick another seed in the manifest)")
-        state_sha = _sha256(fingerprint_bytes(initial))
         compiled = np.zeros(self._mujoco.mj_sizeModel(self.model), dtype=np.uint8)
         self._mujoco.mj_saveModel(self.model, None, compiled)
-        compiled_sha = _sha256(compiled.tobytes())
-        body = json.dumps({"model_xml_sha256": self._xml_sha256, "compiled_model_sha256": compiled_sha,
-                           "initial_state_sha256": state_sha, "seed": seed, "versions": self._versions}, sort_keys=True)
-        self.fingerprint = Fingerprint(digest=_sha256(body.encode()), seed=seed, model_xml_sha256=self._xml_sha256,
-                                       initial_state_sha256=state_sha, versions=dict(self._versions),
-                                       compiled_model_sha256=compiled_sha)
+        self._fingerprinted(initial, hashlib.sha256(compiled).hexdigest(), seed, self._versions)
         log.info("sim.reset", task=self.manifest.id, seed=seed, fingerprint=self.fingerprint.digest[:16])
+        return self.fingerprint
+
+    def _fingerprinted(self, initial: dict[str, np.ndarray], compiled_sha: str, seed: int, versions: dict[str, str]) -> Fingerprint:
+        """The reset scene's fingerprint (model XML, compiled model, initial state, seed, versions), kept as
+        ``self.fingerprint``; the renderer learns the compiled model, so the next trial's scene reuses its GL side."""
+        state_sha = _sha256(fingerprint_bytes(initial))
+        body = json.dumps({"model_xml_sha256": self._xml_sha256, "compiled_model_sha256": compiled_sha,
+                           "initial_state_sha256": state_sha, "seed": seed, "versions": versions}, sort_keys=True)
+        self.fingerprint = Fingerprint(digest=_sha256(body.encode()), seed=seed, model_xml_sha256=self._xml_sha256,
+                                       initial_state_sha256=state_sha, versions=dict(versions),
+                                       compiled_model_sha256=compiled_sha)
+        self._renderer.model_digest = compiled_sha
         return self.fingerprint
 
     def close(self) -> None:
@@ -348,6 +354,7 @@ class RobosuiteBackend(ControlLoop):
                 specs.append(self.manifest.camera(name))
             except KeyError as e:
                 raise SimError(e.args[0]) from None
+        self._renderer.ready()
         t0 = time.perf_counter()
         self._renderer.load_state(snapshot(self.data))
         frames = [self._renderer.render(c.name, c.width, c.height, depth=depth and c.depth, calibration=c.calibration)

@@ -78,9 +78,14 @@ class SimSession:
         return Loaded(fingerprint=fingerprint, spec=sim.spec(), manifest_digest=manifest.digest(), staged=was_staged)
 
     def prepare(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str | None = None) -> None:
-        """Build and reset the scene a Load with the same arguments will take; the loaded scene stays as it is."""
+        """Build and reset the scene a Load with the same arguments will take.
+
+        The loaded scene is closed first: Prepare comes once its trial is done with the simulator, and
+        closing it now keeps one scene in memory, not two (a kitchen is large), and hands its GL side
+        to the staged scene (sim/render.py) instead of making that one upload the same textures again.
+        """
         manifest, name = self._manifest_and_backend(manifest_data, backend)
-        self.drop_staged()
+        self.close()
         sim, fingerprint = self._build(manifest, name, seed, trial_steps)
         self._staged = ((manifest.digest(), seed, trial_steps, name), sim, fingerprint)
 

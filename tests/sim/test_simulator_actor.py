@@ -133,11 +133,13 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
             assert again.fingerprint == loaded.fingerprint and again.spec.trial_limits.steps == 6000
             assert (await coord.request(SuccessQuery())).message.control_step == 0 and not again.staged
 
-            # Prepare stages the next scene while the loaded one stays usable; the matching Load takes it,
-            # fresh (same fingerprint, step 0), and one with other fields builds its own.
+            # Prepare closes the loaded scene (its trial is over) and stages the next one; the matching Load
+            # takes it, fresh (same fingerprint, step 0), and one with other fields builds its own.
             await coord.request(Wait(steps=2))
             assert isinstance((await coord.request(Prepare(manifest=lift_manifest.to_builtins(), seed=0))).message, Ok)
-            assert (await coord.request(SuccessQuery())).message.control_step == 2  # the loaded scene, untouched
+            with pytest.raises(RemoteError) as closed:
+                await coord.request(SuccessQuery())
+            assert closed.value.error.code == "not_loaded"
             staged = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=0))).message
             assert staged.staged and staged.fingerprint == loaded.fingerprint
             assert (await coord.request(SuccessQuery())).message.control_step == 0
