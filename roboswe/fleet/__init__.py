@@ -10,6 +10,7 @@ it elsewhere when its node dies, and `ray status` shows what it holds.
   digest, the run directory at the same path) and starts and watches the two processes.
 - ``node_process``: the entry of those processes (``python -m roboswe.fleet.node_process``).
 - ``ray_pool``: the coordinator's side: connect, place, replace a lost worker, release.
+- ``roster``: RUN_DIR/fleet/workers.json, where each worker is and what it does, for `roboswe status`.
 
 Local workers (``--workers N`` without ``--ray``) are the supervisor's actors; see
 roboswe/evaluation/run.py.
