@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import defaultdict
 
@@ -24,6 +25,7 @@ class Accounts:
         self._handled: defaultdict[str, int] = defaultdict(int)
         self._waiting: defaultdict[str, float] = defaultdict(float)
         self._extra: defaultdict[str, float] = defaultdict(float)
+        self._extra_lock = threading.Lock()
         self._errors = 0
         self._busy_depth = 0
         self._busy_since = 0.0
@@ -50,10 +52,20 @@ class Accounts:
 
     def add(self, name: str, amount: float) -> None:
         """Add to a free-form counter reported under ``Statistics.extra``."""
-        self._extra[name] += amount
+        self.add_all({name: amount})
+
+    def add_all(self, amounts: dict[str, float]) -> None:
+        """Add to several ``extra`` counters at once; safe from any thread (the rest of the accounts are the loop's)."""
+        with self._extra_lock:
+            for name, amount in amounts.items():
+                self._extra[name] += amount
 
     def count_error(self) -> None:
         self._errors += 1
+
+    def _extra_snapshot(self) -> dict[str, float]:
+        with self._extra_lock:
+            return dict(self._extra)
 
     def statistics(self) -> Statistics:
         now = time.monotonic()
@@ -68,5 +80,5 @@ class Accounts:
             handled=dict(self._handled),
             waiting=dict(self._waiting),
             errors=self._errors,
-            extra=dict(self._extra),
+            extra=self._extra_snapshot(),
         )

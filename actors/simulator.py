@@ -130,9 +130,6 @@ class SimulatorService:
         # The robot stream's connection threads step the scene themselves (no hop to the scene
         # thread); this lock keeps the scene to one thread at a time. GL work stays on the scene thread.
         self._scene_lock = threading.Lock()
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._unmerged: list[dict[str, float]] = []  # accounting from the stream's threads, merged on the loop
-        self._unmerged_lock = threading.Lock()
         self._unsent = threading.local()  # per stream thread: the accounting of the reply being sent
 
     def _guarded(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, dict[str, float]]:
@@ -150,8 +147,8 @@ class SimulatorService:
         return reply
 
     def _account(self, accounting: dict[str, float]) -> None:
-        for name, amount in accounting.items():
-            self.accounts.add(name, amount)
+        """Add a scene call's accounting; any thread (the stream's threads add theirs without waking the loop)."""
+        self.accounts.add_all(accounting)
 
     # --- the robot stream (actors/_robot_stream.py): called on its connection threads ---------------
 
@@ -190,7 +187,7 @@ class SimulatorService:
     def after_robot_reply(self) -> None:
         accounting, self._unsent.accounting = getattr(self._unsent, "accounting", None), None
         if accounting:
-            self._account_soon(accounting)
+            self._account(accounting)
 
     def _stamped_step(self, actions: list[list[float]], stamps: list[float]) -> Any:
         stamps.append(time.monotonic())
@@ -198,25 +195,6 @@ class SimulatorService:
             return self.session.step(actions)
         finally:
             stamps.append(time.monotonic())
-
-    def _account_soon(self, accounting: dict[str, float]) -> None:
-        """Hand a stream thread's accounting to the trio loop (Accounts is not thread-safe); one wake-up per batch."""
-        if not accounting or self._token is None:
-            return
-        with self._unmerged_lock:
-            self._unmerged.append(accounting)
-            first = len(self._unmerged) == 1
-        if first:
-            try:
-                self._token.run_sync_soon(self._merge)
-            except trio.RunFinishedError:
-                pass
-
-    def _merge(self) -> None:
-        with self._unmerged_lock:
-            batch, self._unmerged = self._unmerged, []
-        for accounting in batch:
-            self._account(accounting)
 
     async def handle_robot(self, decoded: Decoded[SimRobotMessage]) -> SimRobotReply | tuple[SimRobotReply, list[bytes]]:
         """The bridge's subset; anything else that decodes here is refused."""
@@ -338,7 +316,6 @@ async def serve_simulator(
         async with trio.open_nursery() as nursery:
             robot_bound = await nursery.start(keep_robot_endpoint)
             if (path := stream_path(robot_bound)) is not None:  # a bridge on this host skips ZeroMQ's threads
-                service._token = trio.lowlevel.current_trio_token()
                 stream = RobotStreamServer(path, service.answer_robot_stream, name=f"{name}.robot",
                                            after_reply=service.after_robot_reply)
                 stream.start()
