@@ -294,7 +294,7 @@ async def serve_simulator(
     ``task_status.started`` receives (control endpoint, robot endpoint) as actually bound.
     """
     accounts = accounts or Accounts(name)
-    service = SimulatorService(SimSession(require_fixed_hash_seed=require_fixed_hash_seed), accounts)
+    service = SimulatorService(SimSession(require_fixed_hash_seed=require_fixed_hash_seed, settle_heap=True), accounts)
     control_server = Server(name, control, SIM_CODEC, service.handle_control, curve=curve, accounts=accounts, concurrent=False)
 
     async def keep_robot_endpoint(task_status=trio.TASK_STATUS_IGNORED) -> None:
