@@ -131,6 +131,8 @@ class SimulatorService:
         # thread); this lock keeps the scene to one thread at a time. GL work stays on the scene thread.
         self._scene_lock = threading.Lock()
         self._unsent = threading.local()  # per stream thread: the accounting of the reply being sent
+        self.nursery: trio.Nursery | None = None  # where Prepare's builds run (serve_simulator's)
+        self._staging: trio.Event | None = None  # set when the scene Prepare asked for is staged (or failed)
 
     def _guarded(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, dict[str, float]]:
         """Run ``fn`` with the scene to itself; a SimError becomes the Error reply. Any thread."""
@@ -239,17 +241,17 @@ class SimulatorService:
             return Error(code="unsupported", detail=f"simulator does not handle {type(message).__name__}")
         match message:
             case Load(manifest=manifest, seed=seed, trial_steps=trial_steps, backend=backend):
+                await self._staging_done()  # the scene being staged may be the one asked for
                 reply = await self._call(s.load, manifest, seed, trial_steps, backend)
                 if not isinstance(reply, Error):
                     log.info("task_loaded", task=reply.spec.task_id, seed=seed, fingerprint=reply.fingerprint.digest,
                              staged=reply.staged)
                 return reply
             case Prepare(manifest=manifest, seed=seed, trial_steps=trial_steps, backend=backend):
-                t0 = time.monotonic()
-                reply = await self._call(s.prepare, manifest, seed, trial_steps, backend)
-                if isinstance(reply, Error):
-                    return reply
-                log.info("scene_staged", seed=seed, seconds=round(time.monotonic() - t0, 3))
+                await self._staging_done()  # one build at a time
+                assert self.nursery is not None
+                self._staging = trio.Event()
+                self.nursery.start_soon(self._stage, manifest, seed, trial_steps, backend, self._staging)
                 return Ok()
             case Wait(steps=steps):
                 if steps < 0:
@@ -267,6 +269,26 @@ class SimulatorService:
                 return await self.handle_robot(decoded)
             case _:
                 assert_never(message)
+
+    async def _stage(self, manifest: dict, seed: int, trial_steps: int | None, backend: str | None, done: trio.Event) -> None:
+        """Build the next scene on a worker thread, neither on the scene thread nor under the scene lock: the
+        loaded scene keeps stepping and rendering meanwhile (the model compile and GL-free build mostly run
+        without the GIL), so a trial that waits on its participant hides the build entirely. A failed
+        build is logged; that Load builds the scene itself."""
+        t0 = time.monotonic()
+        try:
+            staged = await trio.to_thread.run_sync(self.session.build, manifest, seed, trial_steps, backend)
+            await self._call(self.session.stage, staged)
+            log.info("scene_staged", seed=seed, seconds=round(time.monotonic() - t0, 3))
+        except Exception as e:  # noqa: BLE001 - staging is an optimisation; Load reports a real failure
+            log.warning("scene_staging_failed", seed=seed, error=f"{type(e).__name__}: {e}")
+        finally:
+            done.set()
+
+    async def _staging_done(self) -> None:
+        if self._staging is not None:
+            await self._staging.wait()
+            self._staging = None
 
     async def aclose(self) -> None:
         """Close the scene; always finishes, logging (not raising) a failure to free it."""
@@ -314,6 +336,7 @@ async def serve_simulator(
     stream = None
     try:
         async with trio.open_nursery() as nursery:
+            service.nursery = nursery
             robot_bound = await nursery.start(keep_robot_endpoint)
             if (path := stream_path(robot_bound)) is not None:  # a bridge on this host skips ZeroMQ's threads
                 stream = RobotStreamServer(path, service.answer_robot_stream, name=f"{name}.robot",

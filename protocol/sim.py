@@ -201,14 +201,15 @@ class Load(Message, frozen=True, kw_only=True):
 
 
 class Prepare(Message, frozen=True, kw_only=True):
-    """Build the scene the next ``Load`` with these same fields will ask for, now, between trials.
+    """Build the scene the next ``Load`` with these same fields will ask for, in the background.
 
-    Every trial of a series loads the same manifest and seed, so the series sends this once a
-    trial is done with the simulator; the next Load then takes the staged scene instead of
-    building one. The staged scene is built fresh and reset with ``seed`` exactly as Load would
-    (never a used scene reset), untouched until that Load, which reports its fingerprint for the
-    usual check; a Load with other fields builds fresh and drops it. The loaded scene is closed
-    first (its trial is over: a later robot call gets not_loaded). Answered with Ok once built.
+    Every trial of a series loads the same manifest and seed, so the series sends this as soon as a
+    trial's scene is loaded; the simulator builds the next one on a thread of its own while the
+    loaded scene keeps stepping and rendering, and the next Load (waiting for the build if it is
+    still running) takes the staged scene instead of building one. The staged scene is built fresh
+    and reset with ``seed`` exactly as Load would (never a used scene reset), untouched until that
+    Load, which reports its fingerprint for the usual check; a Load with other fields builds fresh
+    and drops it. Answered with Ok at once; a failed build is only logged.
     """
 
     manifest: dict[str, Any]

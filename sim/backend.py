@@ -331,14 +331,26 @@ def sim_backend(name: str):
     return register
 
 
-def create_backend(name: str, manifest: TaskManifest, **kwargs) -> SimBackend:
-    """Build a registered backend for a manifest; raises KeyError naming the known backends."""
-    if name not in _REGISTRY and name.isidentifier():
-        # A family whose module registers itself (sim/<family>_backend.py) is imported on first use.
+def import_family(name: str, *, simulator: bool = False) -> None:
+    """Import a family's module (sim/<family>_backend.py), building nothing; with ``simulator``, also the
+    simulator packages its builds load (the module's ``import_simulator``, where it has one).
+
+    A family whose module registers itself is imported on first use this way; the simulator imports
+    the packages too before freezing its heap (sim/session.py).
+    """
+    if name.isidentifier():
         import importlib.util
 
         if importlib.util.find_spec(f"{__package__}.{name}_backend") is not None:
-            importlib.import_module(f"{__package__}.{name}_backend")
+            module = importlib.import_module(f"{__package__}.{name}_backend")
+            if simulator and hasattr(module, "import_simulator"):
+                module.import_simulator()
+
+
+def create_backend(name: str, manifest: TaskManifest, **kwargs) -> SimBackend:
+    """Build a registered backend for a manifest; raises KeyError naming the known backends."""
+    if name not in _REGISTRY:
+        import_family(name)
     try:
         factory = _REGISTRY[name]
     except KeyError:

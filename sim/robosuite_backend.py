@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -42,10 +43,16 @@ class _Part(msgspec.Struct, kw_only=True):
     doc: str
 
 
-def _versions() -> dict[str, str]:
+def import_simulator() -> tuple[Any, Any]:
+    """robosuite and MuJoCo, imported on first use only (importing sim/ loads no simulator: tests/sim/test_layering.py)."""
     import mujoco
     import robosuite
 
+    return mujoco, robosuite
+
+
+def _versions() -> dict[str, str]:
+    mujoco, robosuite = import_simulator()
     return {"robosuite": robosuite.__version__, "mujoco": mujoco.__version__, "numpy": np.__version__}
 
 
@@ -72,9 +79,7 @@ class RobosuiteBackend(ControlLoop):
                 "this simulator process runs with hash randomization; start it with PYTHONHASHSEED=0 "
                 "so set/dict iteration order cannot change the scene"
             )
-        import mujoco
-        import robosuite
-
+        mujoco, robosuite = import_simulator()
         versions = _versions()
         up = manifest.upstream
         if versions["robosuite"] != up.version or not versions["mujoco"].startswith(up.mujoco + "."):

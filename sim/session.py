@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import hashlib
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import structlog
 from roboswe.protocol.participant import png_size
@@ -28,12 +29,27 @@ from roboswe.protocol.sim import (
     TaskSpec,
 )
 
-from .backend import InvalidAction, NotLoaded, SimBackend, SimError, create_backend
+from .backend import (
+    InvalidAction,
+    NotLoaded,
+    SimBackend,
+    SimError,
+    create_backend,
+    import_family,
+)
 from .manifest import ManifestError, TaskManifest, manifest_from_builtins
 from .physics_state import states_to_blobs
 from .render import device as render_device
 
 log = structlog.get_logger()
+
+
+class Staged(NamedTuple):
+    """A scene built and reset for a later Load: what it was built for, the scene (never stepped since), its fingerprint."""
+
+    key: tuple[str, int, int | None, str]  # manifest digest, seed, trial_steps, backend
+    sim: SimBackend
+    fingerprint: Fingerprint
 
 
 def _untouched(sim: SimBackend) -> bool:
@@ -51,9 +67,7 @@ class SimSession:
         self._settle_heap = settle_heap  # see _settle
         self._backend: SimBackend | None = None
         self._manifest: TaskManifest | None = None
-        # Prepare's scene: ((manifest digest, seed, trial_steps, backend), the backend built and reset, never
-        # stepped since, the fingerprint its reset gave)
-        self._staged: tuple[tuple[str, int, int | None, str], SimBackend, Fingerprint] | None = None
+        self._staged: Staged | None = None  # Prepare's scene
         self._accounted = {"physics_seconds": 0.0, "render_seconds": 0.0, "control_steps": 0.0, "frames_rendered": 0.0}
 
     @property
@@ -70,44 +84,48 @@ class SimSession:
         manifest, name = self._manifest_and_backend(manifest_data, backend)
         staged, self._staged = self._staged, None
         self.close()
-        if staged is not None and staged[0] == (manifest.digest(), seed, trial_steps, name) and _untouched(staged[1]):
-            (_key, sim, fingerprint), was_staged = staged, True
+        if staged is not None and staged.key == (manifest.digest(), seed, trial_steps, name) and _untouched(staged.sim):
+            sim, fingerprint, was_staged = staged.sim, staged.fingerprint, True
         else:
             if staged is not None:
-                staged[1].close()
-            self._settle()
+                staged.sim.close()
+            self._settle(name)
             (sim, fingerprint), was_staged = self._build(manifest, name, seed, trial_steps), False
         self._backend, self._manifest = sim, manifest
         return Loaded(fingerprint=fingerprint, spec=sim.spec(), manifest_digest=manifest.digest(), staged=was_staged)
 
     def prepare(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str | None = None) -> None:
-        """Build and reset the scene a Load with the same arguments will take.
+        """Build and reset the scene a Load with the same arguments will take; the loaded scene stays as it is."""
+        self.stage(self.build(manifest_data, seed, trial_steps, backend))
 
-        The loaded scene is closed first: Prepare comes once its trial is done with the simulator, and
-        closing it now keeps one scene in memory, not two (a kitchen is large), and hands its GL side
-        to the staged scene (sim/render.py) instead of making that one upload the same textures again.
-        """
+    def build(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str | None = None) -> Staged:
+        """Build and reset a scene to stage, touching nothing of this session: any thread, while the loaded
+        scene steps on another (the simulator builds the next trial's scene during this one)."""
         manifest, name = self._manifest_and_backend(manifest_data, backend)
-        self.close()
-        self._settle()
         sim, fingerprint = self._build(manifest, name, seed, trial_steps)
-        self._staged = ((manifest.digest(), seed, trial_steps, name), sim, fingerprint)
+        return Staged((manifest.digest(), seed, trial_steps, name), sim, fingerprint)
+
+    def stage(self, staged: Staged) -> None:
+        """Keep a built scene for the Load that asks for exactly it (any earlier staged scene is closed)."""
+        self.drop_staged()
+        self._staged = staged
 
     def drop_staged(self) -> None:
         staged, self._staged = self._staged, None
         if staged is not None:
-            staged[1].close()
+            staged.sim.close()
 
-    def _settle(self) -> None:
-        """With no scene open, in the simulator's own process: collect the closed scenes' garbage, then
-        freeze what is left (modules, classes, caches) out of the collector's sight. A full collection
-        otherwise walks every object robosuite and MuJoCo's bindings loaded (~160k objects, ~40 ms for
-        Lift), paid by every scene close (robosuite ends it with ``gc.collect()``) and by any full
-        collection mid-trial; frozen, it walks one scene's objects. No scene is open here, so a scene's
-        own objects are never frozen and its cycles are still collected. Not in a shared process (tests),
-        where objects frozen now could never be collected once they became garbage.
+    def _settle(self, family: str) -> None:
+        """With no scene open, in the simulator's own process: import the family's packages, collect the
+        closed scenes' garbage, then freeze what is left (modules, classes, caches) out of the collector's
+        sight. A full collection otherwise walks every object robosuite and MuJoCo's bindings loaded
+        (~160k objects, ~40 ms for Lift), paid by every scene close (robosuite ends it with
+        ``gc.collect()``) and by any full collection mid-trial; frozen, it walks the scenes' objects. No
+        scene is open here, so no scene's objects are frozen and their cycles are still collected. Not in
+        a shared process (tests), where objects frozen now could never be collected once garbage.
         """
-        if self._settle_heap:
+        if self._settle_heap and self._backend is None and self._staged is None:
+            import_family(family, simulator=True)
             gc.collect()
             gc.freeze()
 

@@ -233,7 +233,7 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         runner = TrialRunner(links, plan, progress, index=index, attempt=attempt, workspace=workspace,
                              recovers=recovers, conversation=conversation)
         if index < last:
-            runner.after_simulator = lambda: stage_next_scene(links, plan)
+            runner.after_load = lambda: stage_next_scene(links, plan)
         ended = await runner.run(previous if plan.retain == "retain" else None)
         ends.append(ended)
         progress.say(f"{plan.series_id}: trial {index}/{plan.trials} {ended.outcome} ({ended.reason}), "
@@ -260,12 +260,12 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
 async def stage_next_scene(links: Links, plan: SeriesPlan) -> None:
     """Ask the simulator to build the next trial's fresh scene now (``Prepare``), without waiting for it.
 
-    Sent once a trial is done with the simulator, so the build overlaps that trial's last records and
-    sandbox removal and the next trial's sandbox start instead of following them; the simulator
-    applies requests in order, so the next ``Load`` waits for the build and takes the staged scene
-    (same manifest, seed and budget; its fingerprint is checked as any Load's). A scene built
-    while a trial runs would slow its physics on a small machine, so nothing is staged earlier.
-    A failed Prepare costs nothing: that Load builds the scene itself.
+    Sent as soon as a trial's own scene is loaded: the simulator builds the next one on a thread of
+    its own while this trial runs (a participant thinking leaves it idle, so the build costs nothing;
+    a scripted one shares the cores, but the model compile runs without the GIL), and the next
+    ``Load`` takes it (same manifest, seed and budget; its fingerprint is checked as any Load's),
+    waiting for the build if it is still running. A failed Prepare costs nothing: that Load builds
+    the scene itself.
     """
     prepare = simp.Prepare(manifest=plan.manifest, seed=plan.seed, trial_steps=plan.budgets.trial_steps)
     try:

@@ -129,7 +129,7 @@ class TrialRunner:
         self._sim_compute = (0.0, 0.0)  # the simulator's (physics, rendering) seconds at the last reading
         self._recording_before = self.rec.seconds
         self.wall_started = 0.0
-        self.after_simulator: Callable[[], Awaitable[None]] | None = None  # the series' hook: the trial is done with the simulator
+        self.after_load: Callable[[], Awaitable[None]] | None = None  # the series' hook: this trial's scene is loaded
         self._message_id: str | None = None  # the provider attempt that decided the current operation
         self.overflow: dict[str, Any] | None = None  # OverflowEvidence (as builtins) when the context could not fit
         self.spec: simp.TaskSpec | None = None
@@ -193,6 +193,8 @@ class TrialRunner:
         if failure is not None:  # nothing reached the participant
             await self._close_sandbox()
             return await self._end("incomplete", failure)
+        if self.after_load is not None:
+            await self.after_load()  # e.g. stage the next trial's scene while this one runs
         self.conversation.trial_ids.append(self.trial_id)
         self.spec = loaded.spec
         self.system = system_prompt(loaded.spec, self.plan.budgets, self.plan.trials, self.plan.retain)
@@ -643,8 +645,6 @@ class TrialRunner:
                     await self._sim_compute_since()
         except INFRA_ERRORS as e:
             log.warning("trial_end_query_failed", trial=self.trial_id, error=str(e))
-        if self.after_simulator is not None:
-            await self.after_simulator()  # e.g. stage the next trial's scene while this one's records are written
         if outcome != "incomplete" and status is not None and status.achieved and outcome == "failure":
             outcome = "success"  # the interval was reached during the last operation
         interval = None

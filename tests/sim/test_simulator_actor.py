@@ -133,13 +133,13 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
             assert again.fingerprint == loaded.fingerprint and again.spec.trial_limits.steps == 6000
             assert (await coord.request(SuccessQuery())).message.control_step == 0 and not again.staged
 
-            # Prepare closes the loaded scene (its trial is over) and stages the next one; the matching Load
-            # takes it, fresh (same fingerprint, step 0), and one with other fields builds its own.
+            # Prepare answers at once and builds the next scene in the background while the loaded one keeps
+            # stepping; the matching Load waits for the build and takes it, fresh (same fingerprint, step 0),
+            # and one with other fields builds its own.
             await coord.request(Wait(steps=2))
             assert isinstance((await coord.request(Prepare(manifest=lift_manifest.to_builtins(), seed=0))).message, Ok)
-            with pytest.raises(RemoteError) as closed:
-                await coord.request(SuccessQuery())
-            assert closed.value.error.code == "not_loaded"
+            during = (await coord.request(Wait(steps=3))).message  # the loaded scene, stepping during the build
+            assert (during.applied, during.control_step) == (3, 5)
             staged = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=0))).message
             assert staged.staged and staged.fingerprint == loaded.fingerprint
             assert (await coord.request(SuccessQuery())).message.control_step == 0
