@@ -33,6 +33,7 @@ import structlog
 from roboswe.evaluation.conversation import Conversation, recorded_conversation
 from roboswe.evaluation.peers import INFRA_ERRORS, Links
 from roboswe.evaluation.plan import SeriesPlan, fresh_dir, previous_figures
+from roboswe.evaluation.preflight import configuration_cause
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.trial import TrialRunner
 from roboswe.evaluation.trial import encode_png as encode_png  # kept importable from here: the viewer test fixture uses it
@@ -249,6 +250,14 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
                                            retry_incomplete=retry_incomplete)
         if stops_series(ended.reason):
             await stop_series(links, plan, progress, index, ended, runner.overflow)
+            return ends
+        if ended.outcome == "incomplete" and configuration_cause(ended.reason):
+            # Every later trial would end the same way (a refused key, an unknown model): start none. The
+            # front end stops the run on seeing it; deciding it here too means no later trial slips in
+            # before its next look (a staged scene makes the next trial start within milliseconds).
+            # Nothing is recorded as stopped: `--resume` continues here once the configuration is fixed.
+            progress.say(f"{plan.series_id}: trial {index} ended incomplete for a configuration problem; "
+                         "no further trial starts (fix it, then --resume)")
             return ends
         previous = previous_figures(index, ended)
         recovers, attempt, reruns = None, 0, 0  # "in a row" counts one slot's attempts: this one ended

@@ -206,3 +206,29 @@ async def test_a_simulator_that_lost_its_scene_mid_trial_interrupts_it_and_the_t
     with RunReader(run_dir) as reader:
         old, new = reader.trials(plan.series_id)
     assert new.start.recovers == old.trial_id and new.start.index == old.start.index == 1
+
+
+class RefusedKeyAgent(OutageAgent):
+    """ReachAgent whose key is refused (401) during the trials in ``down``: a configuration problem."""
+
+    def decide(self, request: DecisionRequest):
+        if request.trial in self.down:
+            attempt = Attempt(number=1, started_at=time.time(), latency_s=0.01, outcome="http_401", status=401,
+                              detail="invalid x-api-key")
+            raise ProviderFailure("fake: http_401 after 1 attempt(s): invalid x-api-key", [attempt])
+        return ReachAgent.decide(self, request)
+
+
+async def test_a_refused_key_starts_no_further_trial_and_resume_continues_the_series(tmp_path):
+    """Every later trial would be refused the same way: the series starts none itself (the front end's stop
+    looks only every 0.5 s, and a staged scene starts the next trial within milliseconds). Nothing is
+    recorded as stopped, so --resume with the key fixed runs the rest."""
+    run_dir, plan = _setup(tmp_path, trials=3)
+    agent = RefusedKeyAgent(down={1, 2, 3})
+    ends = await _series(run_dir, plan, agent, retry_incomplete=False)
+    assert [(e.outcome, e.reason.split(":")[0]) for e in ends] == [("incomplete", "provider")]
+    assert "http_401" in ends[0].reason
+
+    agent.down = set()  # the key is fixed
+    resumed = await _series(run_dir, plan, agent, retry_incomplete=False)
+    assert [e.outcome for e in resumed] == ["success", "success"]  # trials 2 and 3
