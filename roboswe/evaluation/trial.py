@@ -130,6 +130,7 @@ class TrialRunner:
         self._recording_before = self.rec.seconds
         self.wall_started = 0.0
         self.after_load: Callable[[], Awaitable[None]] | None = None  # the series' hook: this trial's scene is loaded
+        self._opening: tuple[Any, Any] | None = None  # the opening's goal and observation, fetched early
         self._message_id: str | None = None  # the provider attempt that decided the current operation
         self.overflow: dict[str, Any] | None = None  # OverflowEvidence (as builtins) when the context could not fit
         self.spec: simp.TaskSpec | None = None
@@ -178,6 +179,9 @@ class TrialRunner:
                     loaded = await self._load()
                 except TrialIncomplete as e:
                     failure = e.reason
+                else:
+                    if loaded.fingerprint.digest == self.plan.reference_fingerprint:
+                        await self._prefetch_opening()  # while the sandbox may still be starting (docker)
             if failure is None and loaded.fingerprint.digest != self.plan.reference_fingerprint:
                 failure = (f"fingerprint_mismatch: the fresh scene's fingerprint {loaded.fingerprint.digest[:16]} "
                            f"differs from the admitted reference {self.plan.reference_fingerprint[:16]}")
@@ -487,9 +491,10 @@ class TrialRunner:
         """The trial's first message: the instruction, the task's goal images (seed 004's image goal), the
         current camera images and sensor readings (seed 001), after the previous outcome; the interface
         itself is in the pinned instructions."""
-        goal = await self._goal()
+        prefetched, self._opening = self._opening, None
+        goal = await self._goal(prefetched[0] if prefetched else None)
         try:
-            obs, images, lines, _ = await self._observation([], depth=False)
+            obs, images, lines, _ = prefetched[1] if prefetched else await self._observation([], depth=False)
         except RemoteError as e:
             raise TrialIncomplete(f"infrastructure: the opening observation failed: {e.error.code}: {e.error.detail}") from None
         text = trial_opening(self.index, self.plan.trials, previous, instruction=self.instruction,
@@ -500,11 +505,23 @@ class TrialRunner:
         await self._append(Turn(id=f"{self.trial_id}/u{self._next_turn()}", role="user", trial=self.index, parts=parts),
                            goal + images)
 
-    async def _goal(self) -> list[tuple[ImagePart, bytes]]:
-        """The goal images the simulator states for the loaded task (its family owns its goals), checked
-        against the SHA-256 and size it states and recorded (event ``goal``); none for most families."""
+    async def _prefetch_opening(self) -> None:
+        """Fetch what the opening shows (goal, camera images, sensors) right after the Load, while the sandbox
+        may still be starting: on docker its start (~0.35 s) then overlaps the opening's rendering instead of
+        preceding it. Nothing is recorded or sent here; on any failure ``_open`` fetches again as usual (and
+        reports that failure the usual way)."""
         try:
-            stated = await self.links.sim.goal()
+            self._opening = (await self.links.sim.goal(), await self._observation([], depth=False))
+        except Exception as e:  # noqa: BLE001 - an optimisation only: the opening asks again
+            log.info("opening_prefetch_failed", trial=self.trial_id, error=f"{type(e).__name__}: {e}")
+
+    async def _goal(self, stated: Any = None) -> list[tuple[ImagePart, bytes]]:
+        """The goal images the simulator states for the loaded task (its family owns its goals), checked
+        against the SHA-256 and size it states and recorded (event ``goal``); none for most families.
+        ``stated``: the simulator's answer, fetched already (``_prefetch_opening``)."""
+        try:
+            if stated is None:
+                stated = await self.links.sim.goal()
         except RemoteError as e:
             raise TrialIncomplete(f"infrastructure: the task's goal could not be read: {e.error.code}: {e.error.detail}") from None
         goal = []

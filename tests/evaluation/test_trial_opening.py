@@ -60,3 +60,31 @@ async def test_the_opening_carries_instruction_camera_images_and_sensor_readings
             # ... and reached the participant with the request
             request = agent.first[view.start.index]
             assert all(p.digest in request.images for p in images)
+
+
+async def test_the_opening_is_fetched_while_the_sandbox_is_still_starting(tmp_path):
+    """A docker sandbox takes ~0.35 s to start, now longer than a staged scene's Load: the opening's goal and
+    camera images are fetched while it starts, not after. Here the sandbox opens only once the opening's
+    observation was asked for; a trial that waited for the sandbox first would never get there."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    plan = series_plan(run_dir, admitted_task(reach_manifest()), trials=1)
+    agent = FirstLook()
+    with trio.fail_after(30):
+        async with peers(run_dir, agent) as links:
+            await record_run(links)
+            observed = trio.Event()
+            observe, open_sandbox = links.sim.observe, links.bridge.open
+
+            async def observe_then_tell(*args, **kwargs):
+                observed.set()
+                return await observe(*args, **kwargs)
+
+            async def open_after_the_opening(*args, **kwargs):
+                await observed.wait()
+                return await open_sandbox(*args, **kwargs)
+
+            links.sim.observe, links.bridge.open = observe_then_tell, open_after_the_opening
+            (ended,) = await run_series(links, plan, Progress(), reader_factory(run_dir))
+    assert (ended.outcome, ended.reason) == ("failure", "finish"), ended
+    assert 1 in agent.first and any(isinstance(p, ImagePart) for p in agent.first[1].conversation[0].parts)
