@@ -277,7 +277,9 @@ class SimulatorService:
         build is logged; that Load builds the scene itself."""
         t0 = time.monotonic()
         try:
-            staged = await trio.to_thread.run_sync(self.session.build, manifest, seed, trial_steps, backend)
+            # abandon_on_cancel: a stopping simulator does not wait seconds for a kitchen it will never use
+            staged = await trio.to_thread.run_sync(self.session.build, manifest, seed, trial_steps, backend,
+                                                   abandon_on_cancel=True)
             await self._call(self.session.stage, staged)
             log.info("scene_staged", seed=seed, seconds=round(time.monotonic() - t0, 3))
         except Exception as e:  # noqa: BLE001 - staging is an optimisation; Load reports a real failure
