@@ -219,7 +219,11 @@ class _GLScene(NamedTuple):
 
         if mujoco.egl.EGL_DISPLAY is None:
             return False
-        return bool(EGL.eglMakeCurrent(mujoco.egl.EGL_DISPLAY, EGL.EGL_NO_SURFACE, EGL.EGL_NO_SURFACE, EGL.EGL_NO_CONTEXT))
+        try:
+            return bool(EGL.eglMakeCurrent(mujoco.egl.EGL_DISPLAY, EGL.EGL_NO_SURFACE, EGL.EGL_NO_SURFACE, EGL.EGL_NO_CONTEXT))
+        except Exception as e:  # noqa: BLE001 - then it is freed instead of kept
+            log.warning("render.release_failed", error=f"{type(e).__name__}: {e}")
+            return False
 
     def free(self) -> None:
         """Free the GL resources; a driver error while freeing is logged, never raised.
