@@ -334,6 +334,10 @@ async def serve_simulator(
                 task_status.started(endpoint)
                 task_status = trio.TASK_STATUS_IGNORED
             log.warning("robot_shutdown_ignored", detail="Shutdown on the robot endpoint; serving it again")
+            # libzmq removes a closed ipc listener's socket file from its own I/O thread, a little later: a
+            # rebind at once could see its new file removed and wait for clients that can never connect
+            # (seen once: a bridge's Hello unanswered for minutes).
+            await trio.sleep(0.2)
 
     stream = None
     try:
