@@ -94,10 +94,6 @@ class SimSession:
         self._backend, self._manifest = sim, manifest
         return Loaded(fingerprint=fingerprint, spec=sim.spec(), manifest_digest=manifest.digest(), staged=was_staged)
 
-    def prepare(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str | None = None) -> None:
-        """Build and reset the scene a Load with the same arguments will take; the loaded scene stays as it is."""
-        self.stage(self.build(manifest_data, seed, trial_steps, backend))
-
     def build(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str | None = None) -> Staged:
         """Build and reset a scene to stage, touching nothing of this session: any thread, while the loaded
         scene steps on another (the simulator builds the next trial's scene during this one)."""
