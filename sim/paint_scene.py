@@ -21,11 +21,12 @@ function of the action log alone.
 from __future__ import annotations
 
 import hashlib
-import zlib
 from pathlib import Path
 
 import msgspec
 import numpy as np
+
+from . import png
 
 PHYSICS_DT = 0.002  # s: 500 Hz physics
 CONTROL_HZ = 100  # IK rate; 5 physics ticks per control step
@@ -178,16 +179,8 @@ def canvas_sha256(rgb: np.ndarray) -> str:
 
 
 def png_bytes(rgb: np.ndarray) -> bytes:
-    """A plain 8-bit RGB PNG (no metadata, fixed zlib level): the same pixels give the same bytes."""
-    rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
-    h, w = rgb.shape[:2]
-    raw = b"".join(b"\x00" + rgb[r].tobytes() for r in range(h))
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return len(body).to_bytes(4, "big") + kind + body + zlib.crc32(kind + body).to_bytes(4, "big")
-
-    header = w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
+    """The canvas or goal as PNG bytes: unfiltered rows at zlib level 9 (the goal manifests pin their SHA-256)."""
+    return png.encode_rgb(rgb, level=9)
 
 
 class Canvas:

@@ -15,7 +15,6 @@ splitting the operation handlers from the loop would spread that rule over sever
 from __future__ import annotations
 
 import base64
-import io
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -74,6 +73,7 @@ from roboswe.protocol.participant import (
     result_turn,
 )
 from roboswe.protocol.provider import Decided, ProviderFailed
+from roboswe.sim import png
 from roboswe.sim.physics_state import control_trace_from_states
 
 log = structlog.get_logger()
@@ -697,10 +697,8 @@ class TrialRunner:
 
 
 def encode_png(rgb: np.ndarray) -> bytes:
-    from PIL import Image
-
-    out = io.BytesIO()
-    Image.fromarray(rgb, "RGB").save(out, format="PNG", compress_level=3)
-    return out.getvalue()
+    """A camera image for the participant. Sub-filtered rows at zlib level 1: 2.5-3 ms per 256x256 frame
+    against 11-12 ms for Pillow's level 3, ~8% larger; on the trial's critical path twice per observe."""
+    return png.encode_rgb(rgb, level=1, row_filter=png.SUB)
 
 
