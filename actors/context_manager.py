@@ -10,7 +10,8 @@ from typing import Any
 
 import msgspec
 import structlog
-from roboswe.actors import Actor, actor_main
+import trio
+from roboswe.actors import Actor, Client, PeerDead, actor_main
 from roboswe.protocol import Decoded
 from roboswe.protocol.context import (
     CONTEXT_CODEC,
@@ -46,6 +47,7 @@ from roboswe.context.policy import (
 from roboswe.providers import ProviderConfig, images_per_request, request_bytes
 
 log = structlog.get_logger()
+PROVIDER_RETURN_S = 30.0  # within the coordinator's deadline for a context request (CONTEXT_DEADLINE, 120 s)
 _json = msgspec.json.Encoder()
 
 
@@ -110,13 +112,23 @@ class ContextService:
                 return Error(code="unsupported", detail=f"context_manager does not handle {type(other).__name__}")
 
 
-def provider_counter(actor: Actor) -> Any:
-    """Counts through the provider client (a short link per count: the peer may start later)."""
+def provider_counter(provider: Client) -> Any:
+    """Counts through the provider client over the context manager's one link to it. A count that finds
+    the provider client dead (not started yet, or being restarted by the supervisor) asks again once it
+    answers, for up to PROVIDER_RETURN_S, then fails with PeerDead; counting has no side effect."""
 
     async def count(request: DecisionRequest) -> TokenCount:
         stripped, digests, blobs = split_images(request)
-        async with actor.client("provider_client", PROVIDER_CODEC) as provider:
-            reply = await provider.request(CountTokens(request=stripped, image_digests=digests), blobs)
+        give_up = trio.current_time() + PROVIDER_RETURN_S
+        while True:
+            try:
+                reply = await provider.request(CountTokens(request=stripped, image_digests=digests), blobs)
+                break
+            except PeerDead:
+                if trio.current_time() >= give_up:
+                    raise
+                with trio.move_on_after(give_up - trio.current_time()):
+                    await provider.wait_peer_alive()
         match reply.message:
             case Counted(count=c):
                 return c
@@ -129,8 +141,12 @@ def provider_counter(actor: Actor) -> Any:
 
 async def main(actor: Actor) -> None:
     config = actor.config.provider or ProviderConfig(kind="python")
-    service = ContextService(config, provider_counter(actor))
-    await actor.serve(CONTEXT_CODEC, service.handle, concurrent=False)
+    # One link for the actor's life (a link per count paid a connect and a Hello/Ready before every
+    # decision), entered without a handshake: the provider client may start after this actor, and a
+    # request waits in the socket's queue until it is up; a restarted one is reached again the same way.
+    async with actor.client("provider_client", PROVIDER_CODEC, handshake=False) as provider:
+        service = ContextService(config, provider_counter(provider))
+        await actor.serve(CONTEXT_CODEC, service.handle, concurrent=False)
 
 
 if __name__ == "__main__":

@@ -32,15 +32,21 @@ KEY_ENV = "ROBOSWE_ACTOR_TEST_KEY"
 
 
 class Actors:
-    def __init__(self, run_dir: Path, config: str, env: dict[str, str]):
+    def __init__(self, run_dir: Path, config: str, env: dict[str, str],
+                 names: tuple[str, ...] = ("provider_client", "context_manager")):
         self.run_dir = run_dir
+        self.env = env
         (run_dir / "run.toml").write_text(config)
-        self.procs = [
-            subprocess.Popen([sys.executable, "-m", f"roboswe.actors.{name}", "--run-dir", str(run_dir),
-                              "--config", str(run_dir / "run.toml")], env=env, stdout=subprocess.DEVNULL,
-                             stderr=open(run_dir / f"{name}.err", "w"))
-            for name in ("provider_client", "context_manager")
-        ]
+        self.procs: list[subprocess.Popen] = []
+        for name in names:
+            self.spawn(name)
+
+    def spawn(self, name: str) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", f"roboswe.actors.{name}", "--run-dir", str(self.run_dir),
+                                 "--config", str(self.run_dir / "run.toml")], env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=open(self.run_dir / f"{name}.err", "a"))  # noqa: SIM115 - the child holds it
+        self.procs.append(proc)
+        return proc
 
     def endpoint(self, name: str) -> str:
         return f"ipc://{self.run_dir}/sock/{name}.sock"
@@ -60,8 +66,8 @@ class Actors:
 def actors(tmp_path):
     started = []
 
-    def start(config: str) -> Actors:
-        a = Actors(tmp_path, config, {**os.environ, KEY_ENV: "sk-actor-SECRET", "PYTHONHASHSEED": "0"})
+    def start(config: str, names: tuple[str, ...] = ("provider_client", "context_manager")) -> Actors:
+        a = Actors(tmp_path, config, {**os.environ, KEY_ENV: "sk-actor-SECRET", "PYTHONHASHSEED": "0"}, names)
         started.append(a)
         return a
 
@@ -155,3 +161,42 @@ async def test_python_participant_through_the_provider_client(actors):
         assert decided.decision.operation.reason == "saw 1 image(s)"
         assert decided.decision.turn.tool_calls()[0].operation == decided.decision.operation
         assert msgspec.json.decode(decided.decision.attempts[0].response)["role"] == "assistant"
+
+
+async def test_the_context_manager_counts_over_one_link_that_outlives_the_provider_client(actors):
+    """The context manager links to the provider client once, for its whole life: a provider client that
+    starts after it, or is killed and started again, is reached over the same link (no new Hello per count)."""
+    with FakeProvider("anthropic", count=lambda body: len(body) // 4) as fake:
+        a = actors(f"""
+[provider]
+kind = "anthropic"
+model = "fake-claude-2026"
+api_key_env = "{KEY_ENV}"
+base_url = "{fake.base_url}"
+context_window = 100000
+max_output_tokens = 8000
+[transport]
+heartbeat_interval = 0.2
+""", names=("context_manager",))
+        await wait_bound(a.endpoint("context_manager"))
+        async with connect(a.endpoint("context_manager"), CONTEXT_CODEC) as context:
+            with trio.fail_after(60):
+                await context.request(ResetContext(series="s1"))
+                await context.request(AppendTurns(turns=[Turn(id="u0", role="user", trial=1, pinned=True,
+                                                              parts=[TextPart(text="Lift.")])]))
+                provider = a.spawn("provider_client")  # only now: the count waits for it
+                first = (await context.request(PrepareRequest(system="You drive a robot.", trial=1))).message
+                assert isinstance(first, Prepared) and first.count.method == "anthropic.count_tokens:per_message_sum"
+                counted = len(fake.counts())
+                provider.kill()
+                provider.wait()
+                await trio.sleep(1.0)  # past the link's liveness: it now holds the provider client dead
+                a.spawn("provider_client")
+                await context.request(AppendTurns(turns=[Turn(id="u1", role="user", trial=1,
+                                                              parts=[TextPart(text="Lift it higher.")])]))
+                again = (await context.request(PrepareRequest(system="You drive a robot.", trial=1))).message
+                assert isinstance(again, Prepared) and again.count.exact_tokens > first.count.exact_tokens
+                assert len(fake.counts()) > counted  # counted by the restarted provider client
+    hellos = [line for line in (a.run_dir / "events.jsonl").read_text().splitlines()
+              if '"peer_connected"' in line and '"peer": "context_manager"' in line]
+    assert hellos == [], hellos  # the link never said Hello, let alone once per count
