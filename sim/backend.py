@@ -21,7 +21,7 @@ from .physics_state import PhysicsStates, StateLog
 
 if TYPE_CHECKING:
     from .manifest import TaskManifest
-    from .render import CameraFrame
+    from .render import CameraFrame, SceneRenderer
 
 
 class SimError(Exception):
@@ -129,6 +129,7 @@ class SimBackend(abc.ABC):
     """One task scene. Not thread-safe: one thread owns it (GL contexts are per thread)."""
 
     manifest: TaskManifest
+    _renderer: SceneRenderer | None = None  # a family that renders keeps its renderer here
 
     @abc.abstractmethod
     def reset(self, seed: int) -> Fingerprint:
@@ -192,6 +193,12 @@ class SimBackend(abc.ABC):
     def goal_images(self) -> dict[str, bytes]:
         """The goal shown to the participant as each trial opens (name -> encoded PNG bytes); most families have none."""
         return {}
+
+    def close_renderer(self) -> None:
+        """Free the GL side now, or leave it to the next scene of the same model (close() does this too);
+        the rest of the scene may then be closed on any thread, while another scene renders."""
+        if self._renderer is not None:
+            self._renderer.close()
 
     def close(self) -> None:
         """Release the scene and its GL context."""

@@ -68,6 +68,7 @@ class SimSession:
         self._backend: SimBackend | None = None
         self._manifest: TaskManifest | None = None
         self._staged: Staged | None = None  # Prepare's scene
+        self._retired: SimBackend | None = None  # the scene a staged load replaced, until taken (see _retire)
         self._accounted = {"physics_seconds": 0.0, "render_seconds": 0.0, "control_steps": 0.0, "frames_rendered": 0.0}
 
     @property
@@ -83,10 +84,11 @@ class SimSession:
         """
         manifest, name = self._manifest_and_backend(manifest_data, backend)
         staged, self._staged = self._staged, None
-        self.close()
         if staged is not None and staged.key == (manifest.digest(), seed, trial_steps, name) and _untouched(staged.sim):
+            self._retire()
             sim, fingerprint, was_staged = staged.sim, staged.fingerprint, True
         else:
+            self.close()
             if staged is not None:
                 staged.sim.close()
             self._settle(name)
@@ -240,10 +242,30 @@ class SimSession:
         return delta
 
     def close(self) -> None:
-        """Close the loaded scene (a staged one is closed too, unless load() took it first)."""
+        """Close the loaded scene (a staged one is closed too, unless load() took it first, and a retired one)."""
         self.drop_staged()
+        for backend in self.take_retired():
+            backend.close()
         if self._backend is not None:
             backend, self._backend = self._backend, None
             self._accounted = dict.fromkeys(self._accounted, 0.0)
             backend.close()
+
+    def _retire(self) -> None:
+        """Put the loaded scene aside for take_retired(): its GL side goes to the staged scene now; the rest
+        (robosuite ends a close with a full collection, then the model is freed: ~35 ms for Lift) can be
+        closed later, off the Load's path, on another thread (the simulator does it before building the next
+        scene). One retired at most: an earlier one that nobody took is closed here, as close() does."""
+        for backend in self.take_retired():
+            backend.close()
+        if self._backend is not None:
+            backend, self._backend = self._backend, None
+            self._accounted = dict.fromkeys(self._accounted, 0.0)
+            backend.close_renderer()
+            self._retired = backend
+
+    def take_retired(self) -> list[SimBackend]:
+        """The scene the last load() put aside, to close (any thread); the caller owns it now."""
+        retired, self._retired = self._retired, None
+        return [] if retired is None else [retired]
 

@@ -161,3 +161,55 @@ def test_the_next_fresh_scene_of_the_same_model_takes_over_the_gl_side_and_draws
     r.close()
     assert render._parked is not None and render._parked[0] == "another model"
     render.free_parked()
+
+
+def test_a_staged_load_retires_the_old_scene_which_closes_on_another_thread_while_the_new_one_renders(lift_manifest):
+    """Loading a staged scene hands the old scene's GL side over at once and puts the rest aside
+    (take_retired): the simulator closes it on a worker thread, off the Load's path, while the loaded scene
+    draws. The frames are exactly those of a scene built from nothing; an untaken retired scene is closed
+    by the session's close."""
+    from roboswe.sim import render
+    from roboswe.sim.session import SimSession
+
+    data = lift_manifest.to_builtins()
+    render.free_parked()
+    session = SimSession(require_fixed_hash_seed=False)
+    try:
+        session.load(data, 0, None)
+        session.observe(["agentview"], True)  # the old scene has its GL side
+        old = session.backend
+        session.stage(session.build(data, 1, None))
+        assert session.load(data, 1, None).staged
+        retired = session.take_retired()
+        assert retired == [old] and session.take_retired() == []
+        assert old._renderer._gl_scene is None and old.env.sim is not None  # GL handed over, the rest still open
+
+        closer = threading.Thread(target=old.close)
+        closer.start()  # robosuite's close (a full collection, the model freed) while the new scene renders
+        taken = session.backend.observe(["agentview", "robot0_eye_in_hand"], depth=True)
+        closer.join()
+        assert session.backend._renderer.reused and old.env.sim is None
+
+        session.stage(session.build(data, 2, None))
+        session.load(data, 2, None)
+        untaken = session.backend
+        session.stage(session.build(data, 1, None))
+        session.load(data, 1, None)  # the scene of seed 2 is retired; nobody takes it
+        session.close()
+        assert untaken.env.sim is None
+    finally:
+        session.close()
+
+    render.free_parked()
+    fresh_session = SimSession(require_fixed_hash_seed=False)
+    try:
+        fresh_session.load(data, 1, None)
+        fresh = fresh_session.backend.observe(["agentview", "robot0_eye_in_hand"], depth=True)
+        assert not fresh_session.backend._renderer.reused
+    finally:
+        fresh_session.close()
+    for a, b in zip(taken, fresh, strict=True):
+        assert a.rgb.std() > 5
+        np.testing.assert_array_equal(a.rgb, b.rgb)
+        np.testing.assert_array_equal(a.depth, b.depth)
+    render.free_parked()
