@@ -1,5 +1,7 @@
 """`roboswe status`: one row per actor of a run, from the supervisor's state file and live Statistics,
-and one per process of each Ray worker (`run --ray`), from the coordinator's roster (roboswe/fleet/roster.py)."""
+and each worker's state and series from the coordinator's roster (roboswe/fleet/roster.py) with its
+processes: a local worker's are the supervisor's actors (simulator.2, ...), grouped under it; a Ray
+worker's (`run --ray`) figures are the coordinator's last sample."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from roboswe.fleet.roster import LOCAL, read_roster
 from roboswe.sandbox import pid_alive
 
 STALE = "stale (run gone)"
-WORKER_PROCESSES = ("simulator", "sandbox_bridge")
+WORKER_PROCESSES = ("simulator", "sandbox_bridge")  # a Ray worker's; a local worker has WORKER_ACTORS
 RAY_NOTE = ("Ray workers' figures are sampled by the run's coordinator over its own CURVE links (the client key "
             "stays in its memory); `roboswe status` reads them from fleet/workers.json and contacts no node.")
 
@@ -49,7 +52,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def status_report(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
-    """What `roboswe status` shows: the supervisor's actors (asked for Statistics while the run lives) and the Ray workers."""
+    """What `roboswe status` shows: the supervisor's actors (asked for Statistics while the run lives) and the workers."""
     supervisor_alive = pid_alive(state.get("supervisor_pid"))
     if not supervisor_alive and state["state"] in ("starting", "running", "stopping"):
         state["state"] = "dead (supervisor gone)"
@@ -67,9 +70,11 @@ def status_report(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
             "last_exit": actor["last_exit"],
         })
     report = {"run_dir": str(run_dir), "state": state["state"], "failure": state.get("failure"), "actors": rows}
-    workers = _ray_workers(run_dir, supervisor_alive, now)
-    if workers is not None:
-        report["workers"], report["workers_note"] = workers, RAY_NOTE
+    roster = _workers(run_dir, rows, supervisor_alive, now)
+    if roster is not None:
+        report["workers_address"], report["workers"] = roster
+        if report["workers_address"] not in (None, LOCAL):
+            report["workers_note"] = RAY_NOTE
     return report
 
 
@@ -85,19 +90,22 @@ def _figures(stats: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _ray_workers(run_dir: Path, supervisor_alive: bool, now: float) -> list[dict[str, Any]] | None:
-    """One entry per Ray worker from the roster, with its processes' last sampled figures; None without one."""
+def _workers(run_dir: Path, actors: list[dict[str, Any]], supervisor_alive: bool,
+             now: float) -> tuple[str | None, list[dict[str, Any]]] | None:
+    """The roster's address and one entry per worker with its processes: a local worker's are its rows
+    in ``actors``, a Ray worker's are the last sampled figures; None without a roster."""
     import msgspec
 
+    from roboswe.config import WORKER_ACTORS, worker_name
     from roboswe.fleet.node import boot_id
-    from roboswe.fleet.roster import read_roster
 
     try:
         roster = read_roster(run_dir)
     except (msgspec.DecodeError, OSError) as e:
-        return [{"number": None, "state": f"unreadable roster: {e}"}]
+        return None, [{"number": None, "state": f"unreadable roster: {e}"}]
     if roster is None:
         return None
+    by_name = {row["actor"]: row for row in actors}
     # A pid means something only on the machine that wrote it; elsewhere the supervisor's liveness decides.
     writer_alive = pid_alive(roster.writer_pid) if roster.writer_boot_id == boot_id() else True
     live = supervisor_alive and writer_alive
@@ -106,45 +114,81 @@ def _ray_workers(run_dir: Path, supervisor_alive: bool, now: float) -> list[dict
         worker = msgspec.to_builtins(w)
         if not live and w.state != "released":
             worker["state"] = STALE
+        worker["state_age"] = round(now - w.since, 2)
         worker["sample_age"] = None if w.sampled_at is None else round(now - w.sampled_at, 2)
-        worker["processes"] = {kind: {"pid": w.pids.get(kind), **_figures(w.statistics.get(kind))}
-                               for kind in WORKER_PROCESSES}
+        if roster.address == LOCAL:  # its actors, as the supervisor and their own Statistics tell
+            names = {kind: worker_name(kind, w.number, len(roster.workers)) for kind in WORKER_ACTORS}
+            worker["processes"] = {kind: by_name[name] for kind, name in names.items() if name in by_name}
+            worker["pids"] = {kind: p["pid"] for kind, p in worker["processes"].items() if p["pid"] is not None}
+        else:
+            worker["processes"] = {kind: {"pid": w.pids.get(kind), **_figures(w.statistics.get(kind))}
+                                   for kind in WORKER_PROCESSES}
         del worker["statistics"]  # summed into "processes" as the actors' rows are; the raw sample is in the file
         workers.append(worker)
-    return workers
+    return roster.address, workers
 
 
 def print_report(report: dict[str, Any], console: Any) -> None:
     """The report as tables that fit 80 columns (--json has every figure: idle, waiting, endpoints)."""
+    local = report.get("workers_address") == LOCAL
+    # A local worker's actors are listed under it, not twice.
+    grouped = {p["actor"] for w in report.get("workers", ()) for p in w["processes"].values()} if local else set()
+    rows = [row for row in report["actors"] if row["actor"] not in grouped]
+    console.print(_actors_table([rows], f"{report['run_dir']}  [{report['state']}]"))
+    if report.get("failure"):
+        console.print(f"failure: {report['failure']}", markup=False)
+    if local:
+        console.print(_local_workers_table(report["workers"]))
+    elif "workers" in report:
+        console.print(_workers_table(report["workers"], "Ray workers" if report["workers_address"] else "Workers"))
+        if "workers_note" in report:
+            console.print(report["workers_note"], markup=False)
+
+
+def _actors_table(groups: list[list[dict[str, Any]]], title: str | None) -> Any:
+    """Actors' rows, a line between groups."""
     from rich import box
     from rich.table import Table
 
-    rows = report["actors"]
     headers = {"actor": "actor", "pid": "pid", "state": "state", "heartbeat_age": "hb s", "restarts": "restarts",
                "uptime": "up s", "busy": "busy s", "handled": "msgs", "errors": "errors"}
-    if any(row["last_exit"] for row in rows):
+    if any(row["last_exit"] for rows in groups for row in rows):
         headers["last_exit"] = "last exit"
-    table = Table(title=f"{report['run_dir']}  [{report['state']}]", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    # Two spaces between columns, none at the edges: a worker's actor names (context_manager.12) fit 80 columns.
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
+                  collapse_padding=True)
     for key, header in headers.items():
         table.add_column(header, justify="left" if key in ("actor", "state", "last_exit") else "right",
                          no_wrap=key != "last_exit")
-    for row in rows:
-        table.add_row(*(_cell(row[key]) for key in headers))
-    console.print(table)
-    if report.get("failure"):
-        console.print(f"failure: {report['failure']}", markup=False)
-    if "workers" in report:
-        console.print(_workers_table(report["workers"]))
-        console.print(report["workers_note"], markup=False)
+    for rows in groups:
+        for i, row in enumerate(rows):
+            table.add_row(*(_cell(row[key]) for key in headers), end_section=i == len(rows) - 1)
+    return table
 
 
-def _workers_table(workers: list[dict[str, Any]]) -> Any:
+def _local_workers_table(workers: list[dict[str, Any]]) -> Any:
+    """Each local worker's state and series, then its actors grouped (two tables: 80 columns)."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+
+    summary = Table(title="\nLocal workers", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
+                    collapse_padding=True)
+    for header in ("worker", "state", "for s", "done", "series"):
+        summary.add_column(header, justify="right" if header in ("for s", "done") else "left",
+                           no_wrap=header != "series", overflow="fold")
+    for w in workers:
+        summary.add_row(str(w["number"]), w["state"], _cell(w["state_age"]), str(len(w["done"])), w["series"] or "")
+    return Group(summary, "", _actors_table([list(w["processes"].values()) for w in workers], None))
+
+
+def _workers_table(workers: list[dict[str, Any]], title: str) -> Any:
     """Where each worker is and what it runs, then its processes' figures (two tables: 80 columns)."""
     from rich import box
     from rich.console import Group
     from rich.table import Table
 
-    placement = Table(title="Ray workers", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    placement = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     for header in ("worker", "host", "state", "restarts", "sample s", "series"):
         placement.add_column(header, justify="right" if header in ("restarts", "sample s") else "left",
                              no_wrap=header != "series", overflow="fold")

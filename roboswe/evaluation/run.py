@@ -33,6 +33,7 @@ from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series
 from roboswe.evaluation.series_config import effective_budgets
 from roboswe.evaluation.verify import verify_series
+from roboswe.fleet.roster import LOCAL, RosterFile
 from roboswe.protocol import Codec
 from roboswe.protocol import bridge as bridgep
 from roboswe.protocol import recorder as rec
@@ -52,12 +53,25 @@ def sim_curve(keys_dir: str | None) -> CurveClientKeys | None:
 
 
 class Worker:
-    """One fleet worker as the job sees it: its number and the links its series uses."""
+    """One local worker as the job sees it: its number, the links its series uses, its row in the roster."""
 
-    def __init__(self, number: int, links: Links):
+    def __init__(self, number: int, links: Links, roster: RosterFile):
         self.number = number
         self.links = links
-        self.series: str | None = None  # the series it runs now (a Ray worker's shows in `roboswe status`)
+        self.roster = roster
+        roster.update(number, state="idle")
+
+    @property
+    def series(self) -> str | None:
+        """The series it runs now; `roboswe status` shows it from the roster."""
+        return self.roster.row(self.number).series
+
+    @series.setter
+    def series(self, series_id: str | None) -> None:
+        self.roster.run_series(self.number, series_id, state="idle" if series_id is None else "running")
+
+    async def release(self) -> None:
+        self.roster.update(self.number, state="released")  # no series left for it; its actors stop with the run
 
 
 async def run_job(actor: Actor, progress: Progress) -> None:
@@ -119,6 +133,9 @@ async def run_job(actor: Actor, progress: Progress) -> None:
                 links = FleetLinks(sim=None, bridge=None, recorder=Recorder(recorder_client, job.run_id))  # type: ignore[arg-type]
                 pool.append(RayWorker(fleet, number, await head_links(number, links)))
         else:
+            from roboswe.fleet.node import boot_id
+
+            roster = RosterFile(actor.run_dir, job.run_id, LOCAL, boot_id())
             for number in range(1, workers + 1):
                 sim_name = worker_name("simulator", number, workers)
                 sim_endpoint = job.sim_endpoint or actor.endpoints[sim_name]
@@ -133,7 +150,7 @@ async def run_job(actor: Actor, progress: Progress) -> None:
                     sim=Simulator(await link(sim_client)),
                     bridge=Bridge(await link(bridge_client), sim_endpoint=robot_endpoint(sim_endpoint), sim_keys=job.sim_keys),
                     recorder=Recorder(recorder_client, job.run_id))
-                pool.append(Worker(number, await head_links(number, links)))
+                pool.append(Worker(number, await head_links(number, links), roster))
         videos = None
         if job.kind == "run" and job.videos:  # trial videos are rendered from the recorded states in a worker process
             from roboswe.records.video import SeriesVideos
@@ -187,8 +204,8 @@ async def run_job(actor: Actor, progress: Progress) -> None:
             progress.update(series_done=done)
             if workers > 1:
                 progress.worker_done(worker.number)
-            if fleet is not None and dispatched == len(job.tasks):
-                await worker.release()  # no series left for it: its resources go back to the cluster
+            if dispatched == len(job.tasks):
+                await worker.release()  # no series left for it: a Ray worker's resources go back to the cluster
             else:
                 free.send_nowait(worker)
 
@@ -211,7 +228,7 @@ async def run_job(actor: Actor, progress: Progress) -> None:
                     dispatched += 1
                     nursery.start_soon(one_series, task_id, worker, free_send)
                 placing.cancel_scope.cancel()  # every series has a worker: the rest are not needed
-            while fleet is not None:  # idle placed workers: give their resources back now
+            while True:  # idle workers (placed, or local): give their resources back now
                 try:
                     nursery.start_soon(free_receive.receive_nowait().release)
                 except trio.WouldBlock:

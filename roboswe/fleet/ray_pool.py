@@ -254,7 +254,7 @@ class RayWorker:
 
     @series.setter
     def series(self, series_id: str | None) -> None:
-        self.fleet.roster.update(self.number, series=series_id)
+        self.fleet.roster.run_series(self.number, series_id)
 
     async def place(self) -> None:
         try:

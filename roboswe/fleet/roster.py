@@ -1,11 +1,14 @@
-"""RUN_DIR/fleet/workers.json: where each Ray worker of a run is and what it is doing, for `roboswe status`.
+"""RUN_DIR/fleet/workers.json: where each worker of a run is and what it is doing, for `roboswe status`.
 
-The coordinator (ray_pool) is the only writer. It rewrites the file (tmp + ``os.replace``, so a
-reader never sees half of it) on every change of a worker's placement and after each sample of
-its workers' Statistics. The sample is taken by the coordinator over its own CURVE links: the
-client key never leaves the coordinator's memory, so `roboswe status` reads this file and does
-not contact the nodes itself. A reader judges staleness by ``writer_pid`` (``writer_boot_id``
-says on which machine that pid means anything).
+The coordinator is the only writer. It rewrites the file (tmp + ``os.replace``, so a reader never
+sees half of it) on every change of a worker's state or series, and, for Ray workers (ray_pool),
+on every change of placement and after each sample of their Statistics. The sample is taken by
+the coordinator over its own CURVE links: the client key never leaves the coordinator's memory,
+so `roboswe status` reads this file and does not contact the nodes itself. Local workers
+(``address`` LOCAL: `run --workers N` without --ray, and the single worker of a plain run) are
+actors of the run's supervisor: status asks them for Statistics itself, so their rows carry no
+pids or sample. A reader judges staleness by ``writer_pid`` (``writer_boot_id`` says on which
+machine that pid means anything).
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ import structlog
 log = structlog.get_logger()
 
 WORKERS_FILE = "fleet/workers.json"
-WorkerState = Literal["placing", "running", "lost", "released"]
+LOCAL = "local"  # the roster's ``address`` when the workers are the supervisor's actors on this machine
+# A local worker is "idle" between series; "released": the job has no series left for it (a Ray
+# worker's resources go back to the cluster; a local worker's actors stop with the run).
+WorkerState = Literal["placing", "idle", "running", "lost", "released"]
 
 
 class WorkerRow(msgspec.Struct, kw_only=True):
@@ -38,13 +44,14 @@ class WorkerRow(msgspec.Struct, kw_only=True):
     placed_at: float | None = None  # when the current instance started on its node
     restarts: int = 0  # times the worker was lost and linked again (Ray's restart or a fresh placement)
     series: str | None = None  # the series it runs now
+    done: list[str] = msgspec.field(default_factory=list)  # the series it finished, in order
     statistics: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)  # process -> protocol Statistics
     sampled_at: float | None = None
 
 
 class Roster(msgspec.Struct, kw_only=True):
     run_id: str
-    address: str  # the Ray cluster (--ray)
+    address: str  # the Ray cluster (--ray), or LOCAL
     writer_pid: int
     writer_boot_id: str
     updated_at: float
@@ -76,6 +83,13 @@ class RosterFile:
             setattr(row, key, value)
         self.write()
 
+    def run_series(self, number: int, series_id: str | None, **changes: Any) -> None:
+        """Worker ``number`` starts series ``series_id``, or (None) finished the one it ran."""
+        row = self.row(number)
+        if series_id is None and row.series is not None:
+            row.done.append(row.series)
+        self.update(number, series=series_id, **changes)
+
     def write(self) -> None:
         """Replace the file atomically. A failed write is logged, never fatal: the run matters more than its display."""
         self.roster.updated_at = time.time()
@@ -89,7 +103,7 @@ class RosterFile:
 
 
 def read_roster(run_dir: Path) -> Roster | None:
-    """The run's roster, or None when the run placed no Ray worker (no file)."""
+    """The run's roster, or None when its coordinator wrote none (no file: a run from before rosters)."""
     try:
         return msgspec.json.decode((Path(run_dir) / WORKERS_FILE).read_bytes(), type=Roster)
     except FileNotFoundError:
