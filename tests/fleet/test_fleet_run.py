@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from roboswe.fleet.roster import read_roster
 from roboswe.records.reader import RunReader
 from tests.series.conftest import roboswe, write_config
 
@@ -74,3 +75,10 @@ def test_two_workers_ran_on_their_own_actors(runs):
     assert {e["actor"] for e in loaded} == {"simulator.1", "simulator.2"}
     one = json.loads((runs[1][1] / "supervisor.json").read_text())
     assert "simulator" in one["actors"] and "simulator.1" not in one["actors"]
+    # The coordinator's roster (what `roboswe status` shows) named each series on the worker that ran it.
+    for workers, (_, run_dir) in runs.items():
+        with RunReader(run_dir) as reader:
+            ran = sorted(s.series_id for s in reader.series())
+        roster = read_roster(run_dir)
+        assert (roster.address, [w.state for w in roster.workers], all(w.done for w in roster.workers),
+                sorted(s for w in roster.workers for s in w.done)) == ("local", ["released"] * workers, True, ran)
