@@ -36,7 +36,6 @@ from roboswe.evaluation.plan import SeriesPlan, fresh_dir, previous_figures
 from roboswe.evaluation.preflight import configuration_cause
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.trial import TrialRunner
-from roboswe.evaluation.trial import encode_png as encode_png  # kept importable from here: the viewer test fixture uses it
 from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
 from roboswe.protocol.participant import Turn

@@ -222,7 +222,7 @@ class TrialRunner:
             cause = "interrupted" if isinstance(e, PeerDead) or restarted_sim else "infrastructure"
             said = "the simulator was restarted under the trial: " if restarted_sim else ""
             outcome, reason = "incomplete", f"{cause}: {said}{type(e).__name__}: {e}"
-        except Exception as e:  # noqa: BLE001 - a harness bug ends this trial as an explicit slot, not the whole run
+        except Exception as e:  # a harness bug ends this trial as an explicit slot, not the whole run
             log.exception("trial_internal_error", trial=self.trial_id)
             outcome, reason = "incomplete", f"internal: {type(e).__name__}: {e}"
         except BaseException:
@@ -474,8 +474,8 @@ class TrialRunner:
         self.timing["transport"] += max(0.0, rtt - fb.wall_seconds)
         status = await self._after_motion()
         feedback = ExecOutcome.of(fb, success_after=status.achieved)
-        lines = [f"exit status {fb.exit_status}; {fb.steps} control steps (trial total {status.control_step} of "
-                 f"{self.plan.budgets.trial_steps}); {fb.wall_seconds:.2f} s"]
+        lines = [(f"exit status {fb.exit_status}; {fb.steps} control steps (trial total {status.control_step} of "
+                  f"{self.plan.budgets.trial_steps}); {fb.wall_seconds:.2f} s")]
         if fb.limit:
             lines.append(f"stopped at the script's {fb.limit} limit")
         if fb.exception:
@@ -605,8 +605,8 @@ class TrialRunner:
         if status.achieved and self.first_success is None:
             self.first_success = (status.achieved_step, call)
         if one:
-            lines = [f"{name}: one action of {run.requested} rows; {run.controls} control steps ran; stopped: {run.stopped}; "
-                     f"control step {status.control_step} of {self.plan.budgets.trial_steps}"]
+            lines = [(f"{name}: one action of {run.requested} rows; {run.controls} control steps ran; stopped: {run.stopped}; "
+                      f"control step {status.control_step} of {self.plan.budgets.trial_steps}")]
             lines.append(await self._scene_account() or (f"rejected: {run.problem}" if run.problem else ""))
         else:
             lines = [f"executed {run.executed} of {run.requested} actions" +

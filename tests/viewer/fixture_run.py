@@ -31,7 +31,7 @@ from roboswe.protocol.recorder import (
 )
 from roboswe.sim.physics_state import control_trace
 
-from roboswe.evaluation.series import encode_png
+from roboswe.evaluation.trial import encode_png
 from roboswe.records.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
