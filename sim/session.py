@@ -78,7 +78,8 @@ class SimSession:
         return self._backend
 
     def load(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str | None = None) -> Loaded:
-        """Build the task's scene fresh and reset it (or take the one Prepare staged for exactly this); raises SimError / ManifestError.
+        """Build the task's scene fresh and reset it (or take the one Prepare staged for exactly this, else keep
+        that one staged); raises SimError / ManifestError.
 
         ``backend`` names a registered simulator backend; None: the manifest's family (``upstream.package``).
         """
@@ -89,8 +90,9 @@ class SimSession:
             sim, fingerprint, was_staged = staged.sim, staged.fingerprint, True
         else:
             self.close()
-            if staged is not None:
-                staged.sim.close()
+            # A staged scene that is not this one stays for the Load that asks for it: the next series' first
+            # scene, staged during this worker's last trial, waits while the worker replays that series.
+            self._staged = staged
             self._settle(name)
             (sim, fingerprint), was_staged = self._build(manifest, name, seed, trial_steps), False
         self._backend, self._manifest = sim, manifest

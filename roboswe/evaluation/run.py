@@ -7,9 +7,11 @@ supervisor's ready timeout) for its peer's Ready before the job begins.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -30,7 +32,7 @@ from roboswe.evaluation.peers import (
 )
 from roboswe.evaluation.plan import SeriesPlan
 from roboswe.evaluation.progress import Progress
-from roboswe.evaluation.series import run_series
+from roboswe.evaluation.series import run_series, stage_next_scene
 from roboswe.evaluation.series_config import effective_budgets
 from roboswe.evaluation.verify import verify_series
 from roboswe.fleet.roster import LOCAL, RosterFile
@@ -59,6 +61,7 @@ class Worker:
         self.number = number
         self.links = links
         self.roster = roster
+        self.claimed: str | None = None  # the task it runs next, taken from the queue during its last trial
         roster.update(number, state="idle")
 
     @property
@@ -176,21 +179,48 @@ async def run_job(actor: Actor, progress: Progress) -> None:
         progress.update(series_total=len(job.tasks), state="running")
         done = 0
 
-        async def one_series(task_id: str, worker: Worker, free: trio.MemorySendChannel[Worker]) -> None:
+        def plan_for(task_id: str) -> SeriesPlan:
+            task = admitted.task(task_id)
+            series_id = f"{job.run_id}/{task_id}" + ("" if series_config.retain == "retain" else "/fresh")
+            return SeriesPlan(run_id=job.run_id, series_id=series_id, task=task,
+                              budgets=effective_budgets(series_config, task.task_manifest()), trials=series_config.trials,
+                              retain=series_config.retain, backend=job.backend, model=model, run_dir=str(actor.run_dir))
+
+        def next_series(worker: Any) -> Callable[[], Awaitable[None]]:
+            async def claim_and_stage() -> None:
+                # The worker's last trial has its scene: it takes the next series in the queue now, and the
+                # simulator builds that series' first scene while this trial (and the replay after it) runs.
+                if worker.claimed is None and pending:
+                    worker.claimed = pending.popleft()
+                    if not pending:
+                        free_send.send_nowait(None)  # the dispatcher may be waiting for a worker it no longer needs
+                if worker.claimed is not None:
+                    await stage_next_scene(worker.links, plan_for(worker.claimed))
+            return claim_and_stage
+
+        async def one_series(task_id: str, worker: Any, free: trio.MemorySendChannel[Worker | None]) -> None:
+            while True:
+                await series_on(task_id, worker)
+                if worker.claimed is None:
+                    break
+                task_id, worker.claimed = worker.claimed, None  # taken during its last trial (next_series)
+            if not pending:
+                await worker.release()  # no series left for it: a Ray worker's resources go back to the cluster
+            else:
+                free.send_nowait(worker)
+
+        async def series_on(task_id: str, worker: Any) -> None:
             nonlocal done
             links = worker.links
             # A task's context is its own copy, so the series id bound here is on this series' events only.
             shown = progress if workers == 1 else progress.for_worker(worker.number)
-            task = admitted.task(task_id)
-            budgets = effective_budgets(series_config, task.task_manifest())
-            series_id = f"{job.run_id}/{task_id}" + ("" if series_config.retain == "retain" else "/fresh")
+            plan = plan_for(task_id)
+            task, series_id = plan.task, plan.series_id
             structlog.contextvars.bind_contextvars(series=series_id, worker=worker.number)
             worker.series = series_id
-            plan = SeriesPlan(run_id=job.run_id, series_id=series_id, task=task, budgets=budgets,
-                              trials=series_config.trials, retain=series_config.retain, backend=job.backend,
-                              model=model, run_dir=str(actor.run_dir))
             if job.kind == "run":
-                await run_series(links, plan, shown, reader, retry_incomplete=job.retry_incomplete)
+                await run_series(links, plan, shown, reader, retry_incomplete=job.retry_incomplete,
+                                 next_series=next_series(worker))
                 await links.recorder.durable()  # commit this series' control traces before the worker reads them
                 if videos is not None:
                     videos.submit_series(series_id, task.task_manifest())
@@ -204,18 +234,15 @@ async def run_job(actor: Actor, progress: Progress) -> None:
             progress.update(series_done=done)
             if workers > 1:
                 progress.worker_done(worker.number)
-            if dispatched == len(job.tasks):
-                await worker.release()  # no series left for it: a Ray worker's resources go back to the cluster
-            else:
-                free.send_nowait(worker)
 
-        async def place(worker: Any, free: trio.MemorySendChannel[Worker]) -> None:
+        async def place(worker: Any, free: trio.MemorySendChannel[Worker | None]) -> None:
             await worker.place()  # Ray queues it while the cluster has no room
             progress.say(f"worker {worker.number}: on node {worker.placement.host} ({worker.placement.node_id[:12]})")
             free.send_nowait(worker)
 
-        free_send, free_receive = trio.open_memory_channel[Worker](workers)
-        dispatched = 0
+        # Free workers, and one None: the wake-up when a claim took the queue's last series (next_series).
+        free_send, free_receive = trio.open_memory_channel[Worker | None](workers + 1)
+        pending = collections.deque(job.tasks)  # in the job's order; a worker may claim the next one early
         async with trio.open_nursery() as nursery:
             async with trio.open_nursery() as placing:
                 for worker in pool:
@@ -223,16 +250,22 @@ async def run_job(actor: Actor, progress: Progress) -> None:
                         free_send.send_nowait(worker)
                     else:
                         placing.start_soon(place, worker, free_send)
-                for task_id in job.tasks:  # in the job's order; each series waits for a free worker
+                while pending:  # in the job's order; each series waits for a free worker
                     worker = await free_receive.receive()
-                    dispatched += 1
-                    nursery.start_soon(one_series, task_id, worker, free_send)
+                    if worker is None:
+                        continue
+                    if not pending:  # claimed meanwhile by a worker in its last trial
+                        free_send.send_nowait(worker)
+                        break
+                    nursery.start_soon(one_series, pending.popleft(), worker, free_send)
                 placing.cancel_scope.cancel()  # every series has a worker: the rest are not needed
             while True:  # idle workers (placed, or local): give their resources back now
                 try:
-                    nursery.start_soon(free_receive.receive_nowait().release)
+                    idle = free_receive.receive_nowait()
                 except trio.WouldBlock:
                     break
+                if idle is not None:
+                    nursery.start_soon(idle.release)
         if videos is not None:
             progress.update(state="videos", detail="rendering trial videos")
             await videos.record(recording)

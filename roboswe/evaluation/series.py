@@ -23,7 +23,7 @@ remaining slots stay missing, and the ``series_stopped`` event holds the overflo
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -157,10 +157,13 @@ MAX_RERUNS = 3  # linked re-runs of interrupted attempts per call; the superviso
 
 async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
                      reader_factory: Callable[[], RunReader], *, reruns: int = 0,
-                     retry_incomplete: bool = False) -> list[rec.TrialEnded]:
+                     retry_incomplete: bool = False,
+                     next_series: Callable[[], Awaitable[None]] | None = None) -> list[rec.TrialEnded]:
     """Run (or continue) one series to its last trial; returns the ends recorded by this call.
 
     ``retry_incomplete``: re-run retryable incomplete slots as linked attempts (see the module docs).
+    ``next_series``: called once the last trial's scene is loaded, as ``stage_next_scene`` is for the
+    others (the job stages the first scene of the series this worker runs next).
     Raises RuntimeError when attempts keep being interrupted (more than MAX_RERUNS re-runs).
     """
     run_dir = Path(plan.run_dir)
@@ -234,6 +237,8 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
                              recovers=recovers, conversation=conversation)
         if index < last:
             runner.after_load = lambda: stage_next_scene(links, plan)
+        elif next_series is not None:
+            runner.after_load = next_series
         ended = await runner.run(previous if plan.retain == "retain" else None)
         ends.append(ended)
         progress.say(f"{plan.series_id}: trial {index}/{plan.trials} {ended.outcome} ({ended.reason}), "
@@ -246,7 +251,7 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
                                    f"({ended.reason}); see `roboswe logs --series {plan.series_id}`, then --resume")
             await links.wait_alive()
             return ends + await run_series(links, plan, progress, reader_factory, reruns=reruns + 1,
-                                           retry_incomplete=retry_incomplete)
+                                           retry_incomplete=retry_incomplete, next_series=next_series)
         if stops_series(ended.reason):
             await stop_series(links, plan, progress, index, ended, runner.overflow)
             return ends
@@ -261,7 +266,8 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         previous = previous_figures(index, ended)
         recovers, attempt, reruns = None, 0, 0  # "in a row" counts one slot's attempts: this one ended
     if retry_incomplete or history.only_slot:  # more slots to re-run, or the rest of the series after one
-        return ends + await run_series(links, plan, progress, reader_factory, retry_incomplete=retry_incomplete)
+        return ends + await run_series(links, plan, progress, reader_factory, retry_incomplete=retry_incomplete,
+                                       next_series=next_series)
     return ends
 
 

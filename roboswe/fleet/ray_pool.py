@@ -243,6 +243,7 @@ class RayWorker:
         links.worker = self
         self.handle: Any = None
         self.placement: Placement | None = None
+        self.claimed: str | None = None  # the task it runs next, taken from the job's queue during its last trial
         self._release: trio.Event | None = None  # set: the current links close
         fleet.workers.append(self)
         fleet.roster.update(number, state="placing")

@@ -82,3 +82,14 @@ def test_two_workers_ran_on_their_own_actors(runs):
         roster = read_roster(run_dir)
         assert (roster.address, [w.state for w in roster.workers], all(w.done for w in roster.workers),
                 sorted(s for w in roster.workers for s in w.done)) == ("local", ["released"] * workers, True, ran)
+
+
+def test_each_worker_stages_its_next_series_first_scene_during_the_last_trial(runs):
+    """A worker takes its next series from the queue once its last trial's scene is loaded, and the
+    simulator builds that series' first scene meanwhile; it waits, staged, through the replay of the
+    series before it (whose Loads build their own scenes) and its trial 1 takes it."""
+    for workers, expected in ((1, 2), (2, 1)):  # 3 one-trial series: all but each worker's first are staged
+        run_dir = runs[workers][1]
+        loaded = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if '"task_loaded"' in line]
+        assert len(loaded) == 6, loaded  # three trials, three replays
+        assert sum(e["staged"] for e in loaded) == expected, (workers, [(e["actor"], e["task"], e["staged"]) for e in loaded])

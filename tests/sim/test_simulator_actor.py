@@ -146,6 +146,9 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
             await coord.request(Prepare(manifest=lift_manifest.to_builtins(), seed=0))
             other = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=1))).message
             assert not other.staged and other.fingerprint.seed == 1 and other.fingerprint.digest != loaded.fingerprint.digest
+            # The staged scene outlived that Load (a worker replays its series between two series): asked for, it is taken.
+            kept = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=0))).message
+            assert kept.staged and kept.fingerprint == loaded.fingerprint
             await coord.request(Shutdown(reason="test over"))
     assert proc.wait(30) == 0, proc_events(proc)
 
