@@ -248,10 +248,15 @@ class SimSession:
         self.drop_staged()
         for backend in self.take_retired():
             backend.close()
-        if self._backend is not None:
-            backend, self._backend = self._backend, None
-            self._accounted = dict.fromkeys(self._accounted, 0.0)
+        if (backend := self._detach()) is not None:
             backend.close()
+
+    def _detach(self) -> SimBackend | None:
+        """The loaded scene, no longer this session's (its accounting starts over)."""
+        backend, self._backend = self._backend, None
+        if backend is not None:
+            self._accounted = dict.fromkeys(self._accounted, 0.0)
+        return backend
 
     def _retire(self) -> None:
         """Put the loaded scene aside for take_retired(): its GL side goes to the staged scene now; the rest
@@ -260,9 +265,7 @@ class SimSession:
         scene). One retired at most: an earlier one that nobody took is closed here, as close() does."""
         for backend in self.take_retired():
             backend.close()
-        if self._backend is not None:
-            backend, self._backend = self._backend, None
-            self._accounted = dict.fromkeys(self._accounted, 0.0)
+        if (backend := self._detach()) is not None:
             backend.close_renderer()
             self._retired = backend
 
