@@ -89,19 +89,24 @@ async def wait_bound(*endpoints: str) -> None:
                 await trio.sleep(0.1)
 
 
-async def test_anthropic_series_step_through_both_actors(actors):
-    with FakeProvider("anthropic", count=lambda body: len(body) // 4) as fake:
-        a = actors(f"""
+def anthropic_config(fake: FakeProvider, more: str = "") -> str:
+    """A run config for the anthropic adapter against ``fake`` (the key in KEY_ENV); ``more``: TOML lines after
+    the provider's, in its table unless they open another."""
+    return f"""
 [provider]
 kind = "anthropic"
 model = "fake-claude-2026"
 api_key_env = "{KEY_ENV}"
 base_url = "{fake.base_url}"
-attempts = 2
-backoff_initial_s = 0.01
 context_window = 100000
 max_output_tokens = 8000
-""")
+{more}
+"""
+
+
+async def test_anthropic_series_step_through_both_actors(actors):
+    with FakeProvider("anthropic", count=lambda body: len(body) // 4) as fake:
+        a = actors(anthropic_config(fake, "attempts = 2\nbackoff_initial_s = 0.01"))
         await wait_bound(a.endpoint("context_manager"), a.endpoint("provider_client"))
         async with connect(a.endpoint("context_manager"), CONTEXT_CODEC) as context, \
                 connect(a.endpoint("provider_client"), PROVIDER_CODEC) as provider:
@@ -167,17 +172,7 @@ async def test_the_context_manager_counts_over_one_link_that_outlives_the_provid
     """The context manager links to the provider client once, for its whole life: a provider client that
     starts after it, or is killed and started again, is reached over the same link (no new Hello per count)."""
     with FakeProvider("anthropic", count=lambda body: len(body) // 4) as fake:
-        a = actors(f"""
-[provider]
-kind = "anthropic"
-model = "fake-claude-2026"
-api_key_env = "{KEY_ENV}"
-base_url = "{fake.base_url}"
-context_window = 100000
-max_output_tokens = 8000
-[transport]
-heartbeat_interval = 0.2
-""", names=("context_manager",))
+        a = actors(anthropic_config(fake, "[transport]\nheartbeat_interval = 0.2"), names=("context_manager",))
         await wait_bound(a.endpoint("context_manager"))
         async with connect(a.endpoint("context_manager"), CONTEXT_CODEC) as context:
             with trio.fail_after(60):
