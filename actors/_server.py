@@ -65,6 +65,7 @@ class Server:
         concurrent: bool = True,
         context: zmq.Context | None = None,
         drain_seconds: float = DRAIN_SECONDS,
+        stops_on_shutdown: bool = True,
     ):
         self.name = name
         self.endpoint = endpoint
@@ -80,6 +81,9 @@ class Server:
         self._reading: trio.CancelScope | None = None
         self.drain_seconds = drain_seconds
         self.shutdown_requested = trio.Event()  # a Shutdown message arrived
+        # False: a Shutdown is refused and the endpoint keeps serving (an endpoint whose peers may not
+        # stop the actor; closing and re-binding it would race libzmq over the ipc file and lose messages).
+        self.stops_on_shutdown = stops_on_shutdown
         self.stopping = False
 
     def statistics(self) -> Statistics:
@@ -211,6 +215,10 @@ class Server:
                 self._reply(identity, Heartbeat(pid=os.getpid()), env.message_id)
             case StatisticsRequest():
                 self._reply(identity, self.statistics(), env.message_id)
+            case Shutdown(reason=reason) if not self.stops_on_shutdown:
+                log.warning("shutdown_refused", by=env.sender, reason=reason)
+                detail = f"{env.sender} may not stop {self.name}: Shutdown is not served on this endpoint"
+                self._reply(identity, Error(code="refused", detail=detail), env.message_id)
             case Shutdown(reason=reason):
                 log.info("shutdown_requested", by=env.sender, reason=reason)
                 self._reply(identity, Ok(), env.message_id)  # the socket's linger lets it leave after close

@@ -325,29 +325,16 @@ async def serve_simulator(
     service = SimulatorService(SimSession(require_fixed_hash_seed=require_fixed_hash_seed, settle_heap=True), accounts)
     control_server = Server(name, control, SIM_CODEC, service.handle_control, curve=curve, accounts=accounts, concurrent=False)
 
-    async def keep_robot_endpoint(task_status=trio.TASK_STATUS_IGNORED) -> None:
-        # The runtime answers Shutdown on every endpoint; only the coordinator may stop the
-        # simulator, so a robot-side Shutdown just re-opens the robot endpoint.
-        endpoint = robot or robot_endpoint(control)
-        while True:
-            server = Server(f"{name}.robot", endpoint, SIM_ROBOT_CODEC, service.handle_robot,
-                            curve=curve, accounts=accounts, concurrent=False)
-            async with trio.open_nursery() as inner:
-                await inner.start(server.serve)
-                endpoint = server.endpoint  # keep the port the OS picked for tcp://...:0
-                task_status.started(endpoint)
-                task_status = trio.TASK_STATUS_IGNORED
-            log.warning("robot_shutdown_ignored", detail="Shutdown on the robot endpoint; serving it again")
-            # libzmq removes a closed ipc listener's socket file from its own I/O thread, a little later: a
-            # rebind at once could see its new file removed and wait for clients that can never connect
-            # (seen once: a bridge's Hello unanswered for minutes).
-            await trio.sleep(0.2)
+    # Only the coordinator may stop the simulator: the robot endpoint refuses a Shutdown and keeps serving.
+    robot_server = Server(f"{name}.robot", robot or robot_endpoint(control), SIM_ROBOT_CODEC, service.handle_robot,
+                          curve=curve, accounts=accounts, concurrent=False, stops_on_shutdown=False)
 
     stream = None
     try:
         async with trio.open_nursery() as nursery:
             service.nursery = nursery
-            robot_bound = await nursery.start(keep_robot_endpoint)
+            await nursery.start(robot_server.serve)
+            robot_bound = robot_server.endpoint  # the port the OS picked for tcp://...:0
             if (path := stream_path(robot_bound)) is not None:  # a bridge on this host skips ZeroMQ's threads
                 stream = RobotStreamServer(path, service.answer_robot_stream, name=f"{name}.robot",
                                            after_reply=service.after_robot_reply)

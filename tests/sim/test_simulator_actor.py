@@ -95,10 +95,13 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
                     await bridge.request(admin)
                 assert failure.value.code == "decode"
 
-            # Only the coordinator may stop the simulator: a robot-side Shutdown leaves it serving.
-            await bridge.request(Shutdown(reason="not yours"))
-        async with Client("sandbox_bridge2", robot_endpoint(control), SIM_ROBOT_CODEC) as bridge2:
-            with trio.fail_after(30):
+            # Only the coordinator may stop the simulator: a robot-side Shutdown is refused and the endpoint,
+            # never closed, keeps serving this link and a new one.
+            with pytest.raises(RemoteError) as refused:
+                await bridge.request(Shutdown(reason="not yours"))
+            assert refused.value.error.code == "refused"
+            assert (await bridge.request(GetState())).message.control_step == 3
+            async with Client("sandbox_bridge2", robot_endpoint(control), SIM_ROBOT_CODEC) as bridge2:
                 assert (await bridge2.request(GetState())).message.control_step == 3
         # A bridge on this host takes the unix stream beside the robot endpoint: the same door, the same
         # robot subset (an admin request does not decode there either), stepping the same scene.
