@@ -132,7 +132,16 @@ class Client:
 
     async def connect(self) -> Ready:
         """Exchange Hello/Ready; raises RemoteError (code "version") if the peer refuses us."""
-        decoded = await self._request(Hello(version=PROTOCOL_VERSION, actor=self.name, pid=os.getpid()), (), probe=True)
+        hello = Hello(version=PROTOCOL_VERSION, actor=self.name, pid=os.getpid())
+        while True:
+            with trio.move_on_after(self.heartbeat_interval * self.liveness):
+                decoded = await self._request(hello, (), probe=True)
+                break
+            if self._dead:
+                raise PeerDead(self.peer, self.endpoint, trio.current_time() - self._last_seen)
+            # The peer answers heartbeats but not this Hello: it went out on a connection that dropped (ZeroMQ
+            # keeps nothing written to a closed socket). Hello is answered at once and idempotent: say it again.
+            log.warning("hello_unanswered", peer=self.peer, endpoint=self.endpoint)
         ready = decoded.message
         if not isinstance(ready, Ready):
             raise ProtocolError(f"{self.peer} answered Hello with {type(ready).__name__}, expected Ready")

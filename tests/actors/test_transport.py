@@ -174,3 +174,45 @@ async def test_handler_bugs_are_answered_as_internal_errors_and_serving_continue
                 assert isinstance((await client.request(StatisticsRequest())).message, Statistics)
         assert server.statistics().errors == 1
         nursery.cancel_scope.cancel()
+
+
+async def test_a_hello_lost_while_heartbeats_flow_is_said_again(tmp_path):
+    """A Hello written to a connection that drops is gone (ZeroMQ keeps nothing written to a closed socket),
+    while the heartbeats after it reach the peer: the handshake says Hello again instead of waiting forever."""
+    import zmq
+    from roboswe.actors._socket import AsyncSocket
+    from roboswe.protocol import PROTOCOL_VERSION
+    from roboswe.protocol.control import CONTROL_CODEC, Heartbeat, Hello, Ready
+
+    peer = AsyncSocket(zmq.Context.instance().socket(zmq.ROUTER))
+    peer.raw.bind(f"ipc://{tmp_path}/lossy.sock")
+    hellos: list[float] = []
+
+    async def lose_the_first_hello() -> None:
+        while True:
+            identity, *frames = await peer.receive()
+            decoded = CONTROL_CODEC.decode(frames)
+            if isinstance(decoded.message, Hello):
+                hellos.append(trio.current_time())
+                if len(hellos) == 1:
+                    continue
+                reply = Ready(version=PROTOCOL_VERSION, actor="lossy", pid=os.getpid())
+            elif isinstance(decoded.message, Heartbeat):
+                reply = Heartbeat(pid=os.getpid())
+            else:
+                continue
+            _, out = CONTROL_CODEC.encode(reply, sender="lossy", correlation_id=decoded.envelope.message_id)
+            peer.send_nowait([identity, *out])
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lose_the_first_hello)
+            with trio.fail_after(5):
+                async with Client("tester", f"ipc://{tmp_path}/lossy.sock", CONTROL_CODEC,
+                                  heartbeat_interval=0.1, liveness=3) as client:
+                    assert client.peer == "lossy" and client.peer_alive
+            nursery.cancel_scope.cancel()
+    finally:
+        peer.close(0)
+    # said again once the 0.3 s liveness window passed with heartbeats answered and no Ready
+    assert len(hellos) == 2 and hellos[1] - hellos[0] >= 0.3
