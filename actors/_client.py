@@ -134,10 +134,11 @@ class Client:
         """Exchange Hello/Ready; raises RemoteError (code "version") if the peer refuses us."""
         hello = Hello(version=PROTOCOL_VERSION, actor=self.name, pid=os.getpid())
         while True:
+            sent = trio.current_time()
             with trio.move_on_after(self.heartbeat_interval * self.liveness):
                 decoded = await self._request(hello, (), probe=True)
                 break
-            if self._dead:
+            if self._dead or self._last_seen <= sent:  # silent for the whole window: not there (yet)
                 raise PeerDead(self.peer, self.endpoint, trio.current_time() - self._last_seen)
             # The peer answers heartbeats but not this Hello: it went out on a connection that dropped (ZeroMQ
             # keeps nothing written to a closed socket). Hello is answered at once and idempotent: say it again.
