@@ -177,12 +177,22 @@ class CheckpointRecord(Message, frozen=True, kw_only=True):
 
 
 class VerificationRecord(Message, frozen=True, kw_only=True):
-    """One replay of a trial: verified, mismatch (first divergence) or error (cause)."""
+    """One replay of a trial: verified, mismatch (first divergence) or error (cause).
+
+    ``verdict`` is about execution: ``verified`` when the replay agreed on every control step
+    (commanded actions, physics states, the success interval, the family's own record),
+    ``mismatch`` naming the first place it did not. Program output (exit status, stdout,
+    stderr, a script's limit) is compared and kept in ``detail["output_differences"]``, never a
+    mismatch: the score is the robot's. ``replay_outcome`` is what the replay reached
+    (``success`` or ``failure``; None when it did not run to the end) and ``outcome_reproduced``
+    whether that is the trial's recorded outcome over the same control steps.
+    """
 
     verification_id: str
     trial_id: str
     verdict: Verdict
-    success_reproduced: bool | None = None
+    outcome_reproduced: bool | None = None
+    replay_outcome: Literal["success", "failure"] | None = None
     first_divergence: str = ""
     detail: Json = msgspec.field(default_factory=_empty)  # per-exec agreement, cause of error
     started_at: float

@@ -305,9 +305,11 @@ class ControlLoop(TrialBookkeeping):
         self._require_loaded()
         if steps < 0:
             raise InvalidAction(f"wait steps must be >= 0, got {steps}")
-        return self._apply([self.hold_action()] * steps)
+        # Bounded by the steps left before anything is built: `steps` is the participant's number.
+        hold = self.hold_action()
+        return self._apply([hold] * min(steps, self.steps_left), stopped_early=steps > self.steps_left)
 
-    def _apply(self, actions: list[np.ndarray]) -> StepOutcome:
+    def _apply(self, actions: list[np.ndarray], *, stopped_early: bool = False) -> StepOutcome:
         applied, stopped = 0, "done"
         t0 = time.perf_counter()
         for a in actions:
@@ -320,6 +322,8 @@ class ControlLoop(TrialBookkeeping):
             applied += 1
             self._tracker.update(self._step, self.predicate_now())
             self._states.append(self._step, self.sim_time, self._physics_state(), a)
+        if stopped_early and self.steps_left <= 0:
+            stopped = "trial_budget"
         self._physics_s += time.perf_counter() - t0
         return StepOutcome(applied=applied, control_step=self._step, sim_time=self.sim_time,
                            steps_left=self.steps_left, stopped=stopped)

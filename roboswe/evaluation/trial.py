@@ -572,17 +572,19 @@ class TrialRunner:
                                           renderer=obs.renderer))
 
     async def _wait(self, steps: int) -> OpResult:
+        # The participant's number is bounded by the steps left before it reaches the simulator (which bounds it too).
+        left = max(0, self.plan.budgets.trial_steps - self.control_step)
         await self._sim_compute_since()
         t0 = time.monotonic()
-        result = await self.links.sim.wait(steps)
+        result = await self.links.sim.wait(min(steps, left))
         self.timing["waits"] += time.monotonic() - t0
         await self._sim_compute_since()
         status = await self._after_motion()
+        stopped = "trial_budget" if steps > left else result.stopped
         text = f"waited {result.applied} control steps (trial total {status.control_step} of {self.plan.budgets.trial_steps})"
-        if result.stopped == "trial_budget":
-            text += "; the trial's step budget is used up"
-        return OpResult(text=text, feedback=Waited(applied=result.applied, stopped=result.stopped,
-                                                   success_after=status.achieved),
+        if stopped == "trial_budget":
+            text += f"; the trial's step budget is used up (asked for {steps}, {left} were left)"
+        return OpResult(text=text, feedback=Waited(applied=result.applied, stopped=stopped, success_after=status.achieved),
                         step_end=status.control_step, success=status.achieved)
 
     async def _act(self, op: ActionOperation) -> OpResult:

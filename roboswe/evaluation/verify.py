@@ -6,13 +6,23 @@ fresh scene, check its fingerprint, open a sandbox with the same backend and ima
 re-run the recorded writes, execs, waits and action chunks in order (a chunk that was one
 environment action, e.g. a MoveFlange, is re-sent whole even when the scene rejected it: the
 scene counted it; one the harness's own check refused never reached the scene and is skipped). Per exec the replay is compared
-with the record (control steps, exit status, stdout/stderr digests, limit); at the end,
-whether success was reached over the same control-step interval. A family that keeps its
+with the record; at the end, whether the replay reached the recorded outcome over the same
+control-step interval.
+
+What counts (the score is the robot's, not the program's printout): the verdict is about
+*execution* -- each exec's control steps, every step's commanded action and physics state, the
+success interval, the final control step, the family's own record. A program's *output* (exit
+status, stdout and stderr digests, the limit that stopped it) is compared too and kept in
+``detail["output_differences"]``, but never makes a mismatch: a script that prints the time
+would otherwise opt any trial out of scoring. Whatever the participant's programs do differently
+on replay (another file layout, a script gone, other actions) is a divergence, never an
+``error``: ``error`` is kept for causes outside the participant (a restore, fingerprint, image or
+peer that failed). How the verdict scores is in ``roboswe.records.metrics`` (a recorded failure
+scores 0 whatever its replay did; a success scores only when ``verified``). A family that keeps its
 own record of the trial (task_record.py; RoboPaint's action log and canvas) is checked twice:
 the replayed scene, finalized as the trial ended, must give the same record, and the recorded
 action log re-executed in another fresh scene must too; a canvas hash that differs is a
-``mismatch`` naming the round. The verdict is ``verified``, ``mismatch`` (with the first
-divergence) or ``error`` (with its cause).
+``mismatch`` naming the round.
 """
 
 from __future__ import annotations
@@ -57,6 +67,8 @@ from roboswe.sandbox.checkpoints import (
 log = structlog.get_logger()
 
 REPLAYED = ("write_file", "exec", "wait")
+EXECUTION = ("steps",)  # per exec: what moved the robot; a difference is a divergence
+OUTPUT = ("exit_status", "stdout_sha256", "stderr_sha256", "limit")  # per exec: recorded, never a mismatch
 STATE_TOLERANCE = 1e-9  # same host, same binaries: physics replays bit for bit; this only absorbs printing noise
 
 
@@ -87,7 +99,7 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
     replay_id = f"{view.trial_id}/replay-{int(started_wall * 1000)}"
     workspace = fresh_dir(run_dir / "replays" / slug(replay_id))
     detail: dict[str, Any] = {"execs": [], "waits": [], "writes": 0}
-    verdict, divergence, reproduced = "error", "", None
+    verdict, divergence, reproduced, replay_outcome = "error", "", None, None
     opened = False
     try:
         pinned = trial_budgets(reader, view)
@@ -121,7 +133,8 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
         status = await links.sim.success()
         interval = [status.achieved_step - status.interval + 1, status.achieved_step] if status.achieved else None
         original = list(view.end.success_interval) if view.end.success_interval else None
-        reproduced = (interval == original) and (status.achieved == (view.end.outcome == "success"))
+        replay_outcome = "success" if status.achieved else "failure"
+        reproduced = (interval == original) and replay_outcome == view.end.outcome
         detail["success"] = {"original": original, "replay": interval, "original_outcome": view.end.outcome,
                              "control_steps": [view.end.control_steps, status.control_step]}
         if not divergence and not reproduced:
@@ -157,10 +170,11 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
     detail.pop("_states", None)
     detail["replay_seconds"] = round(time.monotonic() - t0, 3)
     record = rec.VerificationRecord(
-        verification_id=replay_id, trial_id=view.trial_id, verdict=verdict, success_reproduced=reproduced,
-        first_divergence=divergence, detail=detail, started_at=started_wall, ended_at=time.time())
+        verification_id=replay_id, trial_id=view.trial_id, verdict=verdict, outcome_reproduced=reproduced,
+        replay_outcome=replay_outcome, first_divergence=divergence, detail=detail, started_at=started_wall, ended_at=time.time())
     await links.recorder.durable(record)
-    log.info("trial_verified", trial=view.trial_id, verdict=verdict, divergence=divergence, cause=detail.get("cause"))
+    log.info("trial_verified", trial=view.trial_id, verdict=verdict, divergence=divergence, cause=detail.get("cause"),
+             output_differences=len(detail.get("output_differences", [])))
     return record
 
 
@@ -169,6 +183,11 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
     """Re-run writes, execs and waits in order; returns the first divergence ('' when none)."""
     ws = Workspace(workspace)
     first = ""
+
+    def diverge(text: str) -> None:
+        nonlocal first
+        first = first or text
+
     for op in reader.operations(view.trial_id):
         if op.operation not in REPLAYED and op.operation not in ACTION_OPERATIONS:
             continue
@@ -180,13 +199,23 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
             case Refused():
                 continue  # refused before it ran: nothing to replay
             case FileFeedback():  # write_file
-                await trio.to_thread.run_sync(ws.write, op.arguments["path"], op.arguments["content"])
+                try:
+                    await trio.to_thread.run_sync(ws.write, op.arguments["path"], op.arguments["content"])
+                except WorkspaceError as e:  # the replayed programs left another file layout
+                    diverge(f"operation {op.seq} write_file {op.arguments['path']!r}: written originally, refused on replay: {e}")
+                    continue
                 detail["writes"] += 1
             case ExecOutcome() as orig:
+                script = op.arguments["path"]
+                try:  # as the trial checked before running it: a script the replayed programs removed is theirs
+                    await trio.to_thread.run_sync(ws.read, script, 1)
+                except WorkspaceError as e:
+                    diverge(f"operation {op.seq} exec {script!r}: ran originally, not runnable on replay: {e}")
+                    continue
                 try:
-                    fb = await links.bridge.exec(replay_id, op.arguments["path"], budgets.script_seconds)
+                    fb = await links.bridge.exec(replay_id, script, budgets.script_seconds)
                 except RemoteError as e:
-                    raise ReplayError(f"exec {op.arguments['path']} (operation {op.seq}) refused: {e.error.detail}") from None
+                    raise ReplayError(f"exec {script} (operation {op.seq}) refused: {e.error.detail}") from None
                 agree = {
                     "steps": [orig.steps, fb.steps],
                     "exit_status": [orig.exit_status, fb.exit_status],
@@ -195,31 +224,35 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
                     "limit": [orig.limit, fb.limit],
                 }
                 differs = [k for k, (a, b) in agree.items() if a != b]
-                detail["execs"].append({"seq": op.seq, "script": op.arguments["path"], "agree": not differs,
+                detail["execs"].append({"seq": op.seq, "script": script, "agree": not differs,
                                         "differs": differs, "values": agree})
-                if differs and not first:
-                    first = (f"operation {op.seq} exec {op.arguments['path']}: " +
-                             ", ".join(f"{k} {agree[k][0]!r} vs {agree[k][1]!r}" for k in differs))
+                said = [k for k in differs if k in OUTPUT]
+                if said:
+                    detail.setdefault("output_differences", []).append(
+                        {"seq": op.seq, "script": script, "differs": said})
+                if moved := [k for k in differs if k in EXECUTION]:
+                    diverge(f"operation {op.seq} exec {script}: " +
+                            ", ".join(f"{k} {agree[k][0]!r} vs {agree[k][1]!r}" for k in moved))
             case Acted(one_action=True) as acted:  # one environment action: the whole chunk, accepted or rejected
                 chunk = _recorded_chunk(op)
                 result = await step(links.sim, chunk)
                 rejected = [acted.stopped == "invalid_action", result.stopped == "invalid_action"]
                 detail.setdefault("chunks", []).append({"seq": op.seq, "controls": [acted.controls, result.applied],
                                                         "rejected": rejected})
-                if (result.applied != acted.controls or rejected[0] != rejected[1]) and not first:
-                    first = (f"operation {op.seq} {op.operation}: {acted.controls} control steps "
+                if result.applied != acted.controls or rejected[0] != rejected[1]:
+                    diverge(f"operation {op.seq} {op.operation}: {acted.controls} control steps "
                              f"({'rejected' if rejected[0] else 'accepted'}) vs {result.applied} "
-                             f"({'rejected' if rejected[1] else 'accepted'})")
+                            f"({'rejected' if rejected[1] else 'accepted'})")
             case Acted(executed=executed) if executed:  # the chunk's executed actions, in one Step
                 result = await step(links.sim, executable_prefix(_recorded_chunk(op), executed))
                 detail.setdefault("chunks", []).append({"seq": op.seq, "executed": [executed, result.applied]})
-                if result.applied != executed and not first:
-                    first = f"operation {op.seq} {op.operation}: executed {executed} vs {result.applied}"
+                if result.applied != executed:
+                    diverge(f"operation {op.seq} {op.operation}: executed {executed} vs {result.applied}")
             case Waited(applied=applied):
                 result = await links.sim.wait(int(op.arguments["steps"]))
                 detail["waits"].append({"seq": op.seq, "applied": [applied, result.applied]})
-                if result.applied != applied and not first:
-                    first = f"operation {op.seq} wait: applied {applied} vs {result.applied}"
+                if result.applied != applied:
+                    diverge(f"operation {op.seq} wait: applied {applied} vs {result.applied}")
         await _collect_states(links, detail)
     return first
 
@@ -323,7 +356,7 @@ async def verify_series(links: Links, reader: RunReader, progress: Progress, run
         cause = record.first_divergence or record.detail.get("cause", "")
         progress.say(f"{series_id}: trial {view.start.index} replay {record.verdict}"
                      + (f" ({cause})" if cause else "")
-                     + (", success reproduced" if record.success_reproduced and view.end.outcome == "success" else ""))
+                     + (f", {view.end.outcome} reproduced" if record.outcome_reproduced else ""))
         out.append(record)
     return out
 

@@ -21,6 +21,7 @@ from roboswe.sandbox.walk import MAX_DEPTH, MAX_PATH_BYTES, Refused, walk
 MAX_READ_BYTES = 256 * 1024
 MAX_WRITE_BYTES = 4 * 1024 * 1024
 MAX_LIST_ENTRIES = 2000
+MAX_LISTING_BYTES = 32 * 1024  # the list_files text (~8k tokens): a crafted layout must not fill the context
 
 
 class WorkspaceError(ValueError):
@@ -175,7 +176,18 @@ class Workspace:
             return "The workspace is empty."
         lines = [f"{path} ({size} bytes)" if size >= 0 else f"{path} (not a regular file)" for path, size in files]
         lines += [f"{r.path} (not listed: {r.reason})" for r in refused]
-        return "\n".join(lines)
+        shown, used = 0, 0
+        for line in lines:
+            used += len(line.encode("utf-8", "replace")) + 1
+            if used > MAX_LISTING_BYTES:
+                break
+            shown += 1
+        if shown == len(lines):
+            return "\n".join(lines)
+        rest = lines[shown:]
+        return "\n".join([*lines[:shown], (
+            f"[... {len(rest)} more entries not shown ({sum(len(x.encode('utf-8', 'replace')) + 1 for x in rest)} bytes "
+            f"of listing past the {MAX_LISTING_BYTES}-byte limit); list them from a script if you need them]")])
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

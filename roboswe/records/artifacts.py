@@ -30,7 +30,7 @@ from roboswe.records.usage import run_price, usage_summary
 log = structlog.get_logger()
 
 VIDEO_INDEX_VERSION = 1
-RESULTS_SCHEMA_VERSION = 2  # 2: replay-agreed scoring, denominators, usage, context policy
+RESULTS_SCHEMA_VERSION = 3  # 2: replay-agreed scoring, denominators, usage, context policy; 3: a failure scores 0 whatever its replay did (slots carry the divergence)
 _PREFERRED_CODECS = ("libx264", "mpeg4")  # H.264 where the av wheel has it, MPEG-4 part 2 otherwise
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -5,13 +5,19 @@ the original execution and the code-operation rerun"):
 
 - A slot is a trial index 1..T of a series. Its attempt is the latest one recorded for that
   index (a linked re-run of an interrupted or incomplete trial replaces it; both stay recorded).
-- A slot is *scored* only when its trial ended ``success`` or ``failure`` and its latest
-  replay verdict is ``verified`` with the same result: y_t = 1 for a verified success,
-  y_t = 0 for a verified failure.
+- The rule (RoboSWE-ADAPT scoring rule 2, docs/scoring.md): a slot is unscored only for a cause
+  outside the participant. Whatever the participant's decisions or programs cause is an error
+  result to it, and a trial that ends that way is its failure. So a slot is *scored* when its
+  trial ended ``success`` or ``failure`` and was replayed (verdict ``verified`` or ``mismatch``):
+  y_t = 1 for a success whose replay is ``verified`` (it agreed on every control step and
+  reached success over the same interval); y_t = 0 for a failure, whatever its replay reached:
+  a replay that diverges cannot turn a failure into a missing slot, nor into a success.
 - Every other slot is *unscored*, shown and counted in its own column, never read as 0 or 1:
-  ``mismatch`` (the replay disagreed), ``replay_error`` (the replay could not run),
-  ``unverified`` (never replayed), ``incomplete`` (interrupted, or ended incomplete for a
-  cause outside the participant) and ``not_started``.
+  ``mismatch`` (a recorded success its replay did not reproduce), ``replay_error`` (the replay
+  could not run: a restore, fingerprint, image or peer failure), ``unverified`` (never
+  replayed), ``incomplete`` (interrupted, or ended incomplete for a cause outside the
+  participant) and ``not_started``. A scored slot's replay divergence stays on it
+  (``divergence``) and in every report.
 - A series with any unscored slot is not *completed*: A, Q and the figures that need every
   y_t are None for it. ``A_lower``/``Q_lower`` count its unscored slots as failures: a
   lower bound, shown beside the headline, never instead of it.
@@ -56,6 +62,7 @@ class TrialSlot(msgspec.Struct, frozen=True, kw_only=True):
     recovered_from: str | None = None  # the attempt this one re-ran
     outcome: str | None = None  # the attempt's recorded outcome
     verdict: str | None = None  # its latest replay verdict
+    divergence: str = ""  # the replay's first divergence (a mismatch), whether the slot is scored or not
     reason: str = ""
     control_steps: int = 0
     sim_time: float = 0.0
@@ -179,21 +186,23 @@ def score_slot(index: int, attempts: Sequence[TrialView]) -> TrialSlot:
     view = attempts[-1]
     end, verification = view.end, view.verification
     common = dict(index=index, trial_id=view.trial_id, attempts=len(attempts), recovered_from=view.start.recovers,
-                  verdict=verification.verdict if verification else None)
+                  verdict=verification.verdict if verification else None,
+                  divergence=verification.first_divergence if verification and verification.verdict == "mismatch" else "")
     if end is None:
         return TrialSlot(**common, status="incomplete", reason="interrupted (no end recorded)")
     common.update(outcome=end.outcome, reason=end.reason, control_steps=end.control_steps, sim_time=end.sim_time)
     if end.outcome not in SCORED:  # incomplete (or an end still pending): outside the participant
         return TrialSlot(**common, status="incomplete")
-    # an outcome counts only once a replay agrees with it
+    # an outcome counts only once it was replayed; a success only when the replay agreed with it
     if verification is None:
         return TrialSlot(**common, status="unverified")
     if verification.verdict == "error":
         return TrialSlot(**common, status="replay_error")
-    reproduced = verification.success_reproduced
-    if verification.verdict != "verified" or (reproduced is not None and reproduced != (end.outcome == "success")):
-        return TrialSlot(**common, status="mismatch")
-    return TrialSlot(**common, status=end.outcome)
+    if end.outcome == "failure":  # verified or diverged: a failure cannot be forged into a missing slot or a success
+        return TrialSlot(**common, status="failure")
+    if verification.verdict == "verified" and verification.outcome_reproduced:
+        return TrialSlot(**common, status="success")
+    return TrialSlot(**common, status="mismatch")
 
 
 def series_outcomes(reader: RunReader, run_id: str) -> list[SeriesOutcome]:

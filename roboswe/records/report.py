@@ -46,8 +46,10 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
                 "outcome": end.outcome if end else "incomplete",
                 "reason": end.reason if end else "interrupted (no end recorded)",
                 "verdict": ver.verdict if ver else None,
-                "success_reproduced": ver.success_reproduced if ver else None,
+                "outcome_reproduced": ver.outcome_reproduced if ver else None,
+                "replay_outcome": ver.replay_outcome if ver else None,
                 "first_divergence": ver.first_divergence if ver else "",
+                "output_differences": list(ver.detail.get("output_differences", [])) if ver else [],
                 "control_steps": end.control_steps if end else None,
                 "sim_time": end.sim_time if end else None,
                 "active_time": end.active_time if end else None,
@@ -163,9 +165,25 @@ def dataset_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def replay_notes(attempt: dict[str, Any], slot: str) -> list[str]:
+    """What a replay found beyond its verdict, and how it was scored: its divergence, the output it did not match."""
+    notes = []
+    if attempt["verdict"] == "mismatch":
+        how = {"failure": "scored as the recorded failure (a replay cannot lift a failure)",
+               "mismatch": "unscored: a success its replay did not reproduce (a failure in the lower bound)"}
+        reached = f"; the replay reached {attempt['replay_outcome']}" if attempt.get("replay_outcome") else ""
+        notes.append(f"diverged: {attempt['first_divergence']}{reached}; {how.get(slot, slot)}")
+    for d in attempt.get("output_differences") or []:
+        notes.append(f"output differs (not scored): operation {d['seq']} exec {d['script']}: {', '.join(d['differs'])}")
+    return notes
+
+
 def print_report(summary: dict[str, Any], console: Any) -> None:
-    """Render the summary as rich tables on ``console``."""
+    """Render the summary as rich tables on ``console``; what a participant wrote is printed as text, escaped."""
     from rich.table import Table
+    from rich.text import Text
+
+    from roboswe.sandbox import terminal_safe
 
     run = summary["run"]
     console.print(f"[bold]run[/bold] {run['run_id']}  ·  roboswe {run.get('roboswe_version') or '?'}  ·  "
@@ -188,8 +206,12 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
             style = SLOT_STYLES.get(slot, "dim")
             table.add_row(str(a["index"]), str(a["attempt"]), a["outcome"], BADGES.get(a["verdict"], a["verdict"]),
                           f"[{style}]{slot}[/{style}]", _fmt(a["control_steps"], "d"), _fmt(a["sim_time"]),
-                          _fmt(a["active_time"]), (a["reason"] or "")[:60])
+                          _fmt(a["active_time"]), Text(terminal_safe((a["reason"] or "")[:60])))
         console.print(table)
+        for a in s["attempts"]:
+            slot = statuses[a["index"] - 1] if last[a["index"]] == a["trial_id"] and statuses else "superseded"
+            for note in replay_notes(a, slot):
+                console.print(Text(terminal_safe(f"  trial {a['index']} attempt {a['attempt']}: {note}")), soft_wrap=True)
         if m:
             y = " ".join("·" if v is None else str(v) for v in m["y"])
             unscored = ", ".join(f"{k} {v}" for k, v in m["unscored"].items() if v) or "none"

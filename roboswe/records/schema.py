@@ -32,7 +32,7 @@ from roboswe.protocol.recorder import (
 )
 
 DB_NAME = "run.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: verifications say outcome_reproduced and replay_outcome (was success_reproduced)
 
 SCHEMA = """
 CREATE TABLE schema_version (
@@ -157,7 +157,8 @@ CREATE TABLE verifications (
     verification_id TEXT PRIMARY KEY,
     trial_id TEXT NOT NULL REFERENCES trials(trial_id),
     verdict TEXT NOT NULL CHECK (verdict IN ('verified', 'mismatch', 'error')),
-    success_reproduced INTEGER,
+    outcome_reproduced INTEGER,
+    replay_outcome TEXT CHECK (replay_outcome IN ('success', 'failure')),
     first_divergence TEXT NOT NULL,
     detail TEXT NOT NULL,
     started_at REAL NOT NULL,

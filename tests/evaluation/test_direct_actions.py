@@ -97,7 +97,7 @@ async def test_a_policy_completes_the_task_mid_chunk_and_the_replay_verifies_it(
     run_dir, plan, end, record = await _run(tmp_path, ChunkPolicy(hold=10, tools=tools), interface="actions",
                                             budget_mode="horizon", control_step_cap=200)
     assert end.outcome == "success" and end.reason == "success_interval", end.reason
-    assert record.verdict == "verified" and record.success_reproduced, record.first_divergence
+    assert record.verdict == "verified" and record.outcome_reproduced, record.first_divergence
     assert sorted(tools[0]) == sorted(n for n in INTERFACES["actions"] if n != "search_history")  # no exec, no wait
     with RunReader(run_dir) as reader:
         (view,) = reader.trials(plan.series_id)

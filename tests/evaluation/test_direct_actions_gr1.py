@@ -70,7 +70,7 @@ def test_the_scripted_policy_closes_the_drawer_with_act_chunks_and_replays_verif
         (evidence,) = [e.data for _, e in reader.events(trial_id=view.trial_id) if e.event == "action_evidence"]
         videos = [a for a in reader.artifacts() if a.artifact == "video" and a.trial_id == view.trial_id]
     assert view.end.outcome == "success" and view.end.reason == "success_interval", view.end.reason
-    assert view.verification.verdict == "verified" and view.verification.success_reproduced, view.verification
+    assert view.verification.verdict == "verified" and view.verification.outcome_reproduced, view.verification
     identity = "gr1-tabletop-offline-standin/rgb256-qpos29/decision-200-prefix-5/v1"
     assert series.pins["budgets"]["identity"] == identity and evidence["identity"] == identity
     assert {o.operation for o in ops} == {"act"} and all(len(o.arguments["actions"]) == 5 for o in ops)
@@ -91,7 +91,7 @@ def test_the_scripted_coder_closes_the_drawer_through_robot_which_offers_only_th
         (view,) = reader.trials(series.series_id)
         execs = [o for o in reader.operations(view.trial_id) if o.operation == "exec"]
     assert view.end.outcome == "success", view.end.reason
-    assert view.verification.verdict == "verified" and view.verification.success_reproduced, view.verification
+    assert view.verification.verdict == "verified" and view.verification.outcome_reproduced, view.verification
     assert series.pins["budgets"]["identity"] == "gr1-tabletop-offline-standin/rgb256-qpos29/control-1000/v2"
     # Everything a script can receive: 29 encoders, one 256x256 RGB egoview (depth asked for, none given), 29-D actions.
     received = json.loads(re.search(r"receives: (.*)", execs[0].feedback["stdout"]).group(1))

@@ -57,7 +57,7 @@ async def test_a_reaching_series_succeeds_every_trial_keeps_the_workspace_and_re
     run_dir, plan, progress, ends, verdicts, executed = await _run(tmp_path, ReachAgent(), trials=3)
     assert [(e.outcome, e.reason) for e in ends] == [("success", "success_interval")] * 3
     assert all(e.success_interval is not None and e.success_interval[1] - e.success_interval[0] + 1 == 3 for e in ends)
-    assert [v.verdict for v in verdicts] == ["verified"] * 3 and all(v.success_reproduced for v in verdicts)
+    assert [v.verdict for v in verdicts] == ["verified"] * 3 and all(v.outcome_reproduced for v in verdicts)
     assert executed.count("reach.json") == 6  # three trials, then three replays
     with RunReader(run_dir) as reader:
         trials = reader.trials(plan.series_id)

@@ -167,7 +167,7 @@ async def test_robot_moving_differently_with_the_same_output_is_a_mismatch_at_th
     assert record.first_divergence.startswith(f"per-step states diverge from control step {expected} "), record.first_divergence
     (exec_detail,) = record.detail["execs"]
     assert exec_detail["agree"] and exec_detail["differs"] == []  # steps, exit status, output and limit all agree
-    assert record.success_reproduced is True
+    assert record.outcome_reproduced is True
     assert record.detail["success"]["replay"] == record.detail["success"]["original"] == list(end.success_interval)
 
 
@@ -182,7 +182,7 @@ async def test_a_different_success_interval_is_a_mismatch_even_when_every_exec_a
         (view,) = reader.trials(plan.series_id)
         original = list(view.end.success_interval)
     assert end.outcome == "success" and len(original) == 2
-    assert record.verdict == "mismatch" and record.success_reproduced is False
+    assert record.verdict == "mismatch" and record.outcome_reproduced is False
     assert record.first_divergence == f"success: original interval {original} (success), replay None", record.first_divergence
     assert record.detail["execs"][0]["agree"]  # the program's steps and output were the same
 
@@ -224,7 +224,7 @@ async def test_a_different_sandbox_image_at_replay_is_an_error_not_a_verdict(tmp
         original = next(e.data["image_digest"] for _, e in reader.events(trial_id=reader.trials(plan.series_id)[0].trial_id)
                         if e.event == "trial_opened")
     assert original != other
-    assert record.verdict == "error" and record.success_reproduced is None and record.first_divergence == ""
+    assert record.verdict == "error" and record.outcome_reproduced is None and record.first_divergence == ""
     assert record.detail["cause"] == f"sandbox image {other[:16]} is not the trial's {original[:16]}"
 
 
@@ -243,7 +243,7 @@ async def test_a_different_fresh_scene_fingerprint_at_replay_is_an_error(tmp_pat
 
     run_dir, plan, end, record = await _series_then_replay(tmp_path, ReachAgent(), before_verify=upgrade_simulator)
     assert changed != plan.reference_fingerprint
-    assert record.verdict == "error" and record.success_reproduced is None
+    assert record.verdict == "error" and record.outcome_reproduced is None
     assert record.detail["fingerprint"] == changed
     assert record.detail["cause"].startswith(f"fresh scene fingerprint {changed[:16]} differs from the trial's "
                                              f"{plan.reference_fingerprint[:16]}"), record.detail["cause"]

@@ -87,7 +87,7 @@ def test_results_json_carries_schema_pins_figures_and_timing(store, tmp_path):
     for t, outcome in enumerate("FFSSS", 1):
         records += trial_records(sid, t, "success" if outcome == "S" else "failure", steps=1000 - 100 * t)
         records.append(VerificationRecord(verification_id=f"v{t}", trial_id=f"{sid}/t{t}a0", verdict="verified",
-                                          success_reproduced=outcome == "S", started_at=now, ended_at=now + 2))
+                                          outcome_reproduced=True, started_at=now, ended_at=now + 2))
     store.put_durable(*records)
     with RunReader(tmp_path / "run") as reader:
         results = build_results(reader, "r1", admitted_tasks=["Lift"])

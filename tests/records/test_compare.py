@@ -40,7 +40,7 @@ def _build(run_dir, mode: str, patterns: dict[str, str], *, budgets=BUDGETS, ima
                                        data={"backend": "bwrap", "image_digest": image}))
             if c != "I":
                 records.append(VerificationRecord(verification_id=f"{sid}/t{t}/v", trial_id=f"{sid}/t{t}a0",
-                                                  verdict="verified", success_reproduced=c == "S",
+                                                  verdict="verified", outcome_reproduced=True,
                                                   started_at=now, ended_at=now + 1))
     with RunStore.open(run_dir) as store:
         store.put_durable(*records)

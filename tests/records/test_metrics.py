@@ -145,28 +145,32 @@ def test_wilson_interval_matches_the_textbook_values():
     assert wilson(0, 0).value is None
 
 
-def _verify(trial_id: str, verdict: str, reproduced: bool | None = True) -> VerificationRecord:
+def _verify(trial_id: str, verdict: str, reproduced: bool | None = True, divergence: str = "") -> VerificationRecord:
     return VerificationRecord(verification_id=f"{trial_id}/v", trial_id=trial_id, verdict=verdict,
-                              success_reproduced=reproduced, started_at=time.time(), ended_at=time.time())
+                              outcome_reproduced=reproduced, first_divergence=divergence,
+                              started_at=time.time(), ended_at=time.time())
 
 
-def test_scoring_from_records_counts_only_replay_agreed_outcomes(store, tmp_path):
+def test_a_replayed_failure_scores_0_and_a_success_only_when_its_replay_is_verified(store, tmp_path):
     sid = "r1/lift"
+    diverged = "per-step states diverge from control step 7"
     store.put_durable(
         *run_records(series_id=sid),
-        *trial_records(sid, 1, "failure"), _verify(f"{sid}/t1a0", "mismatch", True),
-        *trial_records(sid, 2, "success"), _verify(f"{sid}/t2a0", "mismatch", False),
+        # a failure whose replay diverged and even reached success: still the recorded failure
+        *trial_records(sid, 1, "failure"), _verify(f"{sid}/t1a0", "mismatch", False, diverged),
+        *trial_records(sid, 2, "success"), _verify(f"{sid}/t2a0", "mismatch", False, diverged),
         *trial_records(sid, 3, "failure"), _verify(f"{sid}/t3a0", "error", None),
         *trial_records(sid, 4, None),  # interrupted ...
         *trial_records(sid, 4, "success", attempt=1, recovers=f"{sid}/t4a0"), _verify(f"{sid}/t4a1", "verified"),
-        *trial_records(sid, 5, "failure"), _verify(f"{sid}/t5a0", "verified", True),  # verdict contradicts itself
+        *trial_records(sid, 5, "failure"), _verify(f"{sid}/t5a0", "verified", True),  # an honest failure, reproduced
     )
     with RunReader(tmp_path / "run") as reader:
         (outcome,) = series_outcomes(reader, "r1")
     slots = outcome.slots
-    assert [s.status for s in slots] == ["mismatch", "mismatch", "replay_error", "success", "mismatch"]
-    assert slots[1].verdict == "mismatch"
+    assert [s.status for s in slots] == ["failure", "mismatch", "replay_error", "success", "failure"]
+    assert slots[0].verdict == "mismatch" and slots[0].divergence == diverged and slots[1].divergence == diverged
+    assert slots[4].divergence == "" and slots[4].y == 0
     assert slots[3].attempts == 2 and slots[3].recovered_from == f"{sid}/t4a0"
     m = series_metrics(outcome)
-    assert m.y == [None, None, None, 1, None] and not m.completed and m.A is None
-    assert m.unscored["mismatch"] == 3 and m.unscored["replay_error"] == 1
+    assert m.y == [0, None, None, 1, 0] and not m.completed and m.A is None
+    assert m.unscored["mismatch"] == 1 and m.unscored["replay_error"] == 1

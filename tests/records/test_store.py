@@ -52,7 +52,7 @@ def _full_trial(series_id: str) -> list:
         CheckpointRecord(checkpoint_id="c1", trial_id=trial_id, label="trial_start", manifest=manifest,
                          manifest_sha256=hashlib.sha256(manifest).hexdigest(), files=0, total_bytes=0,
                          created_at=now),
-        VerificationRecord(verification_id="v1", trial_id=trial_id, verdict="verified", success_reproduced=True,
+        VerificationRecord(verification_id="v1", trial_id=trial_id, verdict="verified", outcome_reproduced=True,
                            detail={"execs": []}, started_at=now, ended_at=now + 2),
         ArtifactRecord(artifact_id="a1", run_id="r1", trial_id=trial_id, artifact="video", camera="agentview",
                        path="videos/x.mp4", sha256="1" * 64, size=10, created_at=now),

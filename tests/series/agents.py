@@ -80,3 +80,23 @@ class ArchiveSearchAgent:
             return SearchHistory(query="MARKER-0 ")
         n = sum(c.name == "write_file" for c in mine)
         return WriteFile(path=f"note{n}.txt", content=f"MARKER-{n} " + "lorem ipsum " * 1500)
+
+
+class GiveUpLiftAgent:
+    """The Lift demo participant, except that in ``give_up`` trials it runs its script once and then
+    finishes before the cube is up: an honest failure with real motion, which must score 0."""
+
+    def __init__(self, give_up: tuple[int, ...] = (2,)):
+        from roboswe.agents.lift_demo import LiftDemoAgent
+
+        self.demo = LiftDemoAgent()
+        self.give_up = tuple(give_up)
+
+    def decide(self, request: DecisionRequest):
+        from roboswe.agents.lift_demo._agent import trial_steps
+        from roboswe.protocol.participant import Exec
+
+        steps = trial_steps(request)
+        if request.trial in self.give_up and any(isinstance(s.op, Exec) for s in steps):
+            return Finish(reason="giving up after one run of the script (an honest failure)")
+        return self.demo.next_operation(steps)

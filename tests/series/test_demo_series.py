@@ -1,8 +1,10 @@
-"""A three-trial Lift series with the demo participant, end to end, verified by replay.
+"""A three-trial Lift series with a success, an honest failure and a success, end to end, verified by replay.
 
 One `roboswe run` (module fixture) feeds every assertion (the five-trial demo itself is
 tests/viewer/test_demo.py; three trials show every carry-over here): the real supervisor and actors,
-robosuite, the bwrap sandbox, the recorder's SQLite database.
+robosuite, the bwrap sandbox, the recorder's SQLite database. Trial 2's participant runs its script
+once and gives up (tests/series/agents.py GiveUpLiftAgent): a replayed failure must score 0, so
+y = [1, 0, 1], A = 2/3, Q = 1/3, class regression, in the report, results.json and the viewer alike.
 """
 
 from __future__ import annotations
@@ -16,15 +18,20 @@ from roboswe.sandbox.checkpoints import BlobStore, load_manifest, restore
 
 from roboswe.records.reader import RunReader
 
+from ..viewer.conftest import browser as browser
+from ..viewer.test_viewer import page_errors, wait_for
 from .conftest import roboswe, write_config
 
 pytestmark = pytest.mark.slow
 TRIALS = 3
+GIVE_UP = 2  # the trial that fails honestly
+Y = [1, 0, 1]  # by hand: A = mean(y) = 2/3; Q = final streak / T = 1/3; a success then a failure: regression
 
 
 @pytest.fixture(scope="module")
 def demo_run(work_dir, admitted):
-    config = write_config(work_dir, "demo3", series=f"trials = {TRIALS}")
+    config = write_config(work_dir, "demo3", series=f"trials = {TRIALS}",
+                          agent=f'agent = "tests.series.agents:GiveUpLiftAgent"\noptions = {{ give_up = [{GIVE_UP}] }}')
     run_dir = work_dir / "demo3"
     proc = roboswe("run", str(admitted), "--config", str(config), "--out", str(run_dir), "--no-video", timeout=1200)  # videos: tests/viewer/test_demo.py
     return proc, run_dir, admitted
@@ -45,18 +52,24 @@ def test_run_exits_cleanly_with_plain_progress_lines(demo_run):
     assert "\x1b[" not in proc.stdout  # not a terminal: no live display escape codes
 
 
-def test_every_trial_succeeds_and_replays_verified(reader):
+def test_the_successes_and_the_honest_failure_replay_verified(reader):
     (series,) = reader.series()
     assert series.mode == "retain" and series.trials == TRIALS and series.task == "lift-panda"
     views = reader.trials(series.series_id)
     assert [v.start.index for v in views] == list(range(1, TRIALS + 1))
     for v in views:
-        assert v.end.outcome == "success", (v.trial_id, v.end.reason)
-        assert v.end.reason == "success_interval"
-        first, last = v.end.success_interval
-        assert last - first + 1 == 10 and last <= v.end.control_steps <= 6000
+        if v.start.index == GIVE_UP:
+            assert (v.end.outcome, v.end.reason, v.end.success_interval) == ("failure", "finish", None), v.end
+            assert v.end.control_steps > 0  # the script moved the robot before the participant gave up
+            assert v.verification.replay_outcome == "failure"
+        else:
+            assert v.end.outcome == "success", (v.trial_id, v.end.reason)
+            assert v.end.reason == "success_interval"
+            first, last = v.end.success_interval
+            assert last - first + 1 == 10 and last <= v.end.control_steps <= 6000
+            assert v.verification.replay_outcome == "success"
         assert v.verification.verdict == "verified", v.verification
-        assert v.verification.success_reproduced is True
+        assert v.verification.outcome_reproduced is True
         states = v.verification.detail["states"]  # every control step's physics state replayed bit for bit
         assert states["compared"] == v.end.control_steps + 1 and states["max_abs_qpos_diff"] == 0.0
         assert v.end.active_time > 0 and set(v.end.timing) >= {"provider", "execution", "physics", "rendering", "transport", "waits"}
@@ -105,7 +118,8 @@ def test_workspace_and_conversation_carry_over_between_trials(reader):
     assert f"Trial 1 of {TRIALS} begins" in openings[0] and "workspace is empty" in openings[0]
     for t in range(2, TRIALS + 1):
         assert f"Trial {t} of {TRIALS} begins" in openings[t - 1]
-        assert f"Trial {t - 1} succeeded" in openings[t - 1] and "control steps" in openings[t - 1]
+        said = "failed" if t - 1 == GIVE_UP else "succeeded"
+        assert f"Trial {t - 1} {said}" in openings[t - 1] and "control steps" in openings[t - 1], openings[t - 1]
     # the last trial's request still holds trial 1's opening: the conversation was kept
     last_request = reader.messages(views[-1].trial_id)[0].request
     assert f"Trial 1 of {TRIALS} begins".encode() in last_request
@@ -178,4 +192,45 @@ def test_results_json_is_stored_by_the_recorder_and_reads_back(demo_run, reader)
     results = json.loads(data)
     assert results["verifications"] == {"verified": TRIALS}
     (series,) = results["series"]
-    assert series["A"] == 1.0 and series["Q"] == 1.0
+    _assert_hand_computed(series)
+    (group,) = results["datasets"]
+    assert group["completed_tasks"] == 1 and group["missing_slots"] == 0
+    assert group["slots"]["success"] == 2 and group["slots"]["failure"] == 1
+    assert group["A"]["mean"] == pytest.approx(2 / 3) and group["Q"]["mean"] == pytest.approx(1 / 3)
+    assert group["headline"].startswith("A = 0.67 [0.67, 0.67] over 1 of 1 admitted tasks; 0 slot(s) missing")
+
+
+def _assert_hand_computed(m: dict) -> None:
+    """The series' figures against y = [1, 0, 1] worked out by hand."""
+    assert m["y"] == Y and m["statuses"] == ["success", "failure", "success"] and m["completed"] is True
+    assert m["A"] == pytest.approx(2 / 3) and m["Q"] == pytest.approx(1 / 3)
+    assert (m["first_success"], m["regressions"], m["trajectory"]) == (1, 1, "regression")
+    assert m["recovered"] is False and m["sustained_conversion"] is False
+
+
+def test_report_and_viewer_show_the_same_hand_computed_figures(demo_run, tmp_path, browser):
+    _, run_dir, _ = demo_run
+    proc = roboswe("report", str(run_dir), "--json", timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (series,) = json.loads(proc.stdout)["series"]
+    _assert_hand_computed(series["metrics"])
+    text = roboswe("report", str(run_dir), timeout=120)
+    assert "y = [1 0 1]" in text.stdout and "A = 0.67" in text.stdout and "class = regression" in text.stdout, text.stdout
+    site = tmp_path / "site"
+    proc = roboswe("export", str(run_dir), "--out", str(site), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = next(p for p in site.rglob("*.js") if b'RS.put("summary"' in p.read_bytes()[:64])
+    summary = json.loads(data.read_text().removeprefix('RS.put("summary",').removesuffix(");\n"))
+    (series,) = summary["series"]
+    _assert_hand_computed(series["metrics"])
+    # the overview page as a reader sees it: every slot scored, A and Q as worked out by hand
+    page_errors(browser)
+    browser.get((site / "index.html").as_uri())
+    wait_for(browser, "document.querySelectorAll('table.grid tbody tr').length === 1")
+    row = browser.execute_script(
+        "const r = document.querySelector('table.grid tbody tr');"
+        "return {slots: [...r.querySelectorAll('td.cell .slot')].map(e => e.textContent),"
+        " outcomes: [...r.querySelectorAll('td.cell .outcome')].map(e => e.textContent),"
+        " figures: [...r.querySelectorAll('td')].slice(-2).map(e => e.textContent)};")
+    assert row == {"slots": ["scored"] * 3, "outcomes": ["success", "failure", "success"], "figures": ["0.67", "0.33"]}, row
+    assert page_errors(browser) == []

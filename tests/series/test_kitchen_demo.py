@@ -99,7 +99,7 @@ def check_verified_trials_with_videos(run_dir: Path, kit_admitted: Path, trials:
         for v in views:
             assert v.start.fingerprint == reference  # the admitted placeholder scene, rebuilt fresh
             assert v.end.outcome == "success" and v.end.reason == "success_interval", (v.trial_id, v.end.reason)
-            assert v.verification.verdict == "verified" and v.verification.success_reproduced is True
+            assert v.verification.verdict == "verified" and v.verification.outcome_reproduced is True
             states = v.verification.detail["states"]  # every control step's state replayed bit for bit
             assert states["compared"] == v.end.control_steps + 1 and states["max_abs_qpos_diff"] == 0.0
             video = videos[v.trial_id]

@@ -32,4 +32,4 @@ def test_random_motion_with_fixed_output_is_a_mismatch_at_the_scripts_first_step
     assert v.first_divergence.startswith(f"per-step states diverge from control step {expected} "), v.first_divergence
     (exec_detail,) = v.detail["execs"]
     assert exec_detail["agree"], exec_detail  # steps, exit status, stdout/stderr digests and limit all agree
-    assert v.success_reproduced is True  # a failure, reproduced
+    assert v.outcome_reproduced is True  # a failure, reproduced

@@ -50,7 +50,7 @@ def test_a_participant_that_only_waits_ends_at_the_step_budget(work_dir, admitte
             assert [o.operation for o in ops] == ["wait"] * 3
             assert [(o.step_start, o.step_end) for o in ops] == [(0, 25), (25, 50), (50, 60)]
             assert ops[-1].feedback["stopped"] == "trial_budget"
-            assert v.verification.verdict == "verified" and v.verification.success_reproduced is True
+            assert v.verification.verdict == "verified" and v.verification.outcome_reproduced is True
 
 
 def test_provider_outage_makes_an_incomplete_slot_and_the_next_trial_runs(work_dir, admitted):

@@ -38,5 +38,5 @@ def test_mismatch_names_the_first_divergence_and_a_corrupt_checkpoint_is_an_erro
     with RunReader(run_dir) as reader:
         assert [x.verdict for x in reader.verifications(one.trial_id)] == ["mismatch", "mismatch"]
         latest = reader.verifications(two.trial_id)[-1]
-    assert latest.verdict == "error" and latest.success_reproduced is None
+    assert latest.verdict == "error" and latest.outcome_reproduced is None
     assert "trial_start" in latest.detail["cause"] or "refused" in latest.detail["cause"]

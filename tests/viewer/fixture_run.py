@@ -228,7 +228,7 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
             verdict = VERDICTS[t]
             store.put(VerificationRecord(
                 verification_id=f"{trial_id}/v0", trial_id=trial_id, verdict=verdict,
-                success_reproduced=(outcome == "success") if verdict == "verified" else False,
+                outcome_reproduced=verdict == "verified",
                 first_divergence="exec #2: steps 20 vs 19" if verdict == "mismatch" else "",
                 detail={"execs": 1}, started_at=ended + 1, ended_at=ended + 3))
             if worker is not None and t in VIDEO_TRIALS:
@@ -248,7 +248,7 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
                                  timing={"provider": 2.0, "execution": 0.5}, ended_at=b.tick(3)))
             if outcome == "failure":
                 store.put(VerificationRecord(verification_id=f"{trial_id}/v0", trial_id=trial_id, verdict="verified",
-                                             success_reproduced=False, started_at=b.tick(), ended_at=b.tick(1)))
+                                             outcome_reproduced=True, started_at=b.tick(), ended_at=b.tick(1)))
         for future in pending:
             for record in future.result(timeout=600):
                 store.put(record)

@@ -37,7 +37,7 @@ window.RS = (function () {
   }
   const VERDICT = {
     verified: ["✓ verified", "v-ok", "replay agreed with the original"],
-    mismatch: ["✗ mismatch", "v-bad", "replay disagreed; not scored"],
+    mismatch: ["✗ mismatch", "v-bad", "replay diverged: a success is not scored; a failure still scores 0"],
     error: ["! replay error", "v-err", "replay could not run; not scored"],
   };
   function badge(verdict) {

@@ -42,8 +42,9 @@
       h += `<td>${num(m.A)}</td><td>${num(m.Q)}</td></tr>`;
     });
     return h + "</tbody></table>" +
-      '<p class="small muted">Outcome as recorded, then the replay verdict. A slot is scored only when the replay agrees ' +
-      "(verified success y=1, verified failure y=0); mismatch, replay error, unverified, incomplete and not-started slots " +
+      '<p class="small muted">Outcome as recorded, then the replay verdict. A success scores y=1 only when its replay ' +
+      "is verified; a replayed failure scores y=0 whatever its replay did (a divergence cannot lift a failure). " +
+      "A success its replay did not reproduce (mismatch), replay errors, unverified, incomplete and not-started slots " +
       "stay unscored and leave the series incomplete, so A and Q are not computed for it.</p>";
   }
 

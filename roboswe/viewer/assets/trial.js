@@ -348,7 +348,11 @@
       `<p>${num(a.control_steps, 0)} control steps · ${num(a.sim_time)} s simulated · ${num(a.active_time)} s active · ` +
       `${trial.operations} operations · reason: ${esc(a.reason || "–")}` +
       (a.success_interval ? ` · success held steps ${a.success_interval[0]}–${a.success_interval[1]}` : "") + "</p>" +
-      (a.first_divergence ? `<p class="error">first divergence on replay: ${esc(a.first_divergence)}</p>` : "") +
+      (a.first_divergence ? `<p class="error">first divergence on replay: ${esc(a.first_divergence)}` +
+        (a.outcome === "failure" ? " (the recorded failure still scores 0)" : "") + "</p>" : "") +
+      ((a.output_differences || []).length ? '<p class="small muted">program output that differed on replay (not scored): ' +
+        a.output_differences.map((d) => `operation ${esc(d.seq)} ${esc(d.script)}: ${esc(d.differs.join(", "))}`).join("; ") +
+        "</p>" : "") +
       `<p class="small muted">${esc(trial.model)} · mode ${esc(trial.mode)} · started ${when(a.started_at)} · ${timing}</p>` +
       (trial.evidence ? `<p><a id="download-evidence" href="${esc(trial.evidence.src)}" download>download evidence</a> ` +
         `<span class="small muted">this trial's records and videos as one zip, ${num(trial.evidence.size / 1048576, 1)} MB` +
