@@ -82,12 +82,14 @@ async def test_trials_that_never_reach_fail_and_the_failure_replays_verified(tmp
     assert [v.verdict for v in verdicts] == ["verified"] * 2
 
 
-async def test_a_script_whose_output_changes_between_runs_is_a_mismatch_naming_the_exec(tmp_path):
+async def test_a_success_whose_script_prints_the_clock_is_verified_with_its_output_difference_recorded(tmp_path):
+    # The motion agreed step for step: the success stands; what the program printed is kept beside it.
     _, _, _, ends, verdicts, _ = await _run(tmp_path, ReachAgent(clock=True), trials=1)
     assert ends[0].outcome == "success"
     (record,) = verdicts
-    assert record.verdict == "mismatch" and "exec reach.json" in record.first_divergence
-    assert "stdout_sha256" in record.first_divergence
+    assert record.verdict == "verified" and record.outcome_reproduced and record.replay_outcome == "success"
+    (said,) = record.detail["output_differences"]
+    assert said["script"] == "reach.json" and said["differs"] == ["stdout_sha256"]
 
 
 async def test_refused_and_cut_plans_are_recorded_as_such_and_skipped_by_the_replay(tmp_path):

@@ -24,11 +24,13 @@ import trio
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series
 from roboswe.evaluation.verify import compare_states, verify_series
+from roboswe.records.metrics import series_metrics, series_outcomes
 from roboswe.records.reader import RunReader
 from roboswe.sim.physics_state import trace_arrays
 
 from .agents import ReachAgent, WanderAgent
 from .harness import (
+    RUN_ID,
     admitted_task,
     peers,
     reach_manifest,
@@ -187,27 +189,56 @@ async def test_a_different_success_interval_is_a_mismatch_even_when_every_exec_a
     assert record.detail["execs"][0]["agree"]  # the program's steps and output were the same
 
 
-async def test_a_different_exit_status_is_a_mismatch_naming_the_exec(tmp_path):
+async def test_a_different_exit_status_is_recorded_but_not_a_mismatch_and_the_failure_scores_0(tmp_path):
+    # The score is the robot's: a program that exits otherwise on replay, with the same motion, agrees.
     run_dir, plan, end, record = await _series_then_replay(
         tmp_path, WanderAgent(),
         tamper=lambda links: _tamper_replay(links.fake_bridge, feedback=lambda fb: msgspec.structs.replace(fb, exit_status=3)))
     with RunReader(run_dir) as reader:
         (view,) = reader.trials(plan.series_id)
         op = _first_exec(reader, view.trial_id)
+        (outcome,) = series_outcomes(reader, RUN_ID)
     assert end.outcome == "failure"
-    assert record.verdict == "mismatch"
-    assert record.first_divergence == f"operation {op.seq} exec away.json: exit_status 0 vs 3", record.first_divergence
+    assert record.verdict == "verified" and record.first_divergence == "", record.first_divergence
+    assert record.outcome_reproduced is True and record.replay_outcome == "failure"
     assert record.detail["execs"][0]["differs"] == ["exit_status"]
+    assert record.detail["output_differences"] == [{"seq": op.seq, "script": "away.json", "differs": ["exit_status"]}]
+    assert [s.status for s in outcome.slots] == ["failure"] and outcome.slots[0].y == 0
 
 
-async def test_a_different_limit_is_a_mismatch_naming_the_exec(tmp_path):
+async def test_a_different_limit_is_recorded_as_output_not_a_mismatch(tmp_path):
     run_dir, plan, end, record = await _series_then_replay(
         tmp_path, WanderAgent(),
         tamper=lambda links: _tamper_replay(links.fake_bridge, feedback=lambda fb: msgspec.structs.replace(fb, limit="wall_time")))
     with RunReader(run_dir) as reader:
         op = _first_exec(reader, reader.trials(plan.series_id)[0].trial_id)
-    assert record.verdict == "mismatch"
-    assert record.first_divergence == f"operation {op.seq} exec away.json: limit None vs 'wall_time'", record.first_divergence
+    assert record.verdict == "verified", record.first_divergence
+    assert record.detail["output_differences"] == [{"seq": op.seq, "script": "away.json", "differs": ["limit"]}]
+
+
+async def test_a_success_whose_replay_diverges_is_unscored_and_a_failure_whose_replay_diverges_scores_0(tmp_path):
+    def stop_short(actions):
+        actions[-1] = [0.0, 0.0, 0.0, actions[-1][3]]
+        return actions
+
+    run_dir, plan, end, record = await _series_then_replay(
+        tmp_path, ReachAgent(), tamper=lambda links: _tamper_replay(links.fake_bridge, actions=stop_short))
+    with RunReader(run_dir) as reader:
+        (success,) = series_outcomes(reader, RUN_ID)
+    assert end.outcome == "success" and record.verdict == "mismatch" and record.replay_outcome == "failure"
+    assert [s.status for s in success.slots] == ["mismatch"] and success.slots[0].divergence == record.first_divergence
+    assert series_metrics(success).A_lower == 0.0  # a failure in the lower bound
+
+    def wander_further(actions):
+        return [[a[0], a[1], a[2] * 0.5, a[3]] for a in actions]
+
+    (tmp_path / "failure").mkdir()
+    run_dir, plan, end, record = await _series_then_replay(
+        tmp_path / "failure", WanderAgent(), tamper=lambda links: _tamper_replay(links.fake_bridge, actions=wander_further))
+    with RunReader(run_dir) as reader:
+        (failure,) = series_outcomes(reader, RUN_ID)
+    assert end.outcome == "failure" and record.verdict == "mismatch"
+    assert [s.status for s in failure.slots] == ["failure"] and failure.slots[0].divergence == record.first_divergence
 
 
 # ---- error ---------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """End to end with robosuite and a real sandbox: a script that moves the robot differently on replay but
-prints the same output is a ``mismatch`` at the first control step it moved, while every exec figure agrees."""
+prints the same output is a ``mismatch`` at the first control step it moved, while every exec figure agrees;
+the trial failed, so its slot still scores 0 (a divergent replay cannot lift a failure), and the report says so."""
 
 from __future__ import annotations
 
@@ -32,4 +33,11 @@ def test_random_motion_with_fixed_output_is_a_mismatch_at_the_scripts_first_step
     assert v.first_divergence.startswith(f"per-step states diverge from control step {expected} "), v.first_divergence
     (exec_detail,) = v.detail["execs"]
     assert exec_detail["agree"], exec_detail  # steps, exit status, stdout/stderr digests and limit all agree
-    assert v.outcome_reproduced is True  # a failure, reproduced
+    assert v.outcome_reproduced is True and v.replay_outcome == "failure"  # a failure, reproduced
+    from roboswe.records.metrics import series_metrics, series_outcomes
+
+    with RunReader(run_dir) as reader:
+        (m,) = [series_metrics(o) for o in series_outcomes(reader, series.run_id)]
+    assert m.statuses == ["failure"] and m.y == [0] and m.completed
+    report = roboswe("report", str(run_dir))
+    assert "diverged: per-step states diverge" in report.stdout and "scored as the recorded failure" in report.stdout
