@@ -73,7 +73,7 @@ def every_kind_of_slot(store, tmp_path):
     records += [*trial_records(door, 2, "success"), _verify(f"{door}/t2a0", "mismatch", False)]
     records += [*trial_records(door, 3, "failure"), _verify(f"{door}/t3a0", "error", None)]
     records += trial_records(door, 4, "success")  # never replayed
-    records += _verified(door, 5, "failure")
+    records += [*trial_records(door, 5, "failure"), _verify(f"{door}/t5a0", "mismatch", True)]  # diverged: still 0
     records += _verified(wipe, 1, "success") + _verified(wipe, 2, "failure") + _verified(wipe, 3, "success")
     records += trial_records(wipe, 4, "incomplete")  # provider outage; slot 5 never started
     store.put_durable(*records)
