@@ -22,7 +22,7 @@ import structlog
 
 from roboswe.protocol.recorder import ArtifactRecord
 from roboswe.records.context_evidence import context_evidence
-from roboswe.records.metrics import timing_totals
+from roboswe.records.metrics import SCORING_RULES, timing_totals
 from roboswe.records.reader import RunReader
 from roboswe.records.scoring import score_run
 from roboswe.records.usage import run_price, usage_summary
@@ -255,6 +255,7 @@ class Results(msgspec.Struct, frozen=True, kw_only=True):
     """Everything a run's report states, with the pins needed to reproduce it."""
 
     schema_version: int = RESULTS_SCHEMA_VERSION
+    scoring: str = SCORING_RULES  # the rule set the slots were scored by
     run_id: str
     created_at: float
     pins: dict[str, Any]

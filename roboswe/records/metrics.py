@@ -45,6 +45,11 @@ import msgspec
 
 from roboswe.records.reader import RunReader, TrialView
 
+SCORING_RULES = ("RoboSWE-ADAPT scoring rules 2 (docs/scoring.md): unscored only for causes outside the participant; "
+                 "a replayed failure scores 0 whatever its replay did; a success scores 1 only when its replay is "
+                 "verified; program output is recorded, never compared for the score")
+"""The rule set these scores follow, stated in every results.json and report (1: a slot needed a replay that
+agreed on output too, and a reproduced failure was misread as a mismatch)."""
 SlotStatus = Literal["success", "failure", "mismatch", "replay_error", "unverified", "incomplete", "not_started"]
 SCORED: tuple[str, ...] = ("success", "failure")
 UNSCORED: tuple[str, ...] = ("mismatch", "replay_error", "unverified", "incomplete", "not_started")

@@ -70,6 +70,7 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
         "run": msgspec.to_builtins(run),
         "denominators": msgspec.to_builtins(results.denominators),
         "bootstrap": results.bootstrap,
+        "scoring": results.scoring,
         "series": series,
         "datasets": msgspec.to_builtins(results.datasets),
         "timing": results.timing,
@@ -241,6 +242,7 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
         for k, v in dataset_rows(d):
             table.add_row(k, v)
         console.print(table)
+    console.print(Text(f"scoring: {summary['scoring']}"), soft_wrap=True)
     b = summary["bootstrap"]
     console.print(f"intervals: {b['method']}, {b['resamples']} resamples, seed {b['seed']}; proportions: {b['proportions']}")
     print_usage(summary, console)
