@@ -20,13 +20,13 @@ import msgspec
 import numpy as np
 import pytest
 import trio
+from roboswe.sim.physics_state import trace_arrays
 
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series
 from roboswe.evaluation.verify import compare_states, verify_series
 from roboswe.records.metrics import series_metrics, series_outcomes
 from roboswe.records.reader import RunReader
-from roboswe.sim.physics_state import trace_arrays
 
 from .agents import ReachAgent, WanderAgent
 from .harness import (

@@ -10,6 +10,7 @@ from roboswe.protocol.participant import (
     ListFiles,
     Observe,
     ReadFile,
+    Wait,
     WriteFile,
 )
 
@@ -83,14 +84,25 @@ os.chmod(".", 0)
 
 AFTER = "import robot\nrobot.step(robot.spec()['action']['hold'])\nprint('still served')\n"
 
+MANY = r"""
+import os
+top = os.path.join("m" * 240, "n" * 240, "o" * 240)
+os.makedirs(top)
+for i in range(1990):  # ~950-byte paths: a listing of ~1.9 MB, ~500k tokens, if it entered the context whole
+    open(os.path.join(top, f"{i:04d}" + "p" * 200), "w").close()
+print("made", len(os.listdir(top)))
+"""
+
 
 class HostileAgent:
-    """Trial 1 runs every attack, then an honest script; later trials run the honest script only."""
+    """Trial 1 runs every attack on the sandbox, then an honest script; later trials make a file layout
+    whose listing would fill the context, list it, run the honest script and wait far past the steps left."""
 
     def decide(self, request: DecisionRequest):
         done = sum(1 for t in request.conversation if t.role == "assistant" and t.trial == request.trial)
         if request.trial > 1:
-            plan = [ListFiles(), Exec(path="after.py"), Finish(reason="done")]
+            plan = [ListFiles(), WriteFile(path="many.py", content=MANY), Exec(path="many.py"), ListFiles(),
+                    Exec(path="after.py"), Wait(steps=100_000), Finish(reason="done")]
         else:
             plan = [
                 WriteFile(path="plant.py", content=PLANT), Exec(path="plant.py"),

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import time
 
-from roboswe.protocol.participant import Attempt, DecisionRequest, Finish, ListFiles, ProviderFailure, Wait
+from roboswe.protocol.participant import (
+    Attempt,
+    DecisionRequest,
+    Finish,
+    ListFiles,
+    ProviderFailure,
+    Wait,
+)
 
 
 class WaitOnlyAgent:
@@ -54,7 +61,16 @@ class BadDecisionsAgent:
     """Makes every kind of bad decision once, then finishes: each gets an error result and no steps."""
 
     def decide(self, request: DecisionRequest):
-        from roboswe.protocol.participant import Decision, Exec, Observe, ReadFile, SearchHistory, ToolCallPart, Turn, WriteFile
+        from roboswe.protocol.participant import (
+            Decision,
+            Exec,
+            Observe,
+            ReadFile,
+            SearchHistory,
+            ToolCallPart,
+            Turn,
+            WriteFile,
+        )
 
         done = sum(1 for t in request.conversation if t.role == "assistant" and t.trial == request.trial)
         if done == 0:

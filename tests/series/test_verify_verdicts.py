@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from roboswe.sandbox.checkpoints import load_manifest
 
+from roboswe.records.metrics import series_metrics, series_outcomes
 from roboswe.records.reader import RunReader
 
 from .conftest import roboswe, write_config
@@ -30,14 +31,12 @@ def test_clock_output_is_recorded_not_a_mismatch_and_a_corrupt_checkpoint_is_an_
             seq = next(o.seq for o in reader.operations(view.trial_id) if o.operation == "exec")
             assert v.detail["execs"][0]["differs"] == ["stdout_sha256"]  # steps and exit status agree
             assert v.detail["output_differences"] == [{"seq": seq, "script": "clock.py", "differs": ["stdout_sha256"]}]
-        from roboswe.records.metrics import series_metrics, series_outcomes
-
         (m,) = [series_metrics(o) for o in series_outcomes(reader, series.run_id)]
         assert m.statuses == ["failure", "failure"] and m.y == [0, 0] and m.A == 0.0
-    report = roboswe("report", str(run_dir))
-    assert "output differs (not scored)" in report.stdout and "stdout_sha256" in report.stdout, report.stdout
         (start,) = [c for c in reader.checkpoints(two.trial_id) if c.label == "trial_start"]
         (entry,) = load_manifest(start.manifest).entries  # trial 2 starts with trial 1's clock.py
+    report = roboswe("report", str(run_dir))
+    assert "output differs (not scored)" in report.stdout and "stdout_sha256" in report.stdout, report.stdout
     # A blob that no longer hashes to its name: restoring trial 2's start refuses, the verdict is `error`.
     blob = next((run_dir / "blobs").rglob(entry.sha256))
     blob.chmod(0o644)
