@@ -241,7 +241,7 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
                                                         "rejected": rejected})
                 if result.applied != acted.controls or rejected[0] != rejected[1]:
                     diverge(f"operation {op.seq} {op.operation}: {acted.controls} control steps "
-                             f"({'rejected' if rejected[0] else 'accepted'}) vs {result.applied} "
+                            f"({'rejected' if rejected[0] else 'accepted'}) vs {result.applied} "
                             f"({'rejected' if rejected[1] else 'accepted'})")
             case Acted(executed=executed) if executed:  # the chunk's executed actions, in one Step
                 result = await step(links.sim, executable_prefix(_recorded_chunk(op), executed))
