@@ -20,6 +20,8 @@ from typing import Any
 import msgspec
 import structlog
 
+from roboswe.terminal import terminal_safe
+
 EVENTS_FILE = "events.jsonl"
 LEVELS = ("debug", "info", "warning", "error", "critical")
 _FIRST_KEYS = ("time", "level", "actor", "pid", "event")
@@ -58,6 +60,12 @@ def _add_pid(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
 
 def _drop(logger: Any, method: str, event: dict[str, Any]) -> str:
     raise structlog.DropEvent
+
+
+def _escape_for_terminal(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    # Rendered for people after the JSON line is written: a field may carry what a participant wrote
+    # (a script path, a reason), and the console renderer prints strings as they are.
+    return {k: terminal_safe(v, multiline=k == "exception") if isinstance(v, str) else v for k, v in event.items()}
 
 
 class _Stderr:
@@ -105,6 +113,7 @@ def configure_logging(
         processors.append(structlog.processors.JSONRenderer(serializer=lambda obj, **kw: _json.encode(obj).decode()))
         console = None  # rendered already
     if console:
+        processors.append(_escape_for_terminal)
         processors.append(structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(), timestamp_key="time"))
     elif console is False:
         processors.append(_drop)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import msgspec
 
+# Escaping for a terminal is the commands' concern (roboswe/terminal.py, stdlib only); re-exported
+# here and from roboswe.sandbox for the code that imported it from the sandbox.
+from roboswe.terminal import terminal_safe as terminal_safe  # noqa: PLC0414 - the re-export roboswe.sandbox makes
+
 MARKER = b"\x1eroboswe-exception "  # written by roboswe_runner on an uncaught exception
 _TAIL_SHARE = 4  # a quarter of the cap is kept from the end, where tracebacks are
 
@@ -90,22 +94,3 @@ def parse_report(line: bytes) -> dict | None:
         return msgspec.structs.asdict(_report_decoder.decode(line))
     except Exception:  # noqa: BLE001 - whatever it is, it is the program's own output
         return None
-
-
-_KEEP = frozenset("\n\t")
-
-
-def terminal_safe(text: str) -> str:
-    """Authored text made safe to print: control and format characters (ANSI escapes, carriage
-    returns, bidi overrides) shown as escapes, so output cannot redraw what a terminal shows."""
-    import unicodedata
-
-    if text.isprintable() and "\x1b" not in text:
-        return text
-    out = []
-    for c in text:
-        if c in _KEEP or not unicodedata.category(c).startswith(("Cc", "Cf", "Zl", "Zp")):
-            out.append(c)
-        else:
-            out.append(c.encode("unicode_escape").decode("ascii"))
-    return "".join(out)

@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from roboswe.terminal import echo
+
 
 def add_arguments_assets(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("family", choices=["robocasa"], help="simulator family whose downloaded assets to check")
@@ -47,51 +49,51 @@ def run_assets(args: argparse.Namespace) -> int:
         path = ra.config_file()
         if path.exists():
             path.unlink()
-            print(f"removed {path}")
+            echo(f"removed {path}")
         else:
-            print(f"nothing recorded ({path} does not exist)")
+            echo(f"nothing recorded ({path} does not exist)")
     if args.path is not None:
         root = args.path.expanduser().resolve()
         if not root.is_dir():
-            print(f"roboswe: --path {args.path}: no such directory", file=sys.stderr)
+            echo(f"roboswe: --path {args.path}: no such directory", file=sys.stderr)
             return 2
         if is_kit(root):
-            print(f"roboswe: --path {args.path} is roboswe's placeholder kit, not RoboCasa's assets; kit tasks find "
-                  "their kit by themselves", file=sys.stderr)
+            echo(f"roboswe: --path {args.path} is roboswe's placeholder kit, not RoboCasa's assets; kit tasks find "
+                 "their kit by themselves", file=sys.stderr)
             return 2
         try:
             written = ra.record_root(root)
         except OSError as e:
-            print(f"roboswe: cannot record the asset root in {ra.config_file()}: {e}", file=sys.stderr)
+            echo(f"roboswe: cannot record the asset root in {ra.config_file()}: {e}", file=sys.stderr)
             return 2
-        print(f"recorded {root} in {written}")
+        echo(f"recorded {root} in {written}")
     root, source = ra.resolve_root()
     if root is None:
-        print("roboswe: RoboCasa is not installed here (praxis-robocasa), and nothing names an asset root", file=sys.stderr)
+        echo("roboswe: RoboCasa is not installed here (praxis-robocasa), and nothing names an asset root", file=sys.stderr)
         return 2
-    print(f"RoboCasa asset root: {root}")
-    print(f"  from: {source}")
+    echo(f"RoboCasa asset root: {root}")
+    echo(f"  from: {source}")
     env = ra.ENV_VAR
-    print(f"  lookup order: --path given to the backend, ${env}, {ra.config_file()}, RoboCasa's package folder")
+    echo(f"  lookup order: --path given to the backend, ${env}, {ra.config_file()}, RoboCasa's package folder")
     manifests = _kitchen_manifests()
     needed = {p.source for m in manifests for p in ra.parts_needed(m.upstream.obj_registries, m.upstream.env_kwargs)}
     needed |= {p.source for p in ra.parts_needed(["objaverse", "lightwheel"])}  # RoboCasa's default registries
-    print("parts:")
+    echo("parts:")
     by_part = ra.missing_by_part(root, ra.ALL_PARTS)
     for part, missing in by_part:
         label = part.name if part.source == "shipped" else f"{part.name} (--type {part.source})"
         state = "present" if not missing else f"MISSING {ra.describe_missing(root, [(part, missing)])}"
-        print(f"  {label:<44} {state}{'' if part.source in needed else '  (optional: no listed task needs it)'}")
+        echo(f"  {label:<44} {state}{'' if part.source in needed else '  (optional: no listed task needs it)'}")
     blocked = {m.id: assets_exclusion(m) for m in manifests}
     loadable = [i for i, why in blocked.items() if why is None]
-    print(f"real-asset kitchen tasks (configs/tasks): {len(loadable)} of {len(manifests)} can load")
+    echo(f"real-asset kitchen tasks (configs/tasks): {len(loadable)} of {len(manifests)} can load")
     for m in manifests:
-        print(f"  {'ok ' if blocked[m.id] is None else 'no '} {m.id} ({m.upstream.env}, layout {m.upstream.layout}, "
-              f"style {m.upstream.style})")
+        echo(f"  {'ok ' if blocked[m.id] is None else 'no '} {m.id} ({m.upstream.env}, layout {m.upstream.layout}, "
+             f"style {m.upstream.style})")
     _print_catalogue(root, ra)
     if len(loadable) < len(manifests):
         hint = ra.download_hint(root, [(p, m) for p, m in by_part if p.source in needed])
-        print(f"to get the missing parts: {hint or '-'}")
+        echo(f"to get the missing parts: {hint or '-'}")
         return 1
     return 0
 
@@ -104,12 +106,12 @@ def _print_catalogue(root: Path, ra) -> None:
     try:
         catalogue = load_catalogue()
     except ManifestError as e:
-        print(f"catalogue: {e}")
+        echo(f"catalogue: {e}")
         return
     needed = ra.parts_needed(["objaverse", "lightwheel"])
     ok = not ra.missing(root, needed)
     n = len(catalogue.tasks)
-    print(f"catalogue {catalogue.id} (RoboCasa {catalogue.upstream.get('version')}): {n if ok else 0} of {n} task classes "
-          f"can load with the default object registries (objaverse, lightwheel); candidates: "
-          f"{len(catalogue.selection.shorter)} shorter, {len(catalogue.selection.harder)} harder "
-          "(`roboswe tasks robocasa365`)")
+    echo(f"catalogue {catalogue.id} (RoboCasa {catalogue.upstream.get('version')}): {n if ok else 0} of {n} task classes "
+         f"can load with the default object registries (objaverse, lightwheel); candidates: "
+         f"{len(catalogue.selection.shorter)} shorter, {len(catalogue.selection.harder)} harder "
+         "(`roboswe tasks robocasa365`)")

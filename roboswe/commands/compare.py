@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from roboswe.records.compare import PIN_FIELDS
+from roboswe.terminal import echo, plain, terminal_console
 
 
 def add_arguments_compare(parser: argparse.ArgumentParser) -> None:
@@ -32,26 +33,24 @@ def run_compare(args: argparse.Namespace) -> int:
     from roboswe.records.store import StoreError
 
     if len(args.runs) < 2:
-        print("roboswe compare: give at least two RUN_DIRs (a baseline and a run to compare with it)", file=sys.stderr)
+        echo("roboswe compare: give at least two RUN_DIRs (a baseline and a run to compare with it)", file=sys.stderr)
         return 2
     baseline, others = args.runs[0], args.runs[1:]
     try:
         comparisons = [compare_runs(baseline, other, allow_differ=args.allow_differ) for other in others]
     except (ComparisonRefused, FileNotFoundError, LookupError, StoreError, ValueError) as e:
-        print(f"roboswe compare: {e}", file=sys.stderr)
+        echo(f"roboswe compare: {e}", file=sys.stderr)
         return 2
     if args.viewer is not None:
         from roboswe.viewer._compare import export_comparisons
 
         page = export_comparisons(comparisons, args.viewer)
-        print(f"comparison page written: open {page.resolve().as_uri()}", file=sys.stderr)
+        echo(f"comparison page written: open {page.resolve().as_uri()}", file=sys.stderr)
     if args.json:
         data = msgspec.to_builtins(comparisons)
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(data), indent=1).decode() + "\n")
         return 0
-    from rich.console import Console
-
-    console = Console()
+    console = terminal_console()
     for c in comparisons:
         print_comparison(msgspec.to_builtins(c), console)
     return 0
@@ -72,29 +71,34 @@ FIGURE_NAMES = {"A": "A (mean verified success)", "Q": "Q (final streak / T)", "
 
 
 def print_comparison(c: dict[str, Any], console: Any) -> None:
-    """One comparison as rich tables: what differs, paired figures, task coverage."""
+    """One comparison as rich tables: what differs, paired figures, task coverage.
+
+    What the runs' records say (run dirs, models, tasks, pins) is printed as text (``plain``): escaped, never markup.
+    """
     from rich.table import Table
+    from rich.text import Text
 
     a, b = c["a"], c["b"]
-    console.print(f"[bold]A[/bold] {a['run_dir']} (run {a['run_id']}; {', '.join(a['models'])}; "
-                  f"mode {', '.join(a['modes'])})", soft_wrap=True)
-    console.print(f"[bold]B[/bold] {b['run_dir']} (run {b['run_id']}; {', '.join(b['models'])}; "
-                  f"mode {', '.join(b['modes'])})", soft_wrap=True)
-    for name, (va, vb) in c["factor"].items():
-        console.print(f"  compared factor {name}: {va} vs {vb}", soft_wrap=True)
-    for d in c["pin_differences"]:
-        console.print(f"  [yellow]pin differs (allowed by --allow-differ {d['field']}):[/yellow] {d['detail']}",
+    for side, run in (("A", a), ("B", b)):
+        console.print(Text.assemble((side, "bold"), plain(f" {run['run_dir']} (run {run['run_id']}; "
+                                                          f"{', '.join(run['models'])}; mode {', '.join(run['modes'])})")),
                       soft_wrap=True)
+    for name, (va, vb) in c["factor"].items():
+        console.print(plain(f"  compared factor {name}: {va} vs {vb}"), soft_wrap=True)
+    for d in c["pin_differences"]:
+        console.print(Text.assemble(plain(f"  pin differs (allowed by --allow-differ {d['field']}):", style="yellow"),
+                                    plain(f" {d['detail']}")), soft_wrap=True)
     table = Table(title=f"paired by task over {len(c['tasks_both'])} task(s) both completed", title_justify="left")
     for col in ("figure", "A", "B", "B - A (paired 95% CI)"):
         table.add_column(col)
     for f in c["figures"]:
-        table.add_row(FIGURE_NAMES.get(f["figure"], f["figure"]), _mean(f["a"]), _mean(f["b"]),
+        table.add_row(plain(FIGURE_NAMES.get(f["figure"], f["figure"])), _mean(f["a"]), _mean(f["b"]),
                       f"{_est(f['difference'])} (n={f['difference']['n']})")
     console.print(table)
-    console.print(f"  tasks both completed: {', '.join(c['tasks_both']) or 'none'}", soft_wrap=True)
-    console.print(f"  completed by A only: {', '.join(c['only_a']) or 'none'};  by B only: "
-                  f"{', '.join(c['only_b']) or 'none'};  by neither: {', '.join(c['neither']) or 'none'}", soft_wrap=True)
+    console.print(plain(f"  tasks both completed: {', '.join(c['tasks_both']) or 'none'}"), soft_wrap=True)
+    console.print(plain(f"  completed by A only: {', '.join(c['only_a']) or 'none'};  by B only: "
+                        f"{', '.join(c['only_b']) or 'none'};  by neither: {', '.join(c['neither']) or 'none'}"),
+                  soft_wrap=True)
     boot = c["bootstrap"]
     console.print(f"  intervals: {boot['method']}, {boot['resamples']} resamples, seed {boot['seed']} "
                   "(the same task draws on both sides)", soft_wrap=True)

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from roboswe.terminal import echo, terminal_console
+
 DEMO_TASK = "lift-panda"
 DEMO_DATASET = "robosuite-pilot"
 
@@ -26,7 +28,7 @@ def add_arguments_demo(parser: argparse.ArgumentParser) -> None:
 
 
 def _say(message: str) -> None:
-    print(f"roboswe demo: {time.strftime('%H:%M:%S')} {message}", flush=True)
+    echo(f"roboswe demo: {time.strftime('%H:%M:%S')} {message}", flush=True)
 
 
 def admit_lift(run_dir: Path) -> Path:
@@ -78,11 +80,11 @@ def run_demo(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     run_dir = (args.out or new_run_dir()).resolve()
     if (run_dir / "run.sqlite").exists():
-        print(f"roboswe demo: {run_dir} already holds a run; choose another --out", file=sys.stderr)
+        echo(f"roboswe demo: {run_dir} already holds a run; choose another --out", file=sys.stderr)
         return 2
     refusal = demo_preflight(args.engine, run_dir)
     if refusal:
-        print(refusal, file=sys.stderr)
+        echo(refusal, file=sys.stderr)
         return 2
     run_dir.mkdir(parents=True, exist_ok=True)
     _say(f"run dir {run_dir}")
@@ -90,7 +92,7 @@ def run_demo(args: argparse.Namespace) -> int:
     try:
         admitted = admit_lift(run_dir)
     except Exception as e:  # noqa: BLE001 - any admission failure ends the demo with its reason
-        print(f"roboswe demo: admission failed: {e}", file=sys.stderr)
+        echo(f"roboswe demo: admission failed: {e}", file=sys.stderr)
         return 1
     _say(f"   admitted ({time.monotonic() - t0:.0f} s)")
     _say("2/4 running a 5-trial series with the demo participant, then replaying each trial and rendering videos")
@@ -102,23 +104,21 @@ def run_demo(args: argparse.Namespace) -> int:
                                       *(["--engine", args.engine] if args.engine else [])])
     code = run_run(run_args)
     if not (run_dir / "run.sqlite").exists():
-        print("roboswe demo: the run recorded nothing; see the messages above and "
-              f"{run_dir / 'actors'} for each actor's log", file=sys.stderr)
+        echo("roboswe demo: the run recorded nothing; see the messages above and "
+             f"{run_dir / 'actors'} for each actor's log", file=sys.stderr)
         return code or 1
     _say("3/4 exporting the viewer")
     from roboswe.viewer import export_site
 
     index = export_site(run_dir, run_dir / "viewer")
     _say("4/4 report")
-    from rich.console import Console
-
     from roboswe.records.reader import RunReader
     from roboswe.records.report import print_report, run_summary
 
     with RunReader(run_dir) as reader:
         summary = run_summary(reader)
-    print_report(summary, Console())
+    print_report(summary, terminal_console())
     minutes, seconds = divmod(int(time.monotonic() - t0), 60)
-    print(f"\nroboswe demo: done in {minutes} min {seconds} s. Open the viewer: {index.resolve().as_uri()}")
-    print(f"  (or serve it: roboswe view {run_dir}; terminal summary: roboswe report {run_dir})")
+    echo(f"\nroboswe demo: done in {minutes} min {seconds} s. Open the viewer: {index.resolve().as_uri()}")
+    echo(f"  (or serve it: roboswe view {run_dir}; terminal summary: roboswe report {run_dir})")
     return code

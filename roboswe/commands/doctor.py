@@ -22,6 +22,7 @@ from typing import Literal
 import msgspec
 
 import roboswe.providers as _providers
+from roboswe.terminal import echo, plain, terminal_console
 
 Status = Literal["ok", "warn", "fail", "absent"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -325,12 +326,11 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "absent": "dim"}
 def run_doctor(args: argparse.Namespace) -> int:
     tty = sys.stderr.isatty() and not args.json
     checks = run_checks(render=not args.no_render, image_cache=args.cache_dir,
-                        progress=(lambda name: print(f"checking {name}…", file=sys.stderr, flush=True)) if tty else (lambda n: None))
+                        progress=(lambda name: echo(f"checking {name}…", file=sys.stderr, flush=True)) if tty else (lambda n: None))
     failed = [c for c in checks if c.required and c.status == "fail"]
     if args.json:
         print(json.dumps({"ok": not failed, "checks": msgspec.to_builtins(checks)}, indent=2))
         return 1 if failed else 0
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
@@ -340,8 +340,8 @@ def run_doctor(args: argparse.Namespace) -> int:
     for c in checks:
         status = c.status + (" (required)" if c.required and c.status == "fail" else "")
         # Text, not markup: details carry brackets (pip extras, paths) that rich would read as styles.
-        table.add_row(c.check, Text(status, style=_STYLE[c.status]), Text(c.detail), Text(c.fix if c.status != "ok" else ""))
-    console = Console(width=None if sys.stdout.isatty() else 160)
+        table.add_row(c.check, Text(status, style=_STYLE[c.status]), plain(c.detail), plain(c.fix if c.status != "ok" else ""))
+    console = terminal_console(width=None if sys.stdout.isatty() else 160)
     console.print(table)
     if failed:
         console.print(f"{len(failed)} required check(s) failed: {', '.join(c.check for c in failed)}; see the fix column.")

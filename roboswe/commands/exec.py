@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from roboswe.terminal import echo, terminal_safe
+
 DEFAULT_DATASET = "robosuite-pilot"
 
 
@@ -39,15 +41,15 @@ def run_exec(args: argparse.Namespace) -> int:
     try:
         _dataset, manifests = load_dataset(args.dataset)
     except ManifestError as e:
-        print(f"roboswe exec: {e}", file=sys.stderr)
+        echo(f"roboswe exec: {e}", file=sys.stderr)
         return 2
     manifest = next((m for m in manifests if m.id == args.task), None)
     if manifest is None:
-        print(f"roboswe exec: task {args.task!r} is not in dataset {args.dataset!r}; tasks: {[m.id for m in manifests]}", file=sys.stderr)
+        echo(f"roboswe exec: task {args.task!r} is not in dataset {args.dataset!r}; tasks: {[m.id for m in manifests]}", file=sys.stderr)
         return 2
     for script in args.scripts:
         if not script.is_file():
-            print(f"roboswe exec: script {script} does not exist or is not a file", file=sys.stderr)
+            echo(f"roboswe exec: script {script} does not exist or is not a file", file=sys.stderr)
             return 2
     run_dir = Path(tempfile.mkdtemp(prefix="roboswe-exec-", dir="/tmp"))
     os.chmod(run_dir, 0o755)  # the bwrap sandbox user must traverse to the workspace
@@ -64,7 +66,7 @@ def run_exec(args: argparse.Namespace) -> int:
     try:
         report = trio.run(_exec, manifest, names, workspace, run_dir, args)
     except _ExecFailed as e:
-        print(f"roboswe exec: {e} (events: {run_dir / 'events.jsonl'})", file=sys.stderr)
+        echo(f"roboswe exec: {e} (events: {run_dir / 'events.jsonl'})", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(report, indent=2))
@@ -137,7 +139,7 @@ async def _exec(manifest, names: list[str], workspace: Path, run_dir: Path, args
             except RemoteError as e:
                 raise _ExecFailed(f"{e.error.code}: {e.error.detail}") from None
             if not args.json:
-                print(f"roboswe exec: task {manifest.id} seed {seed}, sandbox {opened.backend} (image sha256:{opened.image_digest[:16]}), workspace {workspace}", flush=True)
+                echo(f"roboswe exec: task {manifest.id} seed {seed}, sandbox {opened.backend} (image sha256:{opened.image_digest[:16]}), workspace {workspace}", flush=True)
             feedbacks = []
             for name in names:
                 with trio.fail_after(limits.seconds + 60):
@@ -176,19 +178,17 @@ async def _exec(manifest, names: list[str], workspace: Path, run_dir: Path, args
 
 def _print_feedback(fb: dict) -> None:
     # Everything the program wrote is escaped: an ANSI sequence in its output must not draw over the result.
-    from roboswe.sandbox import terminal_safe
-
-    print(f"\n== {terminal_safe(fb['script'])}: exit {fb['exit_status']}, {fb['steps']} control steps, {fb['wall_seconds']:.2f} s, limit: {fb['limit'] or 'none'}")
+    echo(f"\n== {terminal_safe(fb['script'], multiline=False)}: exit {fb['exit_status']}, {fb['steps']} control steps, {fb['wall_seconds']:.2f} s, limit: {fb['limit'] or 'none'}")
     for stream in ("stdout", "stderr"):
         if fb[stream]:
             extra = f" (truncated, {fb[stream + '_bytes']} bytes total)" if fb[stream + "_truncated"] else ""
-            print(f"-- {stream}{extra}:\n{terminal_safe(fb[stream].rstrip())}")
+            echo(f"-- {stream}{extra}:\n{fb[stream].rstrip()}")
     if fb["exception"]:
-        print(f"-- uncaught {terminal_safe(fb['exception']['type'])}: {terminal_safe(fb['exception']['message'])}")
+        echo(f"-- uncaught {terminal_safe(fb['exception']['type'], multiline=False)}: {fb['exception']['message']}")
     if fb["refused"]:
-        print(f"-- {fb['refused']} bridge request(s) refused")
+        echo(f"-- {fb['refused']} bridge request(s) refused")
 
 
 def _print_report(report: dict) -> None:
     s = report["success"]
-    print(f"\nsuccess: {s['achieved']} (control step {s['control_step']}, predicate held {s['current_run']} consecutive steps now, longest {s['longest_run']}/{s['interval']})")
+    echo(f"\nsuccess: {s['achieved']} (control step {s['control_step']}, predicate held {s['current_run']} consecutive steps now, longest {s['longest_run']}/{s['interval']})")

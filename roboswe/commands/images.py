@@ -14,6 +14,7 @@ from roboswe.sandbox.images import (
     load_image,
     stale_files,
 )
+from roboswe.terminal import echo
 
 
 def add_arguments_images(parser: argparse.ArgumentParser) -> None:
@@ -36,13 +37,13 @@ def run_images(args: argparse.Namespace) -> int:
         else:
             image = load_image(args.cache_dir)
     except (ImageError, subprocess.CalledProcessError) as e:
-        print(f"roboswe images: {e}", file=sys.stderr)
+        echo(f"roboswe images: {e}", file=sys.stderr)
         return 1
-    print(f"digest      sha256:{image.digest}")
-    print(f"rootfs      {image.rootfs}")
-    print(f"docker tag  {image.docker_tag or '(docker not available: bwrap only)'}")
-    print(f"built in    {image.build_seconds:.1f} s")
+    echo(f"digest      sha256:{image.digest}")
+    echo(f"rootfs      {image.rootfs}")
+    echo(f"docker tag  {image.docker_tag or '(docker not available: bwrap only)'}")
+    echo(f"built in    {image.build_seconds:.1f} s")
     stale = stale_files(image)
     if stale:
-        print(f"STALE       {', '.join(stale)} changed since this build: run `roboswe images build`")
+        echo(f"STALE       {', '.join(stale)} changed since this build: run `roboswe images build`")
     return 0

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from roboswe.terminal import echo
+
 
 def add_arguments_logs(parser: argparse.ArgumentParser) -> None:
     from roboswe.logs import LEVELS
@@ -29,11 +31,11 @@ def run_logs(args: argparse.Namespace) -> int:
     try:
         run_dir = (args.run_dir or latest_run_dir()).resolve()
     except FileNotFoundError as e:
-        print(f"roboswe logs: {e}", file=sys.stderr)
+        echo(f"roboswe logs: {e}", file=sys.stderr)
         return 2
     path = run_dir / EVENTS_FILE
     if not path.exists() and not args.follow:
-        print(f"roboswe logs: {path} not found; is {run_dir} a run dir?", file=sys.stderr)
+        echo(f"roboswe logs: {path} not found; is {run_dir} a run dir?", file=sys.stderr)
         return 2
     threshold = LEVELS.index(args.level)
     pretty = not args.json and sys.stdout.isatty()
@@ -43,13 +45,18 @@ def run_logs(args: argparse.Namespace) -> int:
             event = json.loads(line)
         except json.JSONDecodeError:
             return  # a line still being written; --follow picks it up whole next time
+        if not isinstance(event, dict):
+            return  # not an event (every line the loggers write is an object)
         if args.actor and event.get("actor") != args.actor:
             return
         if args.series and not in_series(event, args.series):
             return
         if LEVELS.index(event.get("level", "info")) < threshold if event.get("level") in LEVELS else False:
             return
-        print(_pretty(event) if pretty else line.rstrip("\n"), flush=True)
+        if pretty:  # one line per event, whatever its fields hold
+            echo(_pretty(event), multiline=False, flush=True)
+        else:  # the JSON line as written: it parsed, so it holds no raw C0 control (ESC, BEL, CR)
+            print(line.rstrip("\n"), flush=True)
 
     try:
         _read(path, show, follow=args.follow)
@@ -89,5 +96,7 @@ def _read(path: Path, show, *, follow: bool) -> None:
 
 
 def _pretty(event: dict[str, Any]) -> str:
+    """The event as one line for people (escaped by the caller); fields of any type are shown with str()."""
     fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("time", "level", "actor", "event", "pid"))
-    return f"{event.get('time', '')[11:23]} {event.get('level', ''):7} {event.get('actor', '-'):16} {event.get('event', '')}  {fields}"
+    head = {k: str(event.get(k, default)) for k, default in (("time", ""), ("level", ""), ("actor", "-"), ("event", ""))}
+    return f"{head['time'][11:23]} {head['level']:7} {head['actor']:16} {head['event']}  {fields}"

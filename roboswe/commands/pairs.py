@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from roboswe.terminal import echo
+
 
 def add_arguments_pairs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories (typically one model each)")
@@ -26,7 +28,7 @@ def run_pairs(args: argparse.Namespace) -> int:
     try:
         summary = export_pairs(args.runs, args.out, args.seed)
     except (FileNotFoundError, LookupError, StoreError, OSError) as e:
-        print(f"roboswe pairs: {e}", file=sys.stderr)
+        echo(f"roboswe pairs: {e}", file=sys.stderr)
         return 2
-    print(f"{summary['pairs']} pairs of {summary['canvases']} round-3 canvases, seed {summary['seed']}: {args.out / 'pairs.json'}")
+    echo(f"{summary['pairs']} pairs of {summary['canvases']} round-3 canvases, seed {summary['seed']}: {args.out / 'pairs.json'}")
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 import msgspec
 
 from roboswe.records.report import print_report, run_summary
+from roboswe.terminal import echo, terminal_console
 
 
 def add_arguments_report(parser: argparse.ArgumentParser) -> None:
@@ -25,12 +26,10 @@ def run_report(args: argparse.Namespace) -> int:
         with RunReader(args.run_dir) as reader:
             summary = run_summary(reader, args.run_id)
     except (FileNotFoundError, LookupError, StoreError) as e:
-        print(f"roboswe report: {e}", file=sys.stderr)
+        echo(f"roboswe report: {e}", file=sys.stderr)
         return 2
     if args.json:
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(summary), indent=1).decode() + "\n")
         return 0
-    from rich.console import Console
-
-    print_report(summary, Console())
+    print_report(summary, terminal_console())
     return 0

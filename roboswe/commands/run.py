@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from roboswe.terminal import echo, plain, terminal_console, terminal_safe
+
 RUN_ACTORS = ("recorder", "simulator", "sandbox_bridge", "provider_client", "context_manager", "coordinator")
 VERIFY_ACTORS = ("recorder", "simulator", "sandbox_bridge", "coordinator")
 
@@ -65,7 +67,7 @@ class UsageError(Exception):
 
 
 def _fail(command: str, message: str) -> int:
-    print(f"roboswe {command}: {message}", file=sys.stderr)
+    echo(f"roboswe {command}: {message}", file=sys.stderr)
     return 2
 
 
@@ -193,7 +195,7 @@ def _workers(args: argparse.Namespace, config: Any, remote_sim: str | None, *, r
             raise UsageError(f"--workers {workers} with --sim: a remote simulator serves one series at a time; "
                              "drop --workers or use --workers 1")
         workers, source = 1, "--sim: a remote simulator serves one series at a time"
-    print(f"roboswe run: {workers} worker(s) ({source})", file=sys.stderr)
+    echo(f"roboswe run: {workers} worker(s) ({source})", file=sys.stderr)
     return workers
 
 
@@ -232,7 +234,7 @@ def _preflight(args: argparse.Namespace, config: Any, source: Any, manifests: li
     outcome = preflight(provider=config.provider, source=str(source), manifests=manifests, backend=backend,
                         backend_source=where, run_dir=run_dir, remote_sim=remote_sim, online=online)
     for note in outcome.notes:
-        print(f"roboswe run: {note}", file=sys.stderr)
+        echo(f"roboswe run: {note}", file=sys.stderr)
     outcome.raise_for_problems()
 
 
@@ -250,7 +252,7 @@ def run_run(args: argparse.Namespace) -> int:
     except UsageError as e:
         return _fail("run", str(e))
     except PreflightRefused as e:
-        print(e.report("run"), file=sys.stderr)
+        echo(e.report("run"), file=sys.stderr)
         return 2
     from roboswe.evaluation.job import read_job
 
@@ -345,15 +347,15 @@ def drive(run_dir: Path, config: Any, config_path: Path, actors: tuple[str, ...]
     with display:
         code = trio.run(main)
     if stopped_for[0] is not None:
-        print(stopped_for[0].report(run_dir), file=sys.stderr)
+        echo(stopped_for[0].report(run_dir), file=sys.stderr)
         return code or 1, last[0]
     if supervisor.failure:
-        print(f"roboswe {command}: stopped: {supervisor.failure}", file=sys.stderr)
+        echo(f"roboswe {command}: stopped: {supervisor.failure}", file=sys.stderr)
     finished = last[0] is not None and last[0].state in ("done", "failed")
     if not finished:
-        print(f"roboswe {command}: stopped before the job finished; continue with "
-              f"`roboswe run --resume {run_dir}`" if command == "run" else f"roboswe {command}: stopped before the job finished",
-              file=sys.stderr)
+        echo(f"roboswe {command}: stopped before the job finished; continue with "
+             f"`roboswe run --resume {run_dir}`" if command == "run" else f"roboswe {command}: stopped before the job finished",
+             file=sys.stderr)
         code = code or 130
     return code, last[0]
 
@@ -379,7 +381,7 @@ class ConfigurationStop:
 
     def report(self, run_dir: Path) -> str:
         return (f"roboswe run: stopped after trial {self.trial}: it ended incomplete for a configuration problem that "
-                f"every later trial would repeat:\n  {self.reason}\n"
+                f"every later trial would repeat:\n  {terminal_safe(self.reason, multiline=False)}\n"
                 "fix the provider settings (key variable, model id, base_url), check with `roboswe doctor` and a run's "
                 "--preflight online, then start a new run; if only the environment changed (e.g. the key), continue "
                 f"this one with `roboswe run --resume {run_dir}`")
@@ -422,7 +424,10 @@ async def follow(supervisor: Any, display: Display, *, stop_on_configuration: bo
 
 
 class Display:
-    """A rich live panel on a terminal; plain timestamped lines otherwise."""
+    """A rich live panel on a terminal; plain timestamped lines otherwise.
+
+    Every line and figure the coordinator sends is printed as one line of text: escaped, never markup.
+    """
 
     def __init__(self, live: bool, command: str, run_dir: Path):
         self.live = live
@@ -436,7 +441,7 @@ class Display:
         if self.live:
             from rich.live import Live
 
-            self._live = Live(self._render(), refresh_per_second=4, transient=False)
+            self._live = Live(self._render(), console=terminal_console(), refresh_per_second=4, transient=False)
             self._live.__enter__()
         return self
 
@@ -446,19 +451,20 @@ class Display:
             self._live.__exit__(*exc)
 
     def say(self, line: str) -> None:
-        line = f"{time.strftime('%H:%M:%S')} {line}"
+        line = terminal_safe(f"{time.strftime('%H:%M:%S')} {line}", multiline=False)
         self.lines.append(line)
         if self._live is None:
-            print(f"roboswe {self.command}: {line}", flush=True)
+            echo(f"roboswe {self.command}: {line}", flush=True)
         else:
             self._live.update(self._render())
 
     def update(self, p: Any) -> None:
         self._progress = p
         for line in p.lines:
+            line = terminal_safe(line, multiline=False)  # a trial's reason, a divergence naming a script
             self.lines.append(line)
             if self._live is None:
-                print(f"roboswe {self.command}: {line}", flush=True)
+                echo(f"roboswe {self.command}: {line}", flush=True)
         if self._live is not None:
             self._live.update(self._render())
 
@@ -470,16 +476,17 @@ class Display:
         table = Table(show_header=False, box=None, padding=(0, 1))
         p = self._progress
         if p is not None:
-            table.add_row("series", f"{p.series_done}/{p.series_total}  {p.task} ({p.mode})")
+            table.add_row("series", plain(f"{p.series_done}/{p.series_total}  {p.task} ({p.mode})", multiline=False))
             table.add_row("trial", f"{p.trial}/{p.trials}")
-            table.add_row("operation", p.operation or "-")
+            table.add_row("operation", plain(p.operation or "-", multiline=False))
             table.add_row("control steps", f"{p.steps_used} / {p.steps_budget}")
             table.add_row("active time", f"{p.active_s:.0f} s / {p.active_budget_s:.0f} s")
-            table.add_row("last outcome", p.last_outcome or "-")
+            table.add_row("last outcome", plain(p.last_outcome or "-", multiline=False))  # a trial's reason
             for w in p.running:  # with --workers N > 1: every running series
-                table.add_row(f"worker {w.worker}", f"{w.task} trial {w.trial}/{w.trials}  {w.operation or '-'}  "
-                                                    f"{w.steps_used}/{w.steps_budget} steps  {w.active_s:.0f} s active")
-        title = Text(f"roboswe {self.command}  {self.run_dir}", style="bold")
+                table.add_row(f"worker {w.worker}", plain(f"{w.task} trial {w.trial}/{w.trials}  {w.operation or '-'}  "
+                                                          f"{w.steps_used}/{w.steps_budget} steps  {w.active_s:.0f} s active",
+                                                          multiline=False))
+        title = plain(f"roboswe {self.command}  {self.run_dir}", style="bold")
         return Group(title, table, Text("\n".join(self.lines[-10:])))
 
 
@@ -495,25 +502,25 @@ def print_outcome(run_dir: Path) -> list[str]:
     try:
         reader = RunReader(run_dir)
     except Exception as e:  # noqa: BLE001 - nothing recorded yet
-        print(f"no records in {run_dir}: {e}")
+        echo(f"no records in {run_dir}: {e}")
         return verdicts
     with reader:
         for s in reader.series():
-            print(f"\nseries {s.series_id}  task {s.task}  model {s.model}  mode {s.mode}")
-            print(f"  {'trial':>5} {'att':>3} {'outcome':<11} {'reason':<{REASON_WIDTH}} {'steps':>6} {'active s':>8}  replay")
+            echo(f"\nseries {s.series_id}  task {s.task}  model {s.model}  mode {s.mode}")
+            echo(f"  {'trial':>5} {'att':>3} {'outcome':<11} {'reason':<{REASON_WIDTH}} {'steps':>6} {'active s':>8}  replay")
             cut: list[tuple[Any, Any, str]] = []
             for row in summary(reader, s.series_id):
                 if row["outcome"] in ("success", "failure"):
                     verdicts.append(row["verdict"] or "unverified")
-                reason = row["reason"] or ""
+                reason = terminal_safe(row["reason"] or "", multiline=False)  # cut as it is shown
                 if len(reason) > REASON_WIDTH:
                     cut.append((row["trial"], row["attempt"], reason))
                     reason = reason[:REASON_WIDTH - 1] + "…"
-                print(f"  {row['trial']:>5} {row['attempt']:>3} {row['outcome']:<11} {reason:<{REASON_WIDTH}} "
-                      f"{row['steps']:>6} {row['active_s']:>8}  {row['verdict'] or '-'}")
+                echo(f"  {row['trial']:>5} {row['attempt']:>3} {row['outcome']:<11} {reason:<{REASON_WIDTH}} "
+                     f"{row['steps']:>6} {row['active_s']:>8}  {row['verdict'] or '-'}", multiline=False)
             # The reason that matters is often the long one (a provider's error): never only cut off in the table.
             for trial, attempt, reason in cut:
-                print(f"  trial {trial} attempt {attempt}: {reason}")
-    print(f"\nrun dir: {run_dir}  (roboswe report {run_dir})")
+                echo(f"  trial {trial} attempt {attempt}: {reason}", multiline=False)
+    echo(f"\nrun dir: {run_dir}  (roboswe report {run_dir})")
     return verdicts
 

@@ -12,11 +12,13 @@ import signal
 import sys
 from pathlib import Path
 
+from roboswe.terminal import echo, terminal_safe
+
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
 def _fail(message: str, code: int = 2) -> int:
-    print(f"roboswe: {message}", file=sys.stderr)
+    echo(f"roboswe: {message}", file=sys.stderr)
     return code
 
 
@@ -52,7 +54,7 @@ def run_tasks(args: argparse.Namespace) -> int:
         dataset, manifests = load_dataset(args.dataset)
     except ManifestError as e:
         return _fail(str(e))
-    print(f"dataset {dataset.id}: {len(manifests)} task(s)")
+    echo(f"dataset {dataset.id}: {len(manifests)} task(s)")
     rows = [("TASK", "ENV", "ROBOT", "ACTION", "CAMERAS (d = depth)", "STATUS")]
     for m in manifests:
         a = admitted.get(m.id)
@@ -63,9 +65,10 @@ def run_tasks(args: argparse.Namespace) -> int:
         rows.append((label, m.upstream.env, m.upstream.robot, dim, cams, status))
     for task_id, why in dataset.excluded.items():
         rows.append((task_id, "-", "-", "-", "-", f"excluded by dataset: {why}"))
+    rows = [tuple(terminal_safe(cell, multiline=False) for cell in r) for r in rows]  # measured as shown
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
-        print("  ".join(r[i].ljust(widths[i]) for i in range(5)) + "  " + r[5])
+        echo("  ".join(r[i].ljust(widths[i]) for i in range(5)) + "  " + r[5])
     return 0
 
 
@@ -98,14 +101,14 @@ def _list_catalogue(name: str, admitted: dict, *, candidates_only: bool) -> int:
             by_env.setdefault(m.upstream.env, []).append(m)
     sel, up = catalogue.selection, catalogue.upstream
     kinds = [t.kind for t in catalogue.tasks.values()]
-    print(f"catalogue {catalogue.id}: {kinds.count('composite')} composite + {kinds.count('atomic')} atomic task classes, "
-          f"{up['package']} {up['version']} (registry sha256 {str(up['registry_sha256'])[:12]})")
-    print(f"selection{' (provisional)' if sel.provisional else ''}: {len(sel.harder)} harder, {len(sel.shorter)} shorter "
-          f"of {sel.shorter_eligible} eligible; rule: {sel.rule.strip().splitlines()[0]} ...")
+    echo(f"catalogue {catalogue.id}: {kinds.count('composite')} composite + {kinds.count('atomic')} atomic task classes, "
+         f"{up['package']} {up['version']} (registry sha256 {str(up['registry_sha256'])[:12]})")
+    echo(f"selection{' (provisional)' if sel.provisional else ''}: {len(sel.harder)} harder, {len(sel.shorter)} shorter "
+         f"of {sel.shorter_eligible} eligible; rule: {sel.rule.strip().splitlines()[0]} ...")
     for why in sel.unevaluated:
-        print(f"  not evaluated: {why}")
+        echo(f"  not evaluated: {why}")
     for comp in catalogue.compositions:
-        print(f"  composition {comp.id}: {comp.status} only ({comp.note})")
+        echo(f"  composition {comp.id}: {comp.status} only ({comp.note})")
     rows = [("TASK", "KIND", "SUBTASKS", "HORIZON", "CANDIDATE", "MANIFEST", "STATUS")]
     for env, task in sorted(catalogue.tasks.items()):
         manifests = by_env.get(env, [])
@@ -124,9 +127,10 @@ def _list_catalogue(name: str, admitted: dict, *, candidates_only: bool) -> int:
                 elif m.success.predicate_sha256 != task.predicate_sha256:
                     status = f"predicate changed since review ({task.predicate}); {status}"
             rows.append((env, task.kind, sub, horizon, catalogue.candidate(env) or "-", mid, status))
+    rows = [tuple(terminal_safe(cell, multiline=False) for cell in r) for r in rows]  # measured as shown
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     for r in rows:
-        print("  ".join(r[i].ljust(widths[i]) for i in range(6)) + "  " + r[6])
+        echo("  ".join(r[i].ljust(widths[i]) for i in range(6)) + "  " + r[6])
     return 0
 
 
@@ -155,19 +159,19 @@ def run_admit(args: argparse.Namespace) -> int:
             return _fail(str(e))
     refusal = _admit_preflight(args, config)
     if refusal:
-        print(refusal, file=sys.stderr)
+        echo(refusal, file=sys.stderr)
         return 2
 
     def progress(task) -> None:
         if task.status == "admitted":
             m = task.measured
-            print(f"  admitted  {task.id}: fingerprint {task.fingerprint['digest'][:16]}, action {m['action_dim']}-D, "
-                  f"{m['step_ms']:.1f} ms/step, observe {m['observe_ms']} ms", flush=True)
+            echo(f"  admitted  {task.id}: fingerprint {task.fingerprint['digest'][:16]}, action {m['action_dim']}-D, "
+                 f"{m['step_ms']:.1f} ms/step, observe {m['observe_ms']} ms", flush=True)
             if task.review:
-                print(f"            predicate {task.review['defined_in'].rsplit('.', 2)[-2]}._check_success "
-                      f"{task.review['source_sha256'][:12]} ({task.review['status']}): {task.review['review']}", flush=True)
+                echo(f"            predicate {task.review['defined_in'].rsplit('.', 2)[-2]}._check_success "
+                     f"{task.review['source_sha256'][:12]} ({task.review['status']}): {task.review['review']}", flush=True)
         else:
-            print(f"  EXCLUDED  {task.id}: {task.reason}", flush=True)
+            echo(f"  EXCLUDED  {task.id}: {task.reason}", flush=True)
 
     try:
         admitted = admit_dataset(args.dataset, run_config=args.config, hold_steps=args.hold_steps, progress=progress)
@@ -175,11 +179,11 @@ def run_admit(args: argparse.Namespace) -> int:
         return _fail(str(e))
     sealed = write_admitted(admitted, args.out)
     n = len(sealed.admitted_tasks())
-    print(f"wrote {args.out}: {n} of {len(sealed.tasks)} task(s) admitted, digest {sealed.digest[:16]}")
+    echo(f"wrote {args.out}: {n} of {len(sealed.tasks)} task(s) admitted, digest {sealed.digest[:16]}")
     no_assets = [t.id for t in sealed.tasks if t.status == "excluded" and "RoboCasa assets missing" in (t.reason or "")]
     if no_assets:
-        print(f"{len(no_assets)} task(s) excluded because RoboCasa's kitchen assets are missing; "
-              "`roboswe assets robocasa` says what is present and how to get the rest")
+        echo(f"{len(no_assets)} task(s) excluded because RoboCasa's kitchen assets are missing; "
+             "`roboswe assets robocasa` says what is present and how to get the rest")
     return 0 if n else 1
 
 
@@ -228,8 +232,8 @@ def run_keys(args: argparse.Namespace) -> int:
         paths = generate_key_dir(args.dir, force=args.force)
     except KeyDirError as e:
         return _fail(str(e))
-    print(f"wrote CURVE keys in {args.dir}: server ({paths['server'].name}, server.key) and client ({paths['client'].name}, client.key)")
-    print("simulator host: keep the whole directory; coordinator host: copy server.key, client.key and client.key_secret")
+    echo(f"wrote CURVE keys in {args.dir}: server ({paths['server'].name}, server.key) and client ({paths['client'].name}, client.key)")
+    echo("simulator host: keep the whole directory; coordinator host: copy server.key, client.key and client.key_secret")
     return 0
 
 
@@ -284,7 +288,7 @@ def run_sim(args: argparse.Namespace) -> int:
     else:
         log.warning("simulator_unauthenticated", endpoint=args.bind,
                     detail="serving plain tcp without CURVE keys; allowed on loopback only")
-        print(f"warning: serving {args.bind} without CURVE keys (loopback only)", file=sys.stderr, flush=True)
+        echo(f"warning: serving {args.bind} without CURVE keys (loopback only)", file=sys.stderr, flush=True)
 
     async def serve() -> None:
         async with trio.open_nursery() as nursery:
@@ -301,7 +305,7 @@ def run_sim(args: argparse.Namespace) -> int:
 
             nursery.start_soon(stop_on_signal)
             control, robot = await nursery.start(simulator)
-            print(f"simulator control={control} robot={robot} curve={'on' if curve else 'off'}", flush=True)
+            echo(f"simulator control={control} robot={robot} curve={'on' if curve else 'off'}", flush=True)
 
     try:
         trio.run(serve)

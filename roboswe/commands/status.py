@@ -15,6 +15,7 @@ from typing import Any
 
 from roboswe.fleet.roster import LOCAL, read_roster
 from roboswe.sandbox import pid_alive
+from roboswe.terminal import echo, plain, terminal_console
 
 STALE = "stale (run gone)"
 WORKER_PROCESSES = ("simulator", "sandbox_bridge")  # a Ray worker's; a local worker has WORKER_ACTORS
@@ -34,20 +35,18 @@ def run_status(args: argparse.Namespace) -> int:
     try:
         run_dir = (args.run_dir or latest_run_dir()).resolve()
     except FileNotFoundError as e:
-        print(f"roboswe status: {e}", file=sys.stderr)
+        echo(f"roboswe status: {e}", file=sys.stderr)
         return 2
     try:
         state = json.loads((run_dir / STATE_FILE).read_text())
     except FileNotFoundError:
-        print(f"roboswe status: {run_dir / STATE_FILE} not found; was this run started with `roboswe up`?", file=sys.stderr)
+        echo(f"roboswe status: {run_dir / STATE_FILE} not found; was this run started with `roboswe up`?", file=sys.stderr)
         return 2
     report = status_report(run_dir, state)
     if args.json or not sys.stdout.isatty():
-        print(json.dumps(report, indent=1))
+        print(json.dumps(report, indent=1))  # ASCII: every control and non-ASCII character written as \uXXXX
         return 0
-    from rich.console import Console
-
-    print_report(report, Console())
+    print_report(report, terminal_console())
     return 0
 
 
@@ -129,23 +128,26 @@ def _workers(run_dir: Path, actors: list[dict[str, Any]], supervisor_alive: bool
 
 
 def print_report(report: dict[str, Any], console: Any) -> None:
-    """The report as tables that fit 80 columns (--json has every figure: idle, waiting, endpoints)."""
+    """The report as tables that fit 80 columns (--json has every figure: idle, waiting, endpoints).
+
+    Every string from the run's files is printed as text (``plain``): escaped, never read as markup.
+    """
     local = report.get("workers_address") == LOCAL
     # A local worker's actors are listed under it, not twice.
     grouped = {p["actor"] for w in report.get("workers", ()) for p in w["processes"].values()} if local else set()
     rows = [row for row in report["actors"] if row["actor"] not in grouped]
-    console.print(_actors_table([rows], f"{report['run_dir']}  [{report['state']}]"))
+    console.print(_actors_table([rows], plain(f"{report['run_dir']}  [{report['state']}]")))
     if report.get("failure"):
-        console.print(f"failure: {report['failure']}", markup=False)
+        console.print(plain(f"failure: {report['failure']}"))
     if local:
         console.print(_local_workers_table(report["workers"]))
     elif "workers" in report:
         console.print(_workers_table(report["workers"], "Ray workers" if report["workers_address"] else "Workers"))
         if "workers_note" in report:
-            console.print(report["workers_note"], markup=False)
+            console.print(plain(report["workers_note"]))
 
 
-def _actors_table(groups: list[list[dict[str, Any]]], title: str | None) -> Any:
+def _actors_table(groups: list[list[dict[str, Any]]], title: Any) -> Any:
     """Actors' rows, a line between groups."""
     from rich import box
     from rich.table import Table
@@ -178,7 +180,8 @@ def _local_workers_table(workers: list[dict[str, Any]]) -> Any:
         summary.add_column(header, justify="right" if header in ("for s", "done") else "left",
                            no_wrap=header != "series", overflow="fold")
     for w in workers:
-        summary.add_row(str(w["number"]), w["state"], _cell(w["state_age"]), str(len(w["done"])), w["series"] or "")
+        summary.add_row(str(w["number"]), _cell(w["state"]), _cell(w["state_age"]), str(len(w["done"])),
+                        _cell(w["series"]))
     return Group(summary, "", _actors_table([list(w["processes"].values()) for w in workers], None))
 
 
@@ -197,22 +200,24 @@ def _workers_table(workers: list[dict[str, Any]], title: str) -> Any:
         processes.add_column(header, justify="left" if header == "process" else "right", no_wrap=True)
     for w in workers:
         if w.get("number") is None:  # the roster could not be read
-            placement.add_row("?", "", w["state"])
+            placement.add_row("?", "", _cell(w["state"]))
             continue
-        placement.add_row(str(w["number"]), w["host"] or "", w["state"], str(w["restarts"]), _cell(w["sample_age"]),
-                          w["series"] or "")
+        placement.add_row(str(w["number"]), _cell(w["host"]), _cell(w["state"]), str(w["restarts"]),
+                          _cell(w["sample_age"]), _cell(w["series"]))
         processes.add_row(f"host.{w['number']}", _cell(w["pids"].get("host")))
         for kind, p in w["processes"].items():
-            processes.add_row(f"{kind}.{w['number']}", *(_cell(p[key]) for key in ("pid", "uptime", "busy", "handled", "errors")))
+            processes.add_row(_cell(f"{kind}.{w['number']}"),
+                              *(_cell(p[key]) for key in ("pid", "uptime", "busy", "handled", "errors")))
     return Group(placement, processes)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any) -> Any:
+    """A table cell as text (``plain``): figures formatted, strings from the run's files escaped and never markup."""
     if value is None:
-        return ""
+        return plain("")
     if isinstance(value, float):
-        return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
-    return str(value)
+        return plain(f"{value:.1f}" if value >= 10 else f"{value:.2f}")
+    return plain(str(value))
 
 
 def _query_statistics(state: dict[str, Any]) -> dict[str, dict[str, Any]]:

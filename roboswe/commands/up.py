@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from roboswe.terminal import echo
+
 
 def add_arguments_up(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", type=Path, default=None, help="run directory (default: ./runs/<timestamp>)")
@@ -23,7 +25,7 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as e:
-        print(f"roboswe up: {e}", file=sys.stderr)
+        echo(f"roboswe up: {e}", file=sys.stderr)
         return 2
     run_dir = (args.run_dir or new_run_dir()).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -32,9 +34,9 @@ def run_up(args: argparse.Namespace) -> int:
     supervisor = Supervisor(run_dir, config, args.config)
 
     def announce(sup: Supervisor) -> None:
-        print(f"roboswe: ready ({len(sup.slots)} actors) run-dir={run_dir}", flush=True)
+        echo(f"roboswe: ready ({len(sup.slots)} actors) run-dir={run_dir}", flush=True)
 
     code = trio.run(supervisor.run, announce)
     if supervisor.failure:
-        print(f"roboswe: stopped: {supervisor.failure}", file=sys.stderr)
+        echo(f"roboswe: stopped: {supervisor.failure}", file=sys.stderr)
     return code

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from roboswe.terminal import echo
+
 
 def add_arguments_export(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory written by `roboswe run`")
@@ -20,9 +22,9 @@ def run_export(args: argparse.Namespace) -> int:
     try:
         index = export_site(args.run_dir, args.out, chunk=args.chunk)
     except (ExportError, FileNotFoundError, LookupError) as e:
-        print(f"roboswe export: {e}", file=sys.stderr)
+        echo(f"roboswe export: {e}", file=sys.stderr)
         return 2
-    print(f"viewer written: open {index.resolve().as_uri()}")
+    echo(f"viewer written: open {index.resolve().as_uri()}")
     return 0
 
 
@@ -41,6 +43,6 @@ def run_view(args: argparse.Namespace) -> int:
     try:
         export_site(args.run_dir, out)
     except (ExportError, FileNotFoundError, LookupError) as e:
-        print(f"roboswe view: {e}", file=sys.stderr)
+        echo(f"roboswe view: {e}", file=sys.stderr)
         return 2
     return serve_site(out, args.port)
