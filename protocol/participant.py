@@ -27,10 +27,27 @@ paint scene saves and submits the canvas when the trial ends by it).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
+
+# --------------------------------------------------------------------------- maxima
+# What a participant may ask for in one operation, checked before any work (parse_operation) and
+# stated in the tool schemas (maxItems, maxLength, maximum). Each is far above any legitimate use.
+
+MAX_ARGUMENT_DEPTH = 32  # nesting of a tool call's arguments; the operations need at most 4 (move_flange)
+MAX_ACT_ROWS = 1000  # rows of one act chunk: the largest horizon-track cap (configs/contracts horizon_cap_max); decisions K <= 5
+MAX_ACTION_DIM = 64  # numbers in one action row: the families use 7 (panda), 8 (paint), 29 (gr1)
+MAX_WAYPOINTS = 256  # a hard cap above the paint scene's own 32 (sim/paint_control.py), so 33..256 reach its rule
+MAX_WAIT_STEPS = 100_000  # control steps of one wait: above every task's trial budget (door 6000); the trial bounds it by the steps left
+MAX_WRITE_BYTES = 4 * 1024 * 1024  # a written file's size (the workspace's limit, in UTF-8 bytes; the schema states it in characters)
+MAX_PATH_CHARS = 1024  # a workspace path (the workspace's limit, sandbox/walk.py MAX_PATH_BYTES, in UTF-8 bytes)
+MAX_CAMERAS = 32  # camera names in one observe
+MAX_NAME_CHARS = 256  # one camera name
+MAX_NOTE_CHARS = 4096  # a finish reason or a search query: one sentence or phrase
 
 # --------------------------------------------------------------------------- operations
 
@@ -42,14 +59,16 @@ class Operation(msgspec.Struct, frozen=True, kw_only=True, tag_field="op"):
 class WriteFile(Operation, tag="write_file"):
     """Create or replace a UTF-8 text file in the workspace."""
 
-    path: Annotated[str, msgspec.Meta(min_length=1, description="Workspace-relative path, e.g. 'lift.py'.")]
-    content: Annotated[str, msgspec.Meta(description="The complete new file content.")]
+    path: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATH_CHARS,
+                                      description="Workspace-relative path, e.g. 'lift.py'.")]
+    content: Annotated[str, msgspec.Meta(max_length=MAX_WRITE_BYTES, description=(
+        f"The complete new file content (UTF-8, at most {MAX_WRITE_BYTES} bytes)."))]
 
 
 class ReadFile(Operation, tag="read_file"):
     """Read a text file from the workspace."""
 
-    path: Annotated[str, msgspec.Meta(min_length=1, description="Workspace-relative path.")]
+    path: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATH_CHARS, description="Workspace-relative path.")]
 
 
 class ListFiles(Operation, tag="list_files"):
@@ -59,14 +78,15 @@ class ListFiles(Operation, tag="list_files"):
 class Exec(Operation, tag="exec"):
     """Run a workspace Python script in the sandbox; it drives the robot through `import robot`."""
 
-    path: Annotated[str, msgspec.Meta(min_length=1, description="Workspace-relative path of the script to run.")]
+    path: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATH_CHARS,
+                                      description="Workspace-relative path of the script to run.")]
 
 
 class Observe(Operation, tag="observe"):
     """Render camera images and read robot sensors; physics does not advance."""
 
     cameras: Annotated[
-        list[str] | None,
+        Annotated[list[Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]], msgspec.Meta(max_length=MAX_CAMERAS)] | None,
         msgspec.Meta(description="Camera names to render; omit for the task's default cameras."),
     ] = None
     depth: Annotated[bool, msgspec.Meta(description="Also return depth images where the task allows.")] = False
@@ -75,7 +95,7 @@ class Observe(Operation, tag="observe"):
 class Wait(Operation, tag="wait"):
     """Advance physics holding the current targets; counts against the control-step budget."""
 
-    steps: Annotated[int, msgspec.Meta(ge=1, description="Number of control steps to advance.")]
+    steps: Annotated[int, msgspec.Meta(ge=1, le=MAX_WAIT_STEPS, description="Number of control steps to advance.")]
 
 
 class ActionOperation(Operation):
@@ -93,8 +113,9 @@ class Act(ActionOperation, tag="act"):
     """Execute an action chunk on the robot: one control step per action, in order; stops early at success or at the budget. The result is the observation after it."""
 
     actions: Annotated[
-        list[list[float]],
-        msgspec.Meta(min_length=1, description="1..K action vectors (each action_dim numbers, within the action bounds)."),
+        list[Annotated[list[float], msgspec.Meta(max_length=MAX_ACTION_DIM)]],
+        msgspec.Meta(min_length=1, max_length=MAX_ACT_ROWS,
+                     description="1..K action vectors (each action_dim numbers, within the action bounds)."),
     ]
 
     def chunk(self) -> list[list[float]]:
@@ -118,7 +139,7 @@ class MoveFlange(ActionOperation, tag="move_flange"):
     one_action: ClassVar[bool] = True
 
     waypoints: Annotated[list[FlangeWaypoint], msgspec.Meta(
-        min_length=1, description="1 to 32 waypoints, in order; the limits are in your instructions.")]
+        min_length=1, max_length=MAX_WAYPOINTS, description="1 to 32 waypoints, in order; the limits are in your instructions.")]
 
     def chunk(self) -> list[list[float]]:
         return [[*w.position, *w.quaternion_xyzw, w.duration_s] for w in self.waypoints]
@@ -127,19 +148,21 @@ class MoveFlange(ActionOperation, tag="move_flange"):
 class SearchHistory(Operation, tag="search_history"):
     """Literal search over conversation turns removed from the active context."""
 
-    query: Annotated[str, msgspec.Meta(min_length=1, description="Exact text to look for (case-insensitive).")]
+    query: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NOTE_CHARS,
+                                       description="Exact text to look for (case-insensitive).")]
 
 
 class Finish(Operation, tag="finish"):
     """End the current trial."""
 
-    reason: Annotated[str, msgspec.Meta(description="Why the trial is finished, in one sentence.")] = ""
+    reason: Annotated[str, msgspec.Meta(max_length=MAX_NOTE_CHARS, description="Why the trial is finished, in one sentence.")] = ""
 
 
 class SubmitPainting(Finish, tag="submit_painting"):
     """Submit the painting: the canvas is saved as it is now and the round (this trial) ends."""
 
-    reason: Annotated[str, msgspec.Meta(description="Optional: a note on the painting, in one sentence.")] = ""
+    reason: Annotated[str, msgspec.Meta(max_length=MAX_NOTE_CHARS,
+                                        description="Optional: a note on the painting, in one sentence.")] = ""
 
 
 AnyOperation = (WriteFile | ReadFile | ListFiles | Exec | Observe | Wait | Act | MoveFlange | SearchHistory | Finish
@@ -254,22 +277,84 @@ class InvalidOperation(ValueError):
     """A tool call that does not name a known operation or has bad arguments."""
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_MAX_PROBLEM_CHARS = 1000  # an InvalidOperation message enters the conversation: keep it short
+
+
+def json_depth(text: str) -> int:
+    """How deeply the JSON text nests arrays and objects (``{"a": [1]}`` is 2), found without decoding
+    it; brackets inside strings do not count. Unbalanced text counts its open brackets."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
+
+
+def _problem(text: str) -> InvalidOperation:
+    if len(text) > _MAX_PROBLEM_CHARS:
+        text = text[:_MAX_PROBLEM_CHARS] + " [...]"
+    return InvalidOperation(clean_text(text))
+
+
+def _check_values(name: str, arguments: dict[str, Any]) -> None:
+    """Raise InvalidOperation for arguments nested deeper than MAX_ARGUMENT_DEPTH or holding text that
+    is not valid Unicode (a lone surrogate: no wire or record could carry it). Iterative: no recursion."""
+    stack: list[tuple[Any, int, str]] = [(arguments, 1, "$")]
+    while stack:
+        value, depth, where = stack.pop()
+        if depth > MAX_ARGUMENT_DEPTH:
+            at = where if len(where) <= 60 else where[:60] + "..."
+            raise _problem(f"arguments of {name} are nested deeper than {MAX_ARGUMENT_DEPTH} levels (at {at}); "
+                           "an operation's arguments need at most 4")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(key, str) and not key.isascii() and _SURROGATE.search(key):
+                raise _problem(f"arguments of {name}: a key in {where[:80]} holds a lone surrogate "
+                                     f"({clean_text(key)[:40]!r}); send valid Unicode text")
+            if isinstance(item, str):
+                if not item.isascii() and (bad := _SURROGATE.search(item)):
+                    at = f"{where}.{key}" if isinstance(value, dict) else f"{where}[{key}]"
+                    raise _problem(f"arguments of {name}: {at[:80]} holds a lone surrogate "
+                                         f"({bad.group()!a} at character {bad.start()}), which is not valid Unicode "
+                                         f"text and cannot be written or sent; encode the text as valid UTF-8 "
+                                         f"(a character outside the BMP is one code point, not half a surrogate pair)")
+            elif isinstance(item, (dict, list)):
+                at = f"{where}.{key}" if isinstance(value, dict) else f"{where}[{key}]"
+                stack.append((item, depth + 1, at if len(at) < 200 else at[:200]))
+
+
 def parse_operation(name: str, arguments: str | bytes | dict[str, Any]) -> Operation:
-    """Decode a tool call into an Operation; raises InvalidOperation saying what was wrong."""
+    """Decode a tool call into an Operation; raises InvalidOperation saying what was wrong.
+
+    Nothing the participant sends raises anything else: JSON text is checked for its nesting depth
+    before it is decoded (MAX_ARGUMENT_DEPTH), decoded values for depth and lone surrogates, and
+    the operation's own maxima (MAX_ACT_ROWS, MAX_WAYPOINTS, ...) by its type."""
     cls = OPERATIONS.get(name)
     if cls is None:
-        raise InvalidOperation(f"unknown operation {name!r}; expected one of {', '.join(OPERATIONS)}")
-    if isinstance(arguments, (str, bytes)):
+        raise _problem(f"unknown operation {name[:64]!r}; expected one of {', '.join(OPERATIONS)}")
+    if isinstance(arguments, bytes):
+        try:
+            arguments = arguments.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise _problem(f"arguments of {name} are not UTF-8 text: {e}") from None
+    if isinstance(arguments, str):
+        if json_depth(arguments) > MAX_ARGUMENT_DEPTH:
+            raise _problem(f"arguments of {name} are nested deeper than {MAX_ARGUMENT_DEPTH} levels; "
+                           "an operation's arguments need at most 4")
         try:
             arguments = json.loads(arguments or "{}")
-        except ValueError as e:
-            raise InvalidOperation(f"arguments of {name} are not valid JSON: {e}") from None
+        except (ValueError, RecursionError) as e:
+            raise _problem(f"arguments of {name} are not valid JSON: {e}") from None
     if not isinstance(arguments, dict):
-        raise InvalidOperation(f"arguments of {name} must be a JSON object, got {type(arguments).__name__}")
+        raise _problem(f"arguments of {name} must be a JSON object, got {type(arguments).__name__}")
+    _check_values(name, arguments)
     try:
         return msgspec.convert(arguments, cls, strict=False)
     except msgspec.ValidationError as e:
-        raise InvalidOperation(f"bad arguments for {name}: {e}") from None
+        raise _problem(f"bad arguments for {name}: {e}") from None
+    except RecursionError:  # not reached after the depth check; kept so no input can escape as one
+        raise _problem(f"arguments of {name} are nested too deeply to read") from None
 
 
 # --------------------------------------------------------------------------- conversation
@@ -361,6 +446,37 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
                 case ImagePart(camera=c):
                     out.append(f"[image {c}]")
         return "\n".join(out)
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate (not encodable as UTF-8) replaced by U+FFFD; the same object when it has none."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _clean_struct(value: Any) -> Any:
+    fixes: dict[str, Any] = {}
+    for name in value.__struct_fields__:
+        field = getattr(value, name)
+        if isinstance(field, str):
+            cleaned: Any = clean_text(field)
+        elif isinstance(field, list) and field and isinstance(field[0], Part):
+            cleaned = [_clean_struct(x) for x in field]
+            if all(x is y for x, y in zip(cleaned, field)):
+                continue
+        else:
+            continue
+        if cleaned is not field:
+            fixes[name] = cleaned
+    return msgspec.structs.replace(value, **fixes) if fixes else value
+
+
+def clean_turn(turn: Turn) -> Turn:
+    """``turn`` with lone surrogates replaced by U+FFFD in every text field of its parts (a model's text,
+    reasoning, tool-call arguments), so it encodes onto every wire and record; ``native`` stays the
+    provider's exact bytes. The same object when nothing needed it."""
+    return _clean_struct(turn)
 
 
 def image_digest(data: bytes) -> str:

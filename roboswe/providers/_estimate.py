@@ -30,7 +30,7 @@ REQUEST_OVERHEAD = 64
 
 
 def text_tokens(text: str | bytes) -> int:
-    data = text.encode("utf-8") if isinstance(text, str) else text
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     return math.ceil(len(data) / BYTES_PER_TOKEN)
 
 

@@ -32,9 +32,12 @@ from roboswe.protocol.participant import (
     ToolCallPart,
     Turn,
     Usage,
+    clean_text,
+    clean_turn,
     parse_operation,
 )
 
+from ._common import clean_json, mask_lone_surrogates, prune_json, unmask_turn
 from ._config import MissingKey, MissingSDK, ProviderConfig
 from ._estimate import estimate_request
 from ._registry import Participant
@@ -267,7 +270,8 @@ class HostedParticipant(Participant):
             result: Any = None
             failure: Exception | None = None
             try:
-                await (send or self.send)(body)
+                # A lone surrogate (a model's text, kept in the history) would stop the SDK's UTF-8 encoding.
+                await (send or self.send)(clean_json(body))
             except BaseException as e:
                 if isinstance(e, (KeyboardInterrupt, SystemExit)) or _is_cancellation(e):
                     raise
@@ -284,6 +288,10 @@ class HostedParticipant(Participant):
                     failure = None
                 except (Retryable, Refused) as e:
                     failure = e
+                except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
+                    # A 200 body this adapter cannot read is the provider's malformed answer: a failed
+                    # attempt with its bytes recorded, never an exception that loses them.
+                    failure = Retryable("malformed", f"the response could not be read: {type(e).__name__}: {e}")
             elif failure is not None:
                 failure = self.classify_error(failure)
             else:
@@ -314,8 +322,18 @@ class HostedParticipant(Participant):
         """read_response, with an empty reply (no text, no tool call: an Anthropic end_turn with
         no content, a Gemini candidate without parts, an OpenAI response holding only reasoning)
         made a failed attempt: retried and recorded, never a turn in the history, where every
-        later request would carry it."""
-        turn, usage, model, stop = self.read_response(raw)
+        later request would carry it.
+
+        What a model can put in a response never makes it unreadable: containers nested deeper than
+        MAX_RESPONSE_DEPTH (only a tool call's arguments can be) are cut first (the turn keeps the cut
+        bytes, the attempt the exact ones), and lone surrogate escapes, which msgspec refuses, are read
+        through stand-ins and given back to the turn (`mask_lone_surrogates`)."""
+        safe, table = mask_lone_surrogates(prune_json(raw))
+        turn, usage, model, stop = self.read_response(safe)
+        if table:
+            turn = unmask_turn(turn, table)
+            model, stop = (unmask_turn(Turn(id="", role="assistant", parts=[TextPart(text=x)]), table).parts[0].text
+                           for x in (model, stop))
         if not any(isinstance(p, ToolCallPart) or (isinstance(p, TextPart) and p.text.strip()) for p in turn.parts):
             raise Retryable("empty_reply", f"the response holds no text and no tool call (stop reason {stop!r}, "
                                            f"{len(turn.parts)} other part(s))")
@@ -360,10 +378,14 @@ def _attempt(number: int, started: float, latency: float, outcome: str, detail: 
 
 
 def assemble_decision(turn: Turn, usage: Usage, attempts: list[Attempt], model: str, stop: str = "") -> Decision:
-    """Pick the operation from the turn's first tool call, or say why there is none."""
+    """Pick the operation from the turn's first tool call, or say why there is none. The call is
+    parsed as the model sent it (a lone surrogate in it makes the decision invalid); the turn that
+    enters the history then has lone surrogates replaced by U+FFFD, so every wire can carry it."""
     calls = turn.tool_calls()
     latency = attempts[-1].latency_s if attempts else 0.0
+    model, stop = clean_text(model), clean_text(stop)
     if not calls:
+        turn = clean_turn(turn)
         why = "no tool call: answer with exactly one operation" + (f" (the response stopped with {stop!r})" if stop else "")
         return Decision(turn=turn, operation=None, invalid=why, usage=usage, attempts=attempts, latency_s=latency,
                         model=model, stop_reason=stop)
@@ -376,7 +398,8 @@ def assemble_decision(turn: Turn, usage: Usage, attempts: list[Attempt], model: 
     if operation is not None and first.operation is None:
         parts = [msgspec.structs.replace(p, operation=operation) if p is first else p for p in turn.parts]
         turn = msgspec.structs.replace(turn, parts=parts)
-    return Decision(turn=turn, operation=operation, call_id=first.call_id, invalid=invalid, usage=usage,
+    turn = clean_turn(turn)
+    return Decision(turn=turn, operation=operation, call_id=clean_text(first.call_id), invalid=invalid, usage=usage,
                     attempts=attempts, latency_s=latency, model=model, stop_reason=stop)
 
 

@@ -43,7 +43,7 @@ from roboswe.protocol.participant import (
     Usage,
 )
 
-from ._common import call_arguments, image_b64, merge_roles, native_items
+from ._common import call_arguments, image_b64, merge_roles, native_items, prune_text
 from ._config import ProviderConfig
 from ._hosted import (
     HostedParticipant,
@@ -348,8 +348,8 @@ def assemble_stream(raw: bytes) -> bytes:
             case "content_block_stop":
                 if event["index"] in partial:
                     text = partial.pop(event["index"])
-                    try:
-                        blocks[event["index"]]["input"] = json.loads(text) if text else {}
+                    try:  # the arguments arrive as text here: cut like a whole response's (read_reply)
+                        blocks[event["index"]]["input"] = json.loads(prune_text(text)) if text else {}
                     except ValueError:
                         raise Retryable("malformed", f"tool input in the stream is not JSON: {text[:80]!r}") from None
             case "message_delta":

@@ -31,7 +31,7 @@ from roboswe.protocol.participant import (
     Usage,
 )
 
-from ._common import call_arguments
+from ._common import call_arguments, clean_json
 from ._config import ProviderConfig
 from ._hosted import (
     HostedParticipant,
@@ -107,7 +107,7 @@ def stored_content(types: Any, native: bytes) -> Any:
     """A model content kept from an earlier response, parsed forward-compatibly: the SDK's
     models forbid unknown fields, and the SDK itself drops them from responses before
     validating (`_common._remove_extra_fields`); bytes (thought signatures) stay base64 JSON."""
-    data = json.loads(native)
+    data = clean_json(json.loads(native))  # the SDK's JSON reader refuses a lone surrogate's escape
     try:
         from google.genai._common import _remove_extra_fields
 

@@ -86,3 +86,25 @@ class SandboxDiesAgent:
         else:
             plan = [ListFiles(), Finish(reason="done")]
         return plan[min(decided(request), len(plan) - 1)]
+
+
+class BadDecisionsAgent:
+    """Makes every decision a participant can get wrong without the harness failing -- unvalidated
+    Operations, a lone surrogate, oversized and 2,000-deep arguments, its own exception, a wrong
+    return type -- then finishes. Each is an invalid decision: an error result, no control steps."""
+
+    def decide(self, request: DecisionRequest):
+        from roboswe.protocol.participant import Act
+
+        deep: list = []
+        for _ in range(2000):
+            deep = [deep]
+        plan = [Act(actions=[]), Act(actions="not a list"), WriteFile(path="a.py", content="\ud83d"),
+                Act(actions=[[0.0] * 4] * 100_000), Exec(path=deep), Wait(steps=10**9), "raise", "wrong type",
+                Finish(reason="done")]
+        step = plan[min(decided(request), len(plan) - 1)]
+        if step == "raise":
+            raise RuntimeError("the agent's own bug")
+        if step == "wrong type":
+            return {"op": "finish"}
+        return step

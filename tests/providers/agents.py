@@ -16,3 +16,13 @@ class SeeingAgent:
         self.seen_images.append(len(refs))
         calls = sum(len(t.tool_calls()) for t in request.conversation)
         return ListFiles() if calls < self.finish_after else Finish(reason=f"saw {len(refs)} image(s)")
+
+
+class LoneSurrogateAgent:
+    """Writes a file whose content is a lone surrogate (the decision is invalid), then finishes."""
+
+    def decide(self, request: DecisionRequest) -> Operation:
+        from roboswe.protocol.participant import WriteFile
+
+        calls = sum(len(t.tool_calls()) for t in request.conversation)
+        return WriteFile(path="a.py", content="\ud83d") if calls == 0 else Finish(reason="done")

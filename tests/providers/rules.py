@@ -56,7 +56,7 @@ class Memory:
         Anthropic, the conversation it answers, to which its thinking is bound)."""
         try:
             data = json.loads(reply)
-        except ValueError:
+        except (ValueError, RecursionError):  # malformed, or nested deeper than Python's json reads: nothing to keep
             return
         if not isinstance(data, dict):
             return

@@ -195,3 +195,37 @@ async def test_the_context_manager_counts_over_one_link_that_outlives_the_provid
     hellos = [line for line in (a.run_dir / "events.jsonl").read_text().splitlines()
               if '"peer_connected"' in line and '"peer": "context_manager"' in line]
     assert hellos == [], hellos  # the link never said Hello, let alone once per count
+
+
+async def test_bad_decisions_through_the_provider_client_process(actors):
+    """The provider_client actor as its own process: a hosted model's and a python agent's bad tool calls
+    come back as Decided (before: an unencodable reply, answered with an internal Error)."""
+    from .test_adapters import request
+    from .test_bad_tool_calls import deep_reply, surrogate_reply
+
+    with FakeProvider("anthropic") as fake:
+        a = actors(anthropic_config(fake), names=("provider_client",))
+        await wait_bound(a.endpoint("provider_client"))
+        fake.queue(surrogate_reply("anthropic"), deep_reply("anthropic"), REPLY["anthropic"](tool=("finish", {})))
+        async with connect(a.endpoint("provider_client"), PROVIDER_CODEC) as provider:
+            turns = []
+            for n, why in enumerate(["holds a lone surrogate", "nested deeper than 32 levels", ""]):
+                stripped, digests, blobs = split_images(request(*turns))
+                with trio.fail_after(30):
+                    reply = (await provider.request(Decide(request=stripped, image_digests=digests), blobs)).message
+                assert isinstance(reply, Decided), reply
+                d = reply.decision
+                assert why in d.invalid and (d.operation is None) == bool(why)
+                turns += [d.turn, result_turn(d, id=f"r{n}", text=d.invalid or "ok", is_error=bool(why), trial=1)]
+        assert not fake.rejected
+    a.close()
+
+    b = actors('[provider]\nkind = "python"\nagent = "tests.providers.agents:LoneSurrogateAgent"\n')
+    (b.run_dir / "sock" / "provider_client.sock").unlink(missing_ok=True)
+    await wait_bound(b.endpoint("provider_client"))
+    async with connect(b.endpoint("provider_client"), PROVIDER_CODEC) as provider:
+        stripped, digests, blobs = split_images(request())
+        with trio.fail_after(30):
+            reply = (await provider.request(Decide(request=stripped, image_digests=digests), blobs)).message
+        assert isinstance(reply, Decided) and reply.decision.operation is None
+        assert "$.content holds a lone surrogate" in reply.decision.invalid
