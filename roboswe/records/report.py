@@ -181,20 +181,21 @@ def replay_notes(attempt: dict[str, Any], slot: str) -> list[str]:
 
 def print_report(summary: dict[str, Any], console: Any) -> None:
     """Render the summary as rich tables on ``console``; what a participant wrote is printed as text, escaped."""
+    # text(): a record's words inside markup, shown as written, never read as tags
+    from rich.markup import escape as text
     from rich.table import Table
-    from rich.text import Text
 
-    from roboswe.sandbox import terminal_safe
+    from roboswe.terminal import plain
 
     run = summary["run"]
-    console.print(f"[bold]run[/bold] {run['run_id']}  ·  roboswe {run.get('roboswe_version') or '?'}  ·  "
+    console.print(f"[bold]run[/bold] {text(run['run_id'])}  ·  roboswe {text(run.get('roboswe_version') or '?')}  ·  "
                   f"admitted {run.get('admitted_sha256', '')[:12] or '-'}")
     if summary.get("assets_notice"):
         console.print(summary["assets_notice"], style="bold yellow", soft_wrap=True, markup=False)
     for s in summary["series"]:
         label = f"  ·  assets={s['assets']}" if s.get("assets") not in (None, "unlabelled") else ""
         protocol = f"  ·  protocol {s['protocol']}" if s.get("protocol") else ""
-        table = Table(title=f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}{label}{protocol}", title_justify="left")
+        table = Table(title=text(f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}{label}{protocol}"), title_justify="left")
         for col, just in (("trial", "right"), ("attempt", "right"), ("outcome", "left"), ("replay", "left"),
                           ("slot", "left"), ("steps", "right"), ("sim time s", "right"), ("active s", "right"),
                           ("reason", "left")):
@@ -207,12 +208,12 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
             style = SLOT_STYLES.get(slot, "dim")
             table.add_row(str(a["index"]), str(a["attempt"]), a["outcome"], BADGES.get(a["verdict"], a["verdict"]),
                           f"[{style}]{slot}[/{style}]", _fmt(a["control_steps"], "d"), _fmt(a["sim_time"]),
-                          _fmt(a["active_time"]), Text(terminal_safe((a["reason"] or "")[:60])))
+                          _fmt(a["active_time"]), plain((a["reason"] or "")[:60], multiline=False))
         console.print(table)
         for a in s["attempts"]:
             slot = statuses[a["index"] - 1] if last[a["index"]] == a["trial_id"] and statuses else "superseded"
             for note in replay_notes(a, slot):
-                console.print(Text(terminal_safe(f"  trial {a['index']} attempt {a['attempt']}: {note}")), soft_wrap=True)
+                console.print(plain(f"  trial {a['index']} attempt {a['attempt']}: {note}"), soft_wrap=True)
         if m:
             y = " ".join("·" if v is None else str(v) for v in m["y"])
             unscored = ", ".join(f"{k} {v}" for k, v in m["unscored"].items() if v) or "none"
@@ -225,24 +226,24 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
                 console.print(f"  efficiency (verified successes): steps {eff['control_steps']}  "
                               f"first/last = {_fmt(eff['steps_ratio'])}")
     denom = summary["denominators"]
-    console.print(f"[bold]admitted tasks[/bold] ({len(denom['admitted'])}): {', '.join(denom['admitted']) or '-'}")
+    console.print(f"[bold]admitted tasks[/bold] ({len(denom['admitted'])}): {text(', '.join(denom['admitted']) or '-')}")
     if denom["excluded"]:
         for task, why in denom["excluded"].items():
-            console.print(f"  excluded {task}: {why}", soft_wrap=True)
-    console.print(f"  exclusions from: {denom['source']}")
+            console.print(plain(f"  excluded {task}: {why}"), soft_wrap=True)
+    console.print(plain(f"  exclusions from: {denom['source']}"))
     if summary.get("predicate_reviews"):
         console.print("[bold]predicate review[/bold] (the success function, its source sha256, what it checks):")
         for task, review in sorted(summary["predicate_reviews"].items()):
             console.print(review_line(task, review), soft_wrap=True, markup=False)
     for d in summary["datasets"]:
-        console.print(f"[bold]{d['model']} · mode={d['mode']}:[/bold] {d['headline']}", soft_wrap=True)
-        table = Table(title=f"metrics  ·  {d['model']}  ·  mode={d['mode']}", title_justify="left")
+        console.print(f"[bold]{text(d['model'])} · mode={text(d['mode'])}:[/bold] {text(d['headline'])}", soft_wrap=True)
+        table = Table(title=text(f"metrics  ·  {d['model']}  ·  mode={d['mode']}"), title_justify="left")
         table.add_column("figure")
         table.add_column("value")
         for k, v in dataset_rows(d):
             table.add_row(k, v)
         console.print(table)
-    console.print(Text(f"scoring: {summary['scoring']}"), soft_wrap=True)
+    console.print(plain(f"scoring: {summary['scoring']}"), soft_wrap=True)
     b = summary["bootstrap"]
     console.print(f"intervals: {b['method']}, {b['resamples']} resamples, seed {b['seed']}; proportions: {b['proportions']}")
     print_usage(summary, console)
@@ -275,11 +276,14 @@ def _tokens(u: dict[str, Any]) -> list[str]:
 
 
 def _cost(c: dict[str, Any]) -> str:
-    return f"{c['amount']:.4f} {c['currency']}" if c["amount"] is not None else f"not reported: {c['reason']}"
+    from rich.markup import escape
+
+    return escape(f"{c['amount']:.4f} {c['currency']}" if c["amount"] is not None else f"not reported: {c['reason']}")
 
 
 def print_usage(summary: dict[str, Any], console: Any) -> None:
     """Tokens and cost per series and for the run (per trial in --json and the viewer)."""
+    from rich.markup import escape
     from rich.table import Table
 
     usage = summary["usage"]
@@ -288,24 +292,25 @@ def print_usage(summary: dict[str, Any], console: Any) -> None:
         table.add_column(col, justify="left" if col in ("series", "cost") else "right")
     names = {s["series_id"]: s["task"] for s in summary["series"]}
     for sid, u in usage["series"].items():
-        table.add_row(names.get(sid, sid), *_tokens(u), _cost(usage["series_cost"][sid]))
+        table.add_row(escape(names.get(sid, sid)), *_tokens(u), _cost(usage["series_cost"][sid]))
     table.add_row("[bold]run[/bold]", *_tokens(usage["run"]), _cost(usage["run_cost"]))
     console.print(table)
     price = usage["price"]
     console.print("  price: " + (f"{price['input']} input / {_fmt(price['cached_input'], 'g')} cached input / "
                                  f"{_fmt(price['cache_write'], 'g')} cache write / {price['output']} output "
                                  f"{price['currency']} per million tokens" if price else
-                                 "none pinned ([provider.price] absent): cost not reported"), soft_wrap=True)
+                                 "none pinned ([provider.price] absent): cost not reported"), soft_wrap=True, markup=False)
 
 
 def print_context(summary: dict[str, Any], console: Any) -> None:
     """The context policy (C, O, S, B, counting) and every slide."""
+    from rich.markup import escape
     from rich.table import Table
 
     ctx = summary["context"]
     p = ctx["policy"]
     counting = ", ".join(f"{k} x{v}" for k, v in p["counting"].items()) or "no requests counted"
-    console.print(f"[bold]context policy[/bold] {p['provider']} {p['model']}: C = {_fmt(p['C'], ',')}, "
+    console.print(f"[bold]context policy[/bold] {escape(p['provider'])} {escape(p['model'])}: C = {_fmt(p['C'], ',')}, "
                   f"O = {_fmt(p['O'], ',')}, S = {p['S']:,}, B = C - O - S = {_fmt(p['B'], ',')}; a slide removes "
                   f">= {p['slide_min_units']:,} units; counting: {counting} "
                   f"({p['exact_requests']} exact, {p['estimated_requests']} estimated)", soft_wrap=True)
@@ -317,7 +322,7 @@ def print_context(summary: dict[str, Any], console: Any) -> None:
         table.add_column(col)
     names = {s["series_id"]: s["task"] for s in summary["series"]}
     for sl in ctx["slides"]:
-        table.add_row(f"{names.get(sl['series_id'], sl['series_id'])} t{sl['trial']}", str(sl["seq"]),
+        table.add_row(escape(f"{names.get(sl['series_id'], sl['series_id'])} t{sl['trial']}"), str(sl["seq"]),
                       time.strftime("%H:%M:%S", time.gmtime(sl["at"])), str(sl["removed"]),
                       f"{sl['before_units']:,}", f"{sl['after_units']:,}", f"{sl['units_removed']:,}", sl["method"])
     console.print(table)

@@ -99,8 +99,10 @@ class ArchiveSearchAgent:
 
 
 class GiveUpLiftAgent:
-    """The Lift demo participant, except that in ``give_up`` trials it runs its script once and then
-    finishes before the cube is up: an honest failure with real motion, which must score 0."""
+    """The Lift demo participant, except that in ``give_up`` trials it runs a script that only holds the
+    arm still for 20 control steps and then finishes: an honest failure with real physics, which must score 0."""
+
+    HOLD = "import robot\nhold = robot.spec()['action']['hold']\nfor _ in range(20):\n    robot.step(hold)\nprint('held')\n"
 
     def __init__(self, give_up: tuple[int, ...] = (2,)):
         from roboswe.agents.lift_demo import LiftDemoAgent
@@ -110,9 +112,12 @@ class GiveUpLiftAgent:
 
     def decide(self, request: DecisionRequest):
         from roboswe.agents.lift_demo._agent import trial_steps
-        from roboswe.protocol.participant import Exec
+        from roboswe.protocol.participant import Exec, Observe, WriteFile
 
         steps = trial_steps(request)
-        if request.trial in self.give_up and any(isinstance(s.op, Exec) for s in steps):
-            return Finish(reason="giving up after one run of the script (an honest failure)")
+        if request.trial in self.give_up and any(isinstance(s.op, Observe) for s in steps):
+            plan = [WriteFile(path="hold.py", content=self.HOLD), Exec(path="hold.py"),
+                    Finish(reason="giving up: the arm only held still (an honest failure)")]
+            done = len(steps) - 1 - next(i for i, s in enumerate(steps) if isinstance(s.op, Observe))
+            return plan[min(done, len(plan) - 1)]
         return self.demo.next_operation(steps)
