@@ -22,6 +22,12 @@ still an action it took (replayed, so the scene's own action log agrees). RoboPa
 tool set is the example: ``move_flange`` (one MoveFlange of 1-32 timed waypoints, a chunk of
 8-vectors ``[x, y, z, qx, qy, qz, qw, duration_s]``) and ``submit_painting`` (a ``Finish``: the
 paint scene saves and submits the canvas when the trial ends by it).
+
+What a participant sends is its own: `parse_operation` refuses, as an InvalidOperation (the trial
+answers it with an error result that costs no control steps), arguments nested deeper than
+MAX_ARGUMENT_DEPTH (checked on the text before decoding), text holding a lone surrogate (no wire
+or record can carry it), and anything over the maxima below, which the tool schemas state
+(``maxItems``, ``maxLength``, ``maximum``) so a model sees them before it answers.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ import msgspec
 MAX_ARGUMENT_DEPTH = 32  # nesting of a tool call's arguments; the operations need at most 4 (move_flange)
 MAX_ACT_ROWS = 1000  # rows of one act chunk: the largest horizon-track cap (configs/contracts horizon_cap_max); decisions K <= 5
 MAX_ACTION_DIM = 64  # numbers in one action row: the families use 7 (panda), 8 (paint), 29 (gr1)
-MAX_WAYPOINTS = 256  # a hard cap above the paint scene's own 32 (sim/paint_control.py), so 33..256 reach its rule
+MAX_WAYPOINTS = 256  # a hard cap above the paint scene's own 32 (sim/paint/control.py), so 33..256 reach its rule
 MAX_WAIT_STEPS = 100_000  # control steps of one wait: above every task's trial budget (door 6000); the trial bounds it by the steps left
 MAX_WRITE_BYTES = 4 * 1024 * 1024  # a written file's size (the workspace's limit, in UTF-8 bytes; the schema states it in characters)
 MAX_PATH_CHARS = 1024  # a workspace path (the workspace's limit, sandbox/walk.py MAX_PATH_BYTES, in UTF-8 bytes)

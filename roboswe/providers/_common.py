@@ -138,7 +138,9 @@ def mask_lone_surrogates(raw: bytes) -> tuple[bytes, list[tuple[bytes, int]]]:
     return _LONE_ESCAPE.sub(stand_in, raw), table
 
 
-def _unmask(value: Any, table: list[tuple[bytes, int]]) -> Any:
+def unmask(value: Any, table: list[tuple[bytes, int]]) -> Any:
+    """Text or bytes read from `mask_lone_surrogates` output with the original escapes (bytes, and escapes
+    in text) and surrogates (characters in text) back; anything else unchanged."""
     def index(cp: int) -> int | None:
         i = cp - _STAND_IN
         return i if 0 <= i < len(table) else None
@@ -155,8 +157,8 @@ def _unmask(value: Any, table: list[tuple[bytes, int]]) -> Any:
 
     if isinstance(value, str):
         return _STAND_IN_CHAR.sub(char, _STAND_IN_ESCAPE.sub(escape, value))
-    if isinstance(value, bytes):
-        return _unmask(value.decode("utf-8", "surrogateescape"), table).encode("utf-8", "surrogateescape")
+    if isinstance(value, bytes):  # JSON bytes: the stand-ins are escapes there (never characters)
+        return _STAND_IN_ESCAPE.sub(escape, value.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
     return value
 
 
@@ -166,9 +168,9 @@ def unmask_turn(turn: Turn, table: list[tuple[bytes, int]]) -> Turn:
         return turn
     parts = []
     for part in turn.parts:
-        fixes = {f: _unmask(v, table) for f in part.__struct_fields__ if isinstance(v := getattr(part, f), (str, bytes))}
+        fixes = {f: unmask(v, table) for f in part.__struct_fields__ if isinstance(v := getattr(part, f), (str, bytes))}
         parts.append(msgspec.structs.replace(part, **fixes))
-    return msgspec.structs.replace(turn, parts=parts, native=_unmask(turn.native, table))
+    return msgspec.structs.replace(turn, parts=parts, native=unmask(turn.native, table))
 
 
 def native_items(turn: Turn, kind: str) -> Any | None:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import time
+import typing
 import uuid
 from typing import Any
 
@@ -26,7 +27,9 @@ from roboswe.protocol.participant import (
     Decision,
     DecisionRequest,
     InvalidOperation,
+    OpaquePart,
     ProviderFailure,
+    ReasoningPart,
     TextPart,
     TokenCount,
     ToolCallPart,
@@ -37,7 +40,7 @@ from roboswe.protocol.participant import (
     parse_operation,
 )
 
-from ._common import clean_json, mask_lone_surrogates, prune_json, unmask_turn
+from ._common import clean_json, mask_lone_surrogates, prune_json, unmask, unmask_turn
 from ._config import MissingKey, MissingSDK, ProviderConfig
 from ._estimate import estimate_request
 from ._registry import Participant
@@ -318,22 +321,32 @@ class HostedParticipant(Participant):
             await anyio.sleep(backoff)
         raise AssertionError("unreachable")
 
-    def read_reply(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
-        """read_response, with an empty reply (no text, no tool call: an Anthropic end_turn with
-        no content, a Gemini candidate without parts, an OpenAI response holding only reasoning)
-        made a failed attempt: retried and recorded, never a turn in the history, where every
-        later request would carry it.
+    def response_json(self, raw: bytes) -> bytes:
+        """The response as one JSON document; an adapter whose responses may be event streams assembles them here."""
+        return raw
 
-        What a model can put in a response never makes it unreadable: containers nested deeper than
-        MAX_RESPONSE_DEPTH (only a tool call's arguments can be) are cut first (the turn keeps the cut
-        bytes, the attempt the exact ones), and lone surrogate escapes, which msgspec refuses, are read
-        through stand-ins and given back to the turn (`mask_lone_surrogates`)."""
-        safe, table = mask_lone_surrogates(prune_json(raw))
+    def read_turn(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
+        """read_response, safe for anything a model can put in a response: containers nested deeper
+        than MAX_RESPONSE_DEPTH (only a tool call's arguments can be) are cut first (the turn keeps the
+        cut bytes, the attempt the exact ones), lone surrogate escapes, which msgspec refuses, are read
+        through stand-ins and given back to the turn (`mask_lone_surrogates`: assemble_decision then
+        refuses them in a tool call and replaces them elsewhere). Raises Retryable("malformed") for a
+        turn whose text fields are not text."""
+        safe, table = mask_lone_surrogates(prune_json(self.response_json(raw)))
         turn, usage, model, stop = self.read_response(safe)
+        if wrong := _mistyped(turn):  # e.g. a tool call's arguments as an object where the wire says text
+            raise Retryable("malformed", f"the response's {wrong}")
         if table:
             turn = unmask_turn(turn, table)
-            model, stop = (unmask_turn(Turn(id="", role="assistant", parts=[TextPart(text=x)]), table).parts[0].text
-                           for x in (model, stop))
+            model, stop = unmask(model, table), unmask(stop, table)
+        return turn, usage, model, stop
+
+    def read_reply(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
+        """`read_turn`, with an empty reply (no text, no tool call: an Anthropic end_turn with
+        no content, a Gemini candidate without parts, an OpenAI response holding only reasoning)
+        made a failed attempt: retried and recorded, never a turn in the history, where every
+        later request would carry it."""
+        turn, usage, model, stop = self.read_turn(raw)
         if not any(isinstance(p, ToolCallPart) or (isinstance(p, TextPart) and p.text.strip()) for p in turn.parts):
             raise Retryable("empty_reply", f"the response holds no text and no tool call (stop reason {stop!r}, "
                                            f"{len(turn.parts)} other part(s))")
@@ -351,6 +364,20 @@ class HostedParticipant(Participant):
 
     async def aclose(self) -> None:
         await self.http.aclose()
+
+
+def _mistyped(turn: Turn) -> str:
+    """What in a turn an adapter read is not the type its part declares (only text fields can be: the
+    adapters take them from the response as they come), or ""."""
+    for part in turn.parts:
+        for name in _TEXT_FIELDS.get(type(part), ()):
+            if not isinstance(value := getattr(part, name), str):
+                return f"{type(part).__name__}.{name} is {type(value).__name__}, not text"
+    return ""
+
+
+_TEXT_FIELDS = {cls: tuple(n for n, t in typing.get_type_hints(cls).items() if t is str)
+                for cls in (TextPart, ReasoningPart, ToolCallPart, OpaquePart)}
 
 
 def _is_cancellation(e: BaseException) -> bool:

@@ -284,9 +284,12 @@ class AnthropicParticipant(HostedParticipant):
         tokens, attempts = await self.call(body, lambda raw: token_count(raw, "input_tokens", "count_tokens"), send=send)
         return TokenCount(tokens=tokens, method="anthropic.count_tokens", exact=True, attempts=attempts)
 
+    def response_json(self, raw: bytes) -> bytes:
+        # Assembled before read_turn's checks, which then see the message the stream adds up to.
+        return assemble_stream(raw) if raw.lstrip().startswith((b"event:", b"data:")) else raw
+
     def read_response(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
-        if raw.lstrip().startswith((b"event:", b"data:")):
-            raw = assemble_stream(raw)
+        raw = self.response_json(raw)
         try:
             msg = _decoder.decode(raw)
         except msgspec.DecodeError as e:

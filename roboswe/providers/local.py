@@ -121,7 +121,7 @@ class PythonParticipant(Participant):
         latency = time.monotonic() - t0
         turn = Turn(id=new_turn_id("python"), role="assistant", trial=request.trial, provider="python", parts=[])
         req_bytes = _json.encode(msgspec.structs.replace(request, images={}))
-        resp_bytes = _json.encode({"invalid": why})
+        resp_bytes = _json.encode(turn)  # the answer: no tool call (why is the attempt's detail)
         attempt = Attempt(number=1, started_at=started, latency_s=latency, outcome="ok", detail=why, request=req_bytes,
                           response=resp_bytes, request_sha256=sha256(req_bytes), response_sha256=sha256(resp_bytes))
         return Decision(turn=turn, operation=None, invalid=why, attempts=[attempt], latency_s=latency,

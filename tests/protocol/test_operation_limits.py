@@ -133,7 +133,7 @@ def test_the_tool_schemas_state_the_maxima():
 
 def test_the_stated_write_and_path_maxima_are_the_workspace_s_own():
     from roboswe.sandbox.walk import MAX_PATH_BYTES
-    from roboswe.sim.paint_control import MAX_WAYPOINTS
+    from roboswe.sim.paint.control import MAX_WAYPOINTS
 
     from roboswe.evaluation.workspace import MAX_WRITE_BYTES
 

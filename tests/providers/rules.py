@@ -58,8 +58,13 @@ class Memory:
             data = json.loads(reply)
         except (ValueError, RecursionError):  # malformed, or nested deeper than Python's json reads: nothing to keep
             return
-        if not isinstance(data, dict):
-            return
+        if isinstance(data, dict):
+            try:
+                self._learn(wire, data, request)
+            except (AttributeError, TypeError, KeyError):  # a reply of the wrong shape (a test of it): nothing to keep
+                pass
+
+    def _learn(self, wire: str, data: dict[str, Any], request: dict[str, Any] | None) -> None:
         if wire == "anthropic":
             content = data.get("content") or []
             prefix = _conversation_digests(request)[-1] if request else ""

@@ -125,19 +125,7 @@ async def test_anthropic_reasoning_with_a_lone_surrogate_is_readable_and_encodab
 
 def test_a_streamed_tool_input_nested_2000_deep_assembles_cut():
     """The streamed form: Anthropic sends tool input as partial JSON text, assembled after the stream."""
-    events = [
-        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "fake",
-                                              "content": [], "usage": {"input_tokens": 1, "output_tokens": 1}}},
-        {"type": "content_block_start", "index": 0,
-         "content_block": {"type": "tool_use", "id": "toolu_1", "name": "write_file", "input": {}}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta",
-                                                             "partial_json": '{"path": ' + DEEP + "}"}},
-        {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}},
-        {"type": "message_stop"},
-    ]
-    raw = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
-    message = json.loads(assemble_stream(raw))
+    message = json.loads(assemble_stream(_deep_stream()))
     path = message["content"][0]["input"]["path"]
     depth = 0
     while isinstance(path, list):
@@ -171,3 +159,74 @@ async def test_a_bad_tool_call_through_the_provider_client_actor(tmp_path):
         assert not fake.rejected
         await participant.aclose()
 
+
+
+def _retyped(wire: str, value) -> Reply:
+    """A reply whose tool call carries ``value`` where the wire has a string (the name, or OpenRouter's arguments)."""
+    body = json.loads(REPLY[wire](tool=("list_files", {})).body)
+    if wire == "anthropic":
+        body["content"][-1]["name"] = value
+    else:
+        body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = value
+    return Reply(body=json.dumps(body).encode())
+
+
+@pytest.mark.parametrize(("wire", "value"), [("anthropic", ["list_files"]), ("openrouter", {"path": "a.py"}),
+                                             ("openrouter", 7)])
+async def test_a_tool_call_of_the_wrong_shape_is_a_malformed_attempt_with_its_bytes(wire, value):
+    with FakeProvider(wire) as fake:
+        p = create_participant(config(fake))
+        bad = _retyped(wire, value)
+        fake.queue(bad, REPLY[wire](tool=("list_files", {})))
+        d = await p.decide(request())
+        assert [a.outcome for a in d.attempts] == ["malformed", "ok"] and d.attempts[0].response == bad.body
+        assert "not text" in d.attempts[0].detail
+        await p.aclose()
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_200_body_of_the_wrong_shape_is_a_malformed_attempt(wire):
+    shapes = {"anthropic": {"type": "message", "content": ["not a block"]}, "openai": {"output": [7]},
+              "google": {"candidates": [{"content": {"parts": ["x"]}}]}, "openrouter": {"choices": [{"message": []}]}}
+    with FakeProvider(wire) as fake:
+        p = create_participant(config(fake))
+        fake.queue(Reply(body=json.dumps(shapes[wire]).encode()), REPLY[wire](tool=("list_files", {})))
+        d = await p.decide(request())
+        assert [a.outcome for a in d.attempts] == ["malformed", "ok"], d.attempts[0].detail
+        await p.aclose()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+async def test_a_bad_tool_call_in_a_streamed_anthropic_reply_is_an_invalid_decision(case):
+    """Long generations stream (the tool input then arrives as partial JSON text); the same rules hold."""
+    build, why = CASES[case]
+    with FakeProvider("anthropic") as fake:
+        p = create_participant(config(fake, model="claude-opus-4-7", reasoning={"effort": "high"},
+                                      max_output_tokens=64_000))
+        if case == "deep":  # the fake's stream builder cannot read it: stream the deep input as text by hand
+            fake.queue(lambda seen: Reply(body=_deep_stream(), headers={"content-type": "text/event-stream"}))
+        else:
+            fake.queue(build("anthropic"))
+        fake.queue(REPLY["anthropic"](tool=("finish", {})))
+        d = await p.decide(request())
+        assert fake.seen[0].json()["stream"] is True and d.attempts[0].response.startswith(b"event: ")
+        assert d.operation is None and why in d.invalid, d.invalid
+        PROVIDER_CODEC.encode(Decided(decision=d), sender="provider_client")
+        second = await p.decide(request(d.turn, result_turn(d, id="r1", text=d.invalid, is_error=True, trial=1)))
+        assert second.operation == Finish() and not fake.rejected, fake.rejected
+        await p.aclose()
+
+
+def _deep_stream() -> bytes:
+    events = [
+        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "fake",
+                                              "content": [], "usage": {"input_tokens": 1, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "tool_use", "id": "toolu_deep", "name": "write_file", "input": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta",
+                                                             "partial_json": '{"path": ' + DEEP + "}"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}},
+        {"type": "message_stop"},
+    ]
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
