@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from importlib import resources
 from pathlib import Path
 
 import msgspec
@@ -28,7 +29,6 @@ log = structlog.get_logger()
 IMAGE_REPOSITORY = "roboswe-sandbox"
 SOURCE_EPOCH = 1_700_000_000  # fixed mtime for every tar member: same content, same digest
 SITE_DIR = "usr/local/lib/python3.11/dist-packages"  # on Debian's python3 sys.path, outside dpkg's
-_REPO = Path(__file__).resolve().parent.parent
 
 
 class ImageRecipe(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -100,23 +100,26 @@ ROBOT_PROTOCOL = ("__init__.py", "_base.py", "_codec.py", "control.py", "bridge.
 
 
 def _project_files() -> dict[str, Path]:
-    """Image path (under SITE_DIR) -> the checkout file it is copied from."""
-    files = {f"roboswe/protocol/{name}": _REPO / "protocol" / name for name in ROBOT_PROTOCOL}
-    files["roboswe/bridge/__init__.py"] = _REPO / "bridge" / "__init__.py"
-    files["roboswe/bridge/wire.py"] = _REPO / "bridge" / "wire.py"  # the bridge socket's framing
-    files["robot.py"] = _REPO / "bridge" / "robot.py"
-    files["roboswe_runner.py"] = _REPO / "bridge" / "_runner.py"
-    return files
+    """Image path (under SITE_DIR) -> the installed module it is copied from (a checkout's, or a wheel's)."""
+    # importlib.resources, not the repository: `pip install .` has no checkout; the bytes, and so
+    # the digest, are the same either way.
+    protocol, bridge = Path(str(resources.files("roboswe.protocol"))), Path(str(resources.files("roboswe.bridge")))
+    copied = {f"roboswe/protocol/{name}": protocol / name for name in ROBOT_PROTOCOL}
+    copied["roboswe/bridge/__init__.py"] = bridge / "__init__.py"
+    copied["roboswe/bridge/wire.py"] = bridge / "wire.py"  # the bridge socket's framing
+    copied["robot.py"] = bridge / "robot.py"
+    copied["roboswe_runner.py"] = bridge / "_runner.py"
+    return copied
 
 
 def stale_files(image: SandboxImage) -> list[str]:
-    """Checkout files whose copy in the image differs (the image predates them): rebuild to pick them up."""
+    """Project files (``bridge/robot.py``, ...) whose copy in the image differs (the image predates them): rebuild."""
     site = Path(image.rootfs) / SITE_DIR
     stale = []
     for rel, src in _project_files().items():
         copy = site / rel
         if not copy.exists() or copy.read_bytes() != src.read_bytes():
-            stale.append(str(src.relative_to(_REPO)))
+            stale.append(f"{src.parent.name}/{src.name}")  # bridge/robot.py, as in the checkout
     return stale
 
 

@@ -25,7 +25,6 @@ import roboswe.providers as _providers
 from roboswe.terminal import echo, plain, terminal_console
 
 Status = Literal["ok", "warn", "fail", "absent"]
-ROOT = Path(__file__).resolve().parents[2]
 RENDER_TIMEOUT_S = 90.0  # a loaded 2-core machine needs seconds just to import mujoco and make an EGL context
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromedriver")  # what the viewer tests drive
 KEY_VARIABLES = {k: _providers.provider_entry(k).key_env for k in _providers.hosted_kinds()}  # from the registry
@@ -52,13 +51,29 @@ def add_arguments_doctor(parser: argparse.ArgumentParser) -> None:
 # ---- the checks ---------------------------------------------------------------------------------
 
 
+def _checkout() -> Path | None:
+    """The source tree of an editable install (its PEP 610 direct_url.json), else None (a wheel, or not installed)."""
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
+    try:
+        direct = json.loads(metadata.distribution("roboswe").read_text("direct_url.json") or "{}")
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
+    url = urlparse(direct.get("url", ""))
+    editable = isinstance(direct.get("dir_info"), dict) and direct["dir_info"].get("editable")
+    return Path(unquote(url.path)) if editable and url.scheme == "file" else None
+
+
 def _pins() -> tuple[str, list[str]]:
-    """requires-python and the dependency pins: the checkout's pyproject.toml, else the installed metadata."""
+    """requires-python and the dependency pins: an editable install's pyproject.toml (it may be newer than
+    the install), else the installed metadata."""
     import tomllib
     from importlib import metadata
 
-    pyproject = ROOT / "pyproject.toml"
-    if pyproject.exists():
+    checkout = _checkout()
+    pyproject = checkout / "pyproject.toml" if checkout else None
+    if pyproject and pyproject.exists():
         project = tomllib.loads(pyproject.read_text())["project"]
         return project.get("requires-python", ""), list(project.get("dependencies", []))
     meta = metadata.metadata("roboswe")
@@ -206,7 +221,7 @@ def check_image(client: object | None, image_cache: Path | None = None) -> tuple
                 tag = f"{image.docker_tag} (missing from the daemon: run `roboswe images build`)"
     built = time.strftime("%Y-%m-%d %H:%M", time.gmtime(image.built_at))
     return Check(check="sandbox image", status="ok", required=True,
-                 detail=f"sha256 {image.short}, built {built} UTC, current with the checkout; docker: {tag}"), image
+                 detail=f"sha256 {image.short}, built {built} UTC, its robot files current; docker: {tag}"), image
 
 
 def check_backend(image: object | None) -> Check:
@@ -254,8 +269,8 @@ def check_assets(label: str, variable: str, environ: Mapping[str, str]) -> Check
 
 def check_robocasa_assets(environ: Mapping[str, str]) -> Check:
     """Where RoboCasa's assets are found, by the lookup the backend and `roboswe assets robocasa` use, and what is missing."""
-    from roboswe.sim import robocasa_assets as ra
-    from roboswe.sim.robocasa_kit import is_kit
+    from roboswe.sim.robocasa import assets as ra
+    from roboswe.sim.robocasa.kit import is_kit
 
     label, fix = "RoboCasa assets", "`roboswe assets robocasa --path DIR` (or export ROBOCASA_ASSETS=DIR) after RoboCasa's download"
     root, source = ra.resolve_root(environ=environ)
