@@ -13,8 +13,7 @@ Positive = Annotated[int, msgspec.Meta(gt=0)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 Name = Annotated[str, msgspec.Meta(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
 
-CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
-"""Shipped task manifests and datasets (repository checkout)."""
+from roboswe.configs import CONFIGS_DIR  # noqa: E402 - shipped package data (importlib.resources): checkout or wheel
 
 
 class ManifestError(ValueError):
