@@ -16,10 +16,12 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
+from roboswe.protocol.participant import (
+    MAX_WRITE_BYTES,  # the write_file schema states it too
+)
 from roboswe.sandbox.walk import MAX_DEPTH, MAX_PATH_BYTES, Refused, walk
 
 MAX_READ_BYTES = 256 * 1024
-MAX_WRITE_BYTES = 4 * 1024 * 1024
 MAX_LIST_ENTRIES = 2000
 MAX_LISTING_BYTES = 32 * 1024  # the list_files text (~8k tokens): a crafted layout must not fill the context
 

@@ -27,9 +27,12 @@ def _adapter_turn(provider: str, raw: bytes) -> Turn | None:
     cls = participant_class(provider)
     if not isinstance(cls, type) or not hasattr(cls, "read_response"):
         return None
-    reader = cls.__new__(cls)  # read_response needs no configuration: skip __init__ (which wants a key)
-    parsed = reader.read_response(raw)  # (turn, usage, model, ...): only the turn is needed here
-    return parsed[0]
+    from roboswe.protocol.participant import clean_turn
+
+    reader = cls.__new__(cls)  # read_turn needs no configuration: skip __init__ (which wants a key)
+    # read_turn, as the adapter read the reply when it came: deep nesting cut, lone surrogates shown as U+FFFD
+    parsed = reader.read_turn(raw)  # (turn, usage, model, ...): only the turn is needed here
+    return clean_turn(parsed[0])
 
 
 def readable_parts(provider: str, response: bytes | None) -> list[dict[str, Any]]:

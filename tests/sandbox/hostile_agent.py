@@ -111,7 +111,7 @@ class HostileAgent:
                 WriteFile(path="fill.py", content=FILL), Exec(path="fill.py"),
                 WriteFile(path="target.py", content="print('over the fifo')\n"),
                 ReadFile(path="target.py"),
-                Observe(cameras=["agentview"] * 50),
+                Observe(cameras=["agentview"] * 32),  # the schema's maximum, each camera rendered once
                 ListFiles(),
                 WriteFile(path="after.py", content=AFTER), Exec(path="after.py"),
                 Finish(reason="done"),
