@@ -16,9 +16,8 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from roboswe.protocol.participant import (
-    MAX_WRITE_BYTES,  # the write_file schema states it too
-)
+# the write_file schema states the write limit too: one constant
+from roboswe.protocol.participant import MAX_WRITE_BYTES
 from roboswe.sandbox.walk import MAX_DEPTH, MAX_PATH_BYTES, Refused, walk
 
 MAX_READ_BYTES = 256 * 1024
