@@ -41,7 +41,7 @@ def prepare(out: Path, task: str, states: int) -> None:
     import numpy as np
 
     from roboswe.sim.manifest import CONFIGS_DIR, load_manifest
-    from roboswe.sim.robosuite_backend import RobosuiteBackend
+    from roboswe.sim.robosuite.backend import RobosuiteBackend
 
     backend = RobosuiteBackend(load_manifest(CONFIGS_DIR / "tasks" / f"{task}.toml"))
     backend.reset(0)

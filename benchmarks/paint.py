@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def measure_once() -> dict[str, float]:
     import mujoco
     from roboswe.sim.manifest import load_manifest
-    from roboswe.sim.paint_backend import PaintBackend
-    from roboswe.sim.paint_painter import DOWN, stroke_batch
+    from roboswe.sim.paint.backend import PaintBackend
+    from roboswe.sim.paint.painter import DOWN, stroke_batch
 
     sim = PaintBackend(load_manifest(ROOT / "configs" / "tasks" / "paint-three-strokes.toml"))
     sim.reset(0)

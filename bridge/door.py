@@ -95,7 +95,7 @@ def check_actions(rows: list[list[float]], spec: simp.TaskSpec) -> str | None:
 
 def chunk_control_steps(rows: list[list[float]], spec: simp.TaskSpec) -> int:
     """Control steps a checked chunk takes: one per row, or (a one-action chunk) its rows' durations at
-    control_hz, summed in row order and rounded as the scene plans them (sim/paint_control.py)."""
+    control_hz, summed in row order and rounded as the scene plans them (sim/paint/control.py)."""
     action = spec.action
     if not action.chunk_is_one_action or action.duration_component is None:
         return len(rows)

@@ -194,8 +194,8 @@ class Load(Message, frozen=True, kw_only=True):
     manifest: dict[str, Any]  # TaskManifest.to_builtins()
     seed: int
     trial_steps: int | None = None
-    # A name registered with sim.backend.sim_backend. Deliberately open (not a Literal): simulator
-    # families register themselves, and the simulator answers an unknown name with an Error that
+    # A simulator family's name (sim/families.py). Deliberately open (not a Literal): simulator
+    # families are folders found by name, and the simulator answers an unknown name with an Error that
     # lists the ones it has, where a closed type would only give a decode error.
     backend: str = "robosuite"
 

@@ -1,16 +1,16 @@
-"""The simulator backend interface, its registry, and the parts every backend shares.
+"""The simulator backend interface, and the parts every backend shares.
 
 A backend owns one scene: it resets with a seed, validates and applies actions, tracks the
 task's success predicate, renders cameras on demand and records per-step physics states for
-video. Backends register by name (``@sim_backend("robosuite")``) and import their heavy
-dependencies inside the factory, so a missing simulator only fails when it is used.
+video. Each simulator family's folder builds its backends (sim/families.py: ``Family.build``) and
+imports its heavy dependencies inside the factory, so a missing simulator only fails when it is used.
 """
 
 from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -329,60 +329,9 @@ class ControlLoop(TrialBookkeeping):
                            steps_left=self.steps_left, stopped=stopped)
 
 
-_REGISTRY: dict[str, Callable[..., SimBackend]] = {}
-
-
-def sim_backend(name: str):
-    """Register a backend factory under ``name``."""
-
-    def register(factory: Callable[..., SimBackend]):
-        _REGISTRY[name] = factory
-        return factory
-
-    return register
-
-
-def import_family(name: str, *, simulator: bool = False) -> None:
-    """Import a family's module (sim/<family>_backend.py), building nothing; with ``simulator``, also the
-    simulator packages its builds load (the module's ``import_simulator``, where it has one).
-
-    A family whose module registers itself is imported on first use this way; the simulator imports
-    the packages too before freezing its heap (sim/session.py).
-    """
-    if name.isidentifier():
-        import importlib.util
-
-        if importlib.util.find_spec(f"{__package__}.{name}_backend") is not None:
-            module = importlib.import_module(f"{__package__}.{name}_backend")
-            if simulator and hasattr(module, "import_simulator"):
-                module.import_simulator()
-
-
 def create_backend(name: str, manifest: TaskManifest, **kwargs) -> SimBackend:
-    """Build a registered backend for a manifest; raises KeyError naming the known backends."""
-    if name not in _REGISTRY:
-        import_family(name)
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown simulator backend {name!r}; known: {sorted(_REGISTRY)}") from None
-    return factory(manifest, **kwargs)
+    """Build the backend of the family ``name`` (sim/families.py) for a manifest; raises KeyError naming the known
+    families."""
+    from .families import family
 
-
-# The families this package ships. Each factory imports its module only when used, so a
-# missing simulator (robosuite, MuJoCo) fails only for the tasks that need it.
-
-
-@sim_backend("robosuite")
-def _robosuite(manifest: TaskManifest, **kwargs) -> SimBackend:
-    from .robosuite_backend import RobosuiteBackend
-
-    return RobosuiteBackend(manifest, **kwargs)
-
-
-@sim_backend("fake")
-def _fake(manifest: TaskManifest, **kwargs) -> SimBackend:
-    # numpy only: a kinematic stand-in for in-process tests
-    from .fake_backend import FakeBackend
-
-    return FakeBackend(manifest, **kwargs)
+    return family(name).build(manifest, **kwargs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -27,7 +26,7 @@ class _Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 class Upstream(_Config, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Which upstream task this manifest pins, and its own episode horizon (not our budget)."""
 
-    package: Literal["robosuite", "fake"] = "robosuite"  # the simulator family (backend); "fake": sim/fake_backend.py
+    package: Literal["robosuite", "fake"] = "robosuite"  # the simulator family (sim/families.py); "fake": sim/fake/
     version: str
     mujoco: str  # major.minor series, e.g. "3.3"
     env: str  # robosuite environment class, e.g. "Lift"
@@ -142,23 +141,6 @@ class Dataset(_Config, frozen=True, kw_only=True, forbid_unknown_fields=True):
     excluded: dict[Name, str] = {}  # task id -> recorded reason it is not in `tasks`
 
 
-# A simulator family whose manifests carry more than TaskManifest names its manifest type here
-# ("module:Struct", a subclass of TaskManifest); the module is imported only when a manifest
-# names that family (``upstream.package``).
-FAMILY_MANIFESTS: dict[str, str] = {"gr1": "roboswe.sim.gr1_backend:Gr1Manifest", "paint": "roboswe.sim.paint_backend:PaintManifest",
-                                    "robocasa": "roboswe.sim.robocasa_backend:KitchenManifest"}
-
-
-def manifest_type(data: Any) -> type[TaskManifest]:
-    """The manifest Struct for decoded manifest data: its family's type, else TaskManifest."""
-    upstream = data.get("upstream") if isinstance(data, dict) else None
-    ref = FAMILY_MANIFESTS.get(upstream.get("package")) if isinstance(upstream, dict) else None
-    if ref is None:
-        return TaskManifest
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def _decode(path: Path, kind: type, what: str):
     try:
         data = path.read_bytes()
@@ -166,6 +148,8 @@ def _decode(path: Path, kind: type, what: str):
         raise ManifestError(f"cannot read {what} {path}: {e.strerror}") from None
     try:
         if kind is TaskManifest:  # a family's manifest type, chosen by its upstream.package
+            from .families import manifest_type
+
             raw = msgspec.toml.decode(data)
             return msgspec.convert(raw, manifest_type(raw))
         return msgspec.toml.decode(data, type=kind)
@@ -184,6 +168,8 @@ def load_manifest(path: str | Path) -> TaskManifest:
 
 def manifest_from_builtins(data: dict[str, Any]) -> TaskManifest:
     """Rebuild a manifest from its to_builtins() form (admitted.json, wire); raises ManifestError."""
+    from .families import manifest_type
+
     try:
         return msgspec.convert(data, manifest_type(data))
     except msgspec.ValidationError as e:

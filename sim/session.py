@@ -35,8 +35,8 @@ from .backend import (
     SimBackend,
     SimError,
     create_backend,
-    import_family,
 )
+from .families import family as family_named
 from .manifest import ManifestError, TaskManifest, manifest_from_builtins
 from .physics_state import states_to_blobs
 from .render import device as render_device
@@ -125,7 +125,12 @@ class SimSession:
         a shared process (tests), where objects frozen now could never be collected once garbage.
         """
         if self._settle_heap and self._backend is None and self._staged is None:
-            import_family(family, simulator=True)
+            try:
+                found = family_named(family)
+            except KeyError:
+                found = None  # the build that follows answers an unknown family
+            if found is not None and found.import_simulator is not None:
+                found.import_simulator()
             gc.collect()
             gc.freeze()
 

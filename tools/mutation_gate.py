@@ -91,8 +91,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              "sandbox/_bwrap.py", '            "--disable-userns",  # no nested user namespaces for the program\n', "",
              (f"{CONFIGURATION}::test_only_loopback_no_capabilities_no_new_privileges_no_user_namespaces",)),
     Mutation("sim-action-bounds-off", "an action outside its bounds is rejected, never clipped",
-             "sim/robosuite_backend.py", "            if v < lo or v > hi:\n", "            if False:\n",
-             ("tests/sim/test_robosuite_backend.py::test_invalid_action_is_rejected_and_physics_untouched",)),
+             "sim/robosuite/backend.py", "            if v < lo or v > hi:\n", "            if False:\n",
+             ("tests/sim/robosuite/test_backend.py::test_invalid_action_is_rejected_and_physics_untouched",)),
     Mutation("door-action-screen-off", "the bridge refuses bad actions before the simulator",
              "bridge/door.py", "        problem = check_actions(rows, spec)\n", "        problem = None\n",
              ("tests/bridge/test_door.py::test_bad_actions_and_exhausted_budgets_never_reach_the_simulator",)),
@@ -101,12 +101,12 @@ MUTATIONS: tuple[Mutation, ...] = (
              ("tests/bridge/test_door.py::test_bad_actions_and_exhausted_budgets_never_reach_the_simulator",)),
     Mutation("trial-step-budget-off", "a trial gets at most its step budget",
              "sim/backend.py", "            if self.steps_left <= 0:\n", "            if False:\n",
-             ("tests/sim/test_robosuite_backend.py::test_trial_budget_stops_a_chunk_and_reports_applied",)),
+             ("tests/sim/robosuite/test_backend.py::test_trial_budget_stops_a_chunk_and_reports_applied",)),
     Mutation("append-only-triggers-dropped", "nothing written to the run database is rewritten",
              "roboswe/records/store.py", '            for action in ("UPDATE", "DELETE"):\n', "            for action in ():\n",
              ("tests/records/test_store.py::test_tables_refuse_update_and_delete",)),
     Mutation("fingerprint-seed-dropped", "the fingerprint covers the seed",
-             "sim/robosuite_backend.py", '"initial_state_sha256": state_sha, "seed": seed,', '"initial_state_sha256": state_sha,',
+             "sim/robosuite/backend.py", '"initial_state_sha256": state_sha, "seed": seed,', '"initial_state_sha256": state_sha,',
              ("tests/sim/test_fingerprint_inputs.py",)),
     Mutation("admission-fingerprint-unchecked", "admission excludes a scene that differs between processes",
              "roboswe/evaluation/admission.py", 'elif a["fingerprint"] != b["fingerprint"]:', "elif False:",
@@ -177,7 +177,7 @@ def check_imports(root: Path) -> None:
     """Every roboswe package must come from the copy, not the editable install; raises SystemExit otherwise."""
     probe = ("import importlib, json\n"
              "names = ['roboswe', 'roboswe.evaluation.verify', 'roboswe.context.policy', 'roboswe.protocol', "
-             "'roboswe.actors', 'roboswe.bridge.door', 'roboswe.sim.robosuite_backend', 'roboswe.sandbox.images', "
+             "'roboswe.actors', 'roboswe.bridge.door', 'roboswe.sim.robosuite.backend', 'roboswe.sandbox.images', "
              "'roboswe.records.store', 'roboswe.agents']\n"
              "print(json.dumps({n: importlib.import_module(n).__file__ for n in names}))\n")
     out = subprocess.run([sys.executable, "-c", probe], cwd=root, env=copy_env(root), capture_output=True, text=True)

@@ -12,7 +12,7 @@ What it reads, all inside praxis-robocasa (nothing is downloaded, nothing is inv
 - each task class: its activity (the folder of ``environments/kitchen/composite``), the first lines
   of its docstring, the numbered items of its docstring's ``Steps:`` list (the subtask count, where
   the list is numbered), ``EXCLUDE_LAYOUTS`` / ``EXCLUDE_STYLES``, and the digest of its
-  ``_check_success`` source (sim/robocasa_review.py; the predicate review pins it).
+  ``_check_success`` source (sim/robocasa/review.py; the predicate review pins it).
 
 What the package does not have, and the catalogue therefore leaves out: RoboCasa365's skill
 labels, annotated subtask counts and median demonstration durations (episode_len_medians_train.json)
@@ -90,7 +90,7 @@ def read_tasks(metadata: dict | None = None) -> tuple[dict, dict]:
     import robocasa.utils.dataset_registry as registry
     from robocasa.environments.kitchen.kitchen import REGISTERED_KITCHEN_ENVS
 
-    from roboswe.sim.robocasa_review import predicate_source
+    from roboswe.sim.robocasa.review import predicate_source
 
     metadata = metadata or {}
     tasks = {}
@@ -192,7 +192,7 @@ NOTES = {
     "skills": "absent unless a metadata file gives them: RoboCasa 1.0.0 ships no skill labels",
     "median_demo_seconds": "absent unless a metadata file gives them: episode_len_medians_train.json is not in the package",
     "registry_horizon": "the dataset registry's maximum control steps (20 Hz); an upper bound on a demonstration, neither its median nor roboswe's step budget",
-    "predicate_sha256": "sha256 of inspect.getsource(cls._check_success) (sim/robocasa_review.py); a task manifest's [success] predicate_sha256 must equal it",
+    "predicate_sha256": "sha256 of inspect.getsource(cls._check_success) (sim/robocasa/review.py); a task manifest's [success] predicate_sha256 must equal it",
 }
 
 

@@ -1,7 +1,7 @@
 """`roboswe assets robocasa [--path DIR]`: where RoboCasa's kitchen assets are, what is there, what can load.
 
 RoboCasa's ~10 GB of textures, fixtures and objects come from its own download script, never
-from roboswe. This command records where a user keeps them (``--path``; sim/robocasa_assets.py
+from roboswe. This command records where a user keeps them (``--path``; sim/robocasa/assets.py
 says where the record lives and in which order roots are looked up), checks each part of the
 asset tree, and lists the real-asset kitchen tasks (configs/tasks, ``assets = "robocasa"``) and
 catalogue task classes that can load from it. Exit 0 when every real-asset task can load, 1 when
@@ -41,9 +41,9 @@ def _kitchen_manifests() -> list:
 
 
 def run_assets(args: argparse.Namespace) -> int:
-    from roboswe.sim import robocasa_assets as ra
-    from roboswe.sim.robocasa_backend import assets_exclusion
-    from roboswe.sim.robocasa_kit import is_kit
+    from roboswe.sim.robocasa import assets as ra
+    from roboswe.sim.robocasa.backend import assets_exclusion
+    from roboswe.sim.robocasa.kit import is_kit
 
     if args.forget:
         path = ra.config_file()
@@ -101,7 +101,7 @@ def run_assets(args: argparse.Namespace) -> int:
 def _print_catalogue(root: Path, ra) -> None:
     """The catalogue's task classes all need the same parts with RoboCasa's default object registries."""
     from roboswe.sim.manifest import ManifestError
-    from roboswe.sim.robocasa_catalogue import load_catalogue
+    from roboswe.sim.robocasa.catalogue import load_catalogue
 
     try:
         catalogue = load_catalogue()

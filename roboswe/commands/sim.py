@@ -42,7 +42,7 @@ def _read_admitted_tasks(path: Path | None) -> dict:
 def run_tasks(args: argparse.Namespace) -> int:
     from roboswe.evaluation.admission import AdmissionError
     from roboswe.sim.manifest import ManifestError, load_dataset
-    from roboswe.sim.robocasa_catalogue import catalogue_path
+    from roboswe.sim.robocasa.catalogue import catalogue_path
 
     try:
         admitted = _read_admitted_tasks(args.admitted)
@@ -84,8 +84,8 @@ def _status(manifest, admitted: dict) -> str:
 def _list_catalogue(name: str, admitted: dict, *, candidates_only: bool) -> int:
     """The catalogue's task classes with their selection, metadata and the admission status of the manifests using them."""
     from roboswe.sim.manifest import CONFIGS_DIR, ManifestError, load_manifest
-    from roboswe.sim.robocasa_backend import assets_exclusion
-    from roboswe.sim.robocasa_catalogue import load_catalogue
+    from roboswe.sim.robocasa.backend import assets_exclusion
+    from roboswe.sim.robocasa.catalogue import load_catalogue
 
     try:
         catalogue = load_catalogue(name)

@@ -233,42 +233,28 @@ def _finish_probe(proc: subprocess.Popen, timeout: float) -> dict[str, Any]:
 
 
 def _static_exclusion(manifest: TaskManifest) -> str | None:
-    """A reason the scene cannot load that needs no simulator: a family's missing downloaded assets."""
-    if manifest.upstream.package == "robocasa":
-        from roboswe.sim.robocasa_backend import assets_exclusion, kitchen_manifest
+    """A reason the scene cannot load that needs no simulator (the family's ``exclusion``: e.g. missing downloads)."""
+    from roboswe.sim.families import family
 
-        return assets_exclusion(kitchen_manifest(manifest))
-    return None
+    exclusion = family(manifest.upstream.package).exclusion
+    return exclusion(manifest) if exclusion is not None else None
 
 
 def predicate_reviews(manifests: list[TaskManifest], timeout: float = 300) -> dict[str, dict[str, Any]]:
-    """task id -> predicate review record, for the tasks whose family pins one (RoboCasa kitchens).
+    """task id -> predicate review record, for the tasks whose family pins one (``Family.reviews``).
 
-    The success function's source digest is read from the installed package in one fresh
-    process (importing RoboCasa fixes its asset root, so never here); sim/robocasa_review.py."""
-    from roboswe.sim.robocasa_review import review_record
+    A family reads the live source digests in a fresh process (importing a simulator may fix
+    process-wide state, such as RoboCasa's asset root), started with the probes' environment."""
+    from roboswe.sim.families import family
 
-    kitchens = [m for m in manifests if m.upstream.package == "robocasa"]
-    if not kitchens:
-        return {}
-    envs = sorted({m.upstream.env for m in kitchens})
-    live: dict[str, Any] = {}
-    problem = None
-    try:
-        proc = subprocess.run([sys.executable, "-m", "roboswe.sim.robocasa_review", *envs], capture_output=True,
-                              text=True, env=_probe_env(), timeout=timeout)
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REVIEW ")]
-        if lines:
-            live = json.loads(lines[-1][len("REVIEW "):])
-        else:
-            problem = f"review process exited {proc.returncode}: {' | '.join(proc.stderr.strip().splitlines()[-3:])}"
-    except subprocess.TimeoutExpired:
-        problem = f"review process exceeded {timeout:.0f} s"
-    out = {}
-    for m in kitchens:
-        found = live.get(m.upstream.env)
-        error = problem or (found or {}).get("error") or ("no answer" if found is None else None)
-        out[m.id] = review_record(None if error else found, m.success.review, m.success.predicate_sha256, error)
+    by_family: dict[str, list[TaskManifest]] = {}
+    for m in manifests:
+        by_family.setdefault(m.upstream.package, []).append(m)
+    out: dict[str, dict[str, Any]] = {}
+    for name, tasks in sorted(by_family.items()):
+        reviews = family(name).reviews
+        if reviews is not None:
+            out.update(reviews(tasks, timeout, _probe_env()))
     return out
 
 
@@ -334,8 +320,10 @@ def admit_dataset(dataset_ref: str | Path, *, run_config: Path | None = None, ho
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {}
-    # metadata only: importing robosuite is slow and noisy. robosuite comes as praxis-robosuite.
-    for package in ("praxis-robosuite", "praxis-robocasa", "praxis-robocasa-gr1", "mujoco", "numpy"):
+    # metadata only: importing robosuite is slow and noisy. Each family names its distributions (sim/families.py).
+    from roboswe.sim.families import pinned_distributions
+
+    for package in pinned_distributions():
         try:
             versions[package] = version(package)
         except PackageNotFoundError:

@@ -13,10 +13,12 @@ from roboswe.bridge.apidoc import render_robot_api
 from roboswe.evaluation.series_config import Budgets
 from roboswe.protocol.participant import INTERFACES, OPERATIONS
 from roboswe.protocol.sim import TaskSpec
+from roboswe.sim.families import interface_owner
 
 
 def system_prompt(spec: TaskSpec, budgets: Budgets, trials: int, retain: str) -> str:
-    """The pinned instructions of every request of a series (for its interface: code, actions or paint)."""
+    """The pinned instructions of every request of a series, for its interface: code, actions, or a family's own
+    (``Family.prompt``, sim/families.py)."""
     ops = "\n".join(f"- {name}: {(cls.__doc__ or '').strip()}" for name, cls in OPERATIONS.items()
                     if name in INTERFACES[budgets.interface])
     keep = ("Between trials the scene resets; your workspace files and this conversation are kept."
@@ -30,8 +32,10 @@ def system_prompt(spec: TaskSpec, budgets: Budgets, trials: int, retain: str) ->
             "While a trial runs you are not told whether the condition holds, and no trial is told how an earlier one ended.")
     if budgets.interface == "actions":
         return _actions_prompt(spec, budgets, trials, keep, told, ops)
-    if budgets.interface == "paint":
-        return _paint_prompt(spec, budgets, trials, keep, ops)
+    owner = interface_owner(budgets.interface)  # a family's own interface: the family's words
+    if owner is not None:
+        return owner.system_prompt(spec, trials=trials, keep=keep, ops=ops, trial_steps=budgets.trial_steps,
+                                   trial_seconds=budgets.trial_seconds, protocol=budgets.identity or budgets.track)
     return f"""You control a simulated robot by writing Python programs.
 
 ## Task
@@ -94,44 +98,6 @@ Components:
 {rows}"""
 
 
-def _paint_prompt(spec: TaskSpec, budgets: Budgets, trials: int, keep: str, ops: str) -> str:
-    """RoboPaint acting directly (seed 004): MoveFlange batches, each ONE environment action, and submit_painting.
-
-    The rules and the action limit are the live spec's (``spec.action.doc``, written by the paint
-    backend from sim/paint_control.py), so the prompt says what the running scene enforces.
-    """
-    rows = "\n".join(f"  {c.name} in [{c.low:g}, {c.high:g}] {c.unit}".rstrip() for c in spec.action.components)
-    return f"""You paint with a simulated robot arm holding a brush, by commanding timed flange moves directly.
-
-## Task
-{spec.instruction}
-
-## How this works
-You get {trials} rounds (trials) of this task. {keep} Each round opens with the task, the current
-camera images and the flange pose (robot-base frame). Each reply must be exactly one tool call (one operation).
-move_flange sends one batch of timed waypoints; the task's own controller moves the flange through them.
-One batch is ONE environment action however many waypoints it has. A batch that breaks a rule is rejected
-whole, naming the waypoint and the rule (nothing is clipped, nothing moves), and still counts as an action.
-A protective stop on excessive contact force ends a batch early and is reported. Each result reports the
-batch and shows the camera images after it. submit_painting ends the round and saves the canvas; using the
-last action also saves it and ends the round. Your workspace files are notes that you may keep between rounds
-(write_file, read_file, list_files); nothing runs code. The round's reward is only that a canvas was submitted
-and saved: it says nothing of how good the painting is, and you are not told any score.
-
-## Operations
-{ops}
-
-## Budgets (per round; protocol {budgets.identity or budgets.track})
-- the action limit below; {budgets.trial_steps} control steps ({budgets.trial_steps * spec.control_dt:g} s simulated)
-  and {budgets.trial_seconds:g} s of active time.
-
-## MoveFlange
-Each waypoint is {{"position": [x, y, z], "quaternion_xyzw": [qx, qy, qz, qw], "duration_s": seconds}}.
-{spec.action.doc}
-Bounds checked first (a waypoint outside them is refused before the scene sees it; not counted as an action):
-{rows}"""
-
-
 def trial_opening(index: int, trials: int, previous: dict | None, *, instruction: str = "",
                   cameras: Sequence[str] = (), sensors: Sequence[str] = (), interface: str = "code",
                   goal: Sequence[str] = ()) -> str:
@@ -161,9 +127,9 @@ def trial_opening(index: int, trials: int, previous: dict | None, *, instruction
     if sensors:
         lines.append("Robot sensor readings now:")
         lines += [f"  {line}" for line in sensors]
-    if (instruction or cameras or sensors) and interface == "paint":
-        lines.append("You act with move_flange (timed flange waypoints) and end the round with submit_painting: "
-                     "the rules and limits are in your instructions (\"MoveFlange\").")
+    owner = interface_owner(interface)
+    if (instruction or cameras or sensors) and owner is not None and owner.prompt is not None:
+        lines.append(owner.prompt.opening)
     elif (instruction or cameras or sensors) and interface == "actions":
         lines.append("You act with action chunks (act): the actions and their bounds are in your instructions (\"Actions\").")
     elif instruction or cameras or sensors:

@@ -6,8 +6,8 @@ record five `incomplete` trials. Each check returns `Problem`s (what is wrong, w
 to fix it); the command prints one message per problem and exits 2, having written
 nothing and started nothing. `roboswe doctor` checks the whole machine instead.
 
-Checks that need a simulator family's own knowledge (its assets) register per family with
-``@asset_check("family")``; the online provider check makes one free call (a model lookup)
+Checks that need a simulator family's own knowledge (its assets) are the family's
+(``Family.asset_problems``, sim/families.py); the online provider check makes one free call (a model lookup)
 that proves the key and the model before the run spends anything.
 """
 
@@ -19,7 +19,7 @@ import os
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -325,107 +325,16 @@ def run_dir_problems(run_dir: Path, backend: str | None, image: Any) -> list[Pro
 
 # ---- simulator families: their assets ----------------------------------------------------------
 
-AssetCheck = Callable[["list[TaskManifest]"], "list[Problem]"]
-_ASSET_CHECKS: dict[str, AssetCheck] = {}
-
-
-def asset_check(family: str) -> Callable[[AssetCheck], AssetCheck]:
-    """Register the asset check of a simulator family (a manifest's ``upstream.package``)."""
-
-    def register(check: AssetCheck) -> AssetCheck:
-        _ASSET_CHECKS[family] = check
-        return check
-
-    return register
-
 
 def asset_problems(manifests: Iterable[TaskManifest]) -> list[Problem]:
-    """Each selected task's simulator family has its assets on this machine."""
+    """Each selected task's simulator family has its assets on this machine (its ``Family.asset_problems``)."""
+    from roboswe.sim.families import family
+
     by_family: dict[str, list[TaskManifest]] = {}
     for m in manifests:
         by_family.setdefault(m.upstream.package, []).append(m)
-    out = []
-    for family, tasks in sorted(by_family.items()):
-        check = _ASSET_CHECKS.get(family)
-        if check is None:
-            out.append(Problem(check="simulator assets", where=f"tasks {[t.id for t in tasks]}",
-                               what=f"simulator family {family!r} has no asset check registered",
-                               fix="register one with @asset_check in roboswe/evaluation/preflight.py"))
-            continue
-        out += check(tasks)
-    return out
-
-
-def _package_dir(name: str) -> Path | None:
-    # find_spec locates the package without importing it (robosuite's import costs seconds).
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-@asset_check("robosuite")
-def robosuite_assets(manifests: list[TaskManifest]) -> list[Problem]:
-    """robosuite ships its assets in the wheel: the package, its arena/object/robot folders and each task's robot."""
-    fix = "reinstall the simulator at the project's pins: re-run ./setup.sh (or .venv/bin/pip install -e .)"
-    root = _package_dir("robosuite")
-    if root is None:
-        return [Problem(check="simulator assets", where="robosuite", what="robosuite is not installed",
-                        fix="run ./setup.sh (or .venv/bin/pip install -e .)")]
-    assets = root / "models" / "assets"
-    missing = [d for d in ("arenas", "objects", "robots") if not (assets / d).is_dir()]
-    if missing:
-        return [Problem(check="simulator assets", where=str(assets), what=f"missing asset folders: {missing}", fix=fix)]
-    robots = {p.name for p in (assets / "robots").iterdir() if p.is_dir()}
-    out = []
-    for m in manifests:
-        # Robot asset folders are the robot family's name: Panda -> panda, GR1ArmsOnly -> gr1.
-        if not any(m.upstream.robot.lower().startswith(r) for r in robots):
-            out.append(Problem(check="simulator assets", where=f"task {m.id}",
-                               what=f"no robot assets for {m.upstream.robot!r} under {assets / 'robots'}", fix=fix))
-    return out
-
-
-@asset_check("paint")
-def paint_assets(manifests: list[TaskManifest]) -> list[Problem]:
-    """RoboPaint (sim/paint_scene.py) loads robosuite's Panda MJCF; its goals are drawn, nothing is downloaded."""
-    from roboswe.sim.paint_scene import robot_xml_path
-
-    try:
-        path = robot_xml_path()
-        if not path.is_file():
-            raise FileNotFoundError(f"robosuite's Panda model {path} is missing")
-    except FileNotFoundError as e:
-        return [Problem(check="simulator assets", where=f"tasks {[m.id for m in manifests]}", what=str(e),
-                        fix="run ./setup.sh (or .venv/bin/pip install -e .)")]
-    return []
-
-
-@asset_check("gr1")
-def gr1_assets(manifests: list[TaskManifest]) -> list[Problem]:
-    """GR1 tabletop: robosuite and robocasa_gr1 (the robot class) installed. A native task's RoboCasa GR1
-    assets are checked per task by the backend, so admission excludes it naming the missing folders."""
-    missing = [name for name in ("robosuite", "robocasa_gr1") if _package_dir(name) is None]
-    if missing:
-        return [Problem(check="simulator assets", where=f"tasks {[m.id for m in manifests]}",
-                        what=f"{missing} not installed", fix="run ./setup.sh (or .venv/bin/pip install -e .)")]
-    return []
-
-
-@asset_check("robocasa")
-def robocasa_assets(manifests: list[TaskManifest]) -> list[Problem]:
-    """RoboCasa kitchens: robosuite and robocasa installed, and a real-asset task's downloaded assets under the root
-    sim/robocasa_assets.py resolves (ROBOCASA_ASSETS, the root `roboswe assets robocasa --path` recorded, the package).
-    Kit tasks write their placeholder assets when built. `roboswe admit` does not pass real-asset tasks here:
-    admission excludes them itself, naming the missing paths."""
-    missing = [name for name in ("robosuite", "robocasa") if _package_dir(name) is None]
-    if missing:
-        return [Problem(check="simulator assets", where=f"tasks {[m.id for m in manifests]}",
-                        what=f"{missing} not installed", fix="run ./setup.sh (or .venv/bin/pip install -e .)")]
-    from roboswe.sim.robocasa_backend import assets_exclusion
-
-    return [Problem(check="simulator assets", where=f"task {m.id}", what=why, fix="`roboswe assets robocasa` says what "
-                    "is present and how to get the rest") for m in manifests if (why := assets_exclusion(m))]
+    return [Problem(check="simulator assets", where=p.where, what=p.what, fix=p.fix)
+            for name, tasks in sorted(by_family.items()) for p in family(name).asset_problems(tasks)]
 
 
 # ---- everything a command needs ------------------------------------------------------------------
@@ -472,6 +381,6 @@ def configuration_cause(reason: str) -> bool:
 
 
 __all__ = [
-    "Outcome", "PreflightRefused", "Problem", "asset_check", "configuration_cause", "online_problems", "preflight",
+    "Outcome", "PreflightRefused", "Problem", "asset_problems", "configuration_cause", "online_problems", "preflight",
     "provider_problems",
 ]

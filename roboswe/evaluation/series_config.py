@@ -13,14 +13,14 @@ see roboswe/evaluation/actions.py) and the budget track are chosen here too. Two
   the first ``action_prefix`` K actions of its chunk, so D x K control steps at most; identity
   ``.../decision-D-prefix-K/v1``. The default for ``actions`` (D = 200, K = 5), ``actions`` only.
 
-A family whose environment actions are its own tools has its own interface (``paint``: RoboPaint's
-move_flange / submit_painting, seed 004) and is offered only that and ``code`` (``FAMILY_INTERFACES``):
-the generic ``act`` would send each waypoint as its own MoveFlange, another protocol. Its
-action limit is the family's (96 MoveFlange per round), so it runs on the horizon track.
+A family whose environment actions are its own tools has its own interface and is offered only
+the interfaces it names (``Family.interfaces``, sim/families.py): the generic ``act`` would send
+each of its multi-step actions as its own, another protocol. Its action limit is the family's, so
+it runs on the horizon track.
 
-The identity comes from the task family's contract where it has one (GR1 tabletop:
-configs/contracts/gr1-tabletop.toml), else ``<family>/control-N/v2`` or
-``<family>/decision-D-prefix-K/v1``. Every series records it with its budgets.
+The identity comes from the task family's contract where it has one (``Family.identity``), else
+``<family>/control-N/v2`` or ``<family>/decision-D-prefix-K/v1``. Every series records it with its
+budgets.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from roboswe.protocol.participant import Interface
 from roboswe.sim.manifest import TaskManifest
 
 PositiveInt = Annotated[int, msgspec.Meta(gt=0)]
@@ -37,9 +38,6 @@ PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 DEFAULT_DECISION_CALLS = 200  # the seed's historical D
 DEFAULT_ACTION_PREFIX = 5  # and K
 
-
-# Family -> the interfaces it takes; an interface named here is that family's alone.
-FAMILY_INTERFACES: dict[str, tuple[str, ...]] = {"paint": ("code", "paint")}
 
 
 class BudgetLoosened(ValueError):
@@ -62,7 +60,7 @@ class SeriesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     script_steps: PositiveInt | None = None
     script_seconds: PositiveFloat | None = None
     verify: bool = True  # replay every series right after it ends
-    interface: Literal["code", "actions", "paint"] = "code"
+    interface: Interface = "code"  # protocol/participant.py; a family's own interface is offered for its tasks only
     budget_mode: Literal["horizon", "decisions"] | None = None  # None: horizon for code, decisions for actions
     control_step_cap: PositiveInt | None = None  # horizon: N (sets trial_steps)
     decision_calls: PositiveInt | None = None  # decisions: D
@@ -137,46 +135,33 @@ def effective_budgets(config: SeriesConfig, manifest: TaskManifest) -> Budgets:
 
 
 def check_interface(interface: str, manifest: TaskManifest) -> None:
-    """Raises TrackRefused when the task's family does not take ``interface`` (``FAMILY_INTERFACES``)."""
-    family = manifest.upstream.package
-    offered = FAMILY_INTERFACES.get(family)
-    owner = next((f for f, names in FAMILY_INTERFACES.items() if interface in names and interface != "code"), None)
-    if offered is not None and interface not in offered:
-        raise TrackRefused(f"task {manifest.id!r} ({family}) takes [series] interface = {' or '.join(map(repr, offered))}, "
+    """Raises TrackRefused when the task's family does not take ``interface`` (``Family.interfaces``)."""
+    from roboswe.sim.families import family, interface_owner
+
+    name = manifest.upstream.package
+    offered = family(name).interfaces
+    owner = interface_owner(interface)
+    if owner is not None and owner.name != name:
+        raise TrackRefused(f"[series] interface = {interface!r} is the {owner.name} family's; task {manifest.id!r} is {name}")
+    if interface not in offered:
+        raise TrackRefused(f"task {manifest.id!r} ({name}) takes [series] interface = {' or '.join(map(repr, offered))}, "
                            f"not {interface!r}")
-    if owner is not None and owner != family:
-        raise TrackRefused(f"[series] interface = {interface!r} is the {owner} family's; task {manifest.id!r} is {family}")
 
 
 def track_identity(manifest: TaskManifest, track: str, *, cap: int, calls: int | None, prefix: int | None) -> str:
     """The protocol identity of a task under a budget track; raises TrackRefused outside the contract's limits."""
-    family = manifest.upstream.package
-    if family == "gr1":
-        from roboswe.sim.gr1_contract import load_contract, protocol_identity
+    from roboswe.sim.families import family
+    from roboswe.sim.manifest import ManifestError
 
-        contract = load_contract()
+    name = manifest.upstream.package
+    identity = family(name).identity
+    if identity is not None:
         try:
-            if track == "horizon":
-                return protocol_identity(contract, selection=gr1_selection(manifest, contract), track="horizon",
-                                         control_step_cap=cap)
-            return protocol_identity(contract, selection=gr1_selection(manifest, contract), track="decisions",
-                                     calls=calls, prefix=prefix)
+            return identity(manifest, track, cap=cap, calls=calls, prefix=prefix)
+        except ManifestError:
+            raise
         except ValueError as e:
-            raise TrackRefused(f"task {manifest.id!r} ({contract.id} contract): {e}") from None
+            raise TrackRefused(str(e)) from None
     if track == "horizon":
-        return f"{family}/control-{cap}/v2"
-    return f"{family}/decision-{calls}-prefix-{prefix}/v1"
-
-
-# The contract's task scopes -> its selection names (the seed keeps pilot-0-19 / next-pair-1-2).
-_GR1_SELECTIONS = {"pilot": "pilot-0-19", "tabletop-next-pair-v1": "next-pair-1-2"}
-
-
-def gr1_selection(manifest: TaskManifest, contract) -> str:
-    """Which of the contract's selections a GR1 task belongs to (stand-ins are their own)."""
-    if getattr(manifest, "fidelity", "") == "offline-standin":
-        return "offline-standin"
-    for task in contract.native.tasks:
-        if task.task == manifest.upstream.env:
-            return _GR1_SELECTIONS.get(task.scope, task.scope)
-    raise TrackRefused(f"task {manifest.id!r}: {manifest.upstream.env!r} is not one of the contract's native tasks")
+        return f"{name}/control-{cap}/v2"
+    return f"{name}/decision-{calls}-prefix-{prefix}/v1"

@@ -21,7 +21,7 @@ TOTALS = ("active_time", "sim_time", "wall")  # shown as totals, not as componen
 BADGES = {"verified": "verified", "mismatch": "MISMATCH", "error": "replay error", None: "unverified"}
 # What an assets label pinned by a series means, where readers must be told (report header, viewer).
 ASSET_NOTICES = {"placeholder": "placeholder assets (RoboCasa's offline kit: generated textures, box objects; "
-                                "sim/robocasa_kit.py): for tests and CI, never comparable with runs on RoboCasa's assets"}
+                                "sim/robocasa/kit.py): for tests and CI, never comparable with runs on RoboCasa's assets"}
 
 
 def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) -> dict[str, Any]:

@@ -125,7 +125,7 @@ def _goal_html(goal: dict[str, Any], site: Path) -> str:
     text = html.escape(goal.get("text", ""))
     if goal.get("kind") != "image":
         return f'<div class="goal text"><h3>Text goal</h3><blockquote>{text}</blockquote></div>'
-    from roboswe.sim.paint_goals import goal_image
+    from roboswe.sim.paint.goals import goal_image
 
     recipe, want = str(goal.get("image", "")), str(goal.get("image_sha256", ""))
     try:

@@ -143,9 +143,9 @@ async def test_a_one_action_chunk_that_does_not_fit_the_scripts_steps_is_refused
 
 def test_the_doors_count_of_a_moveflange_is_the_paint_scenes_plan():
     """chunk_control_steps must agree with the control steps the paint controller plans for a batch."""
-    from roboswe.sim import paint_control as pc
-    from roboswe.sim import paint_scene as ps
-    from roboswe.sim.paint_backend import WAYPOINT_NAMES
+    from roboswe.sim.paint import control as pc
+    from roboswe.sim.paint import scene as ps
+    from roboswe.sim.paint.backend import WAYPOINT_NAMES
 
     spec = msgspec.structs.replace(ToyRobot().spec(), control_hz=ps.CONTROL_HZ, action=msgspec.structs.replace(
         ToyRobot().spec().action, chunk_is_one_action=True, duration_component=WAYPOINT_NAMES.index("duration_s")))

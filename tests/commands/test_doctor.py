@@ -72,8 +72,8 @@ def test_optional_checks_say_absent_or_warn_not_fail(tmp_path):
 
 def test_robocasa_assets_are_looked_up_as_roboswe_assets_does_and_what_is_missing_is_named(tmp_path):
     """Recorded root (`roboswe assets robocasa --path`), $ROBOCASA_ASSETS over it, the missing parts, the kit refused."""
-    from roboswe.sim import robocasa_assets as ra
-    from roboswe.sim import robocasa_kit
+    from roboswe.sim.robocasa import assets as ra
+    from roboswe.sim.robocasa import kit as robocasa_kit
 
     root = tmp_path / "assets"
     for folder in ra.SHIPPED.folders + ("textures", "fixtures/microwaves"):

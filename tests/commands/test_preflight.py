@@ -13,7 +13,11 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import msgspec
 import pytest
+import roboswe.sim.robosuite as robosuite_family
+from roboswe.sim import families
+from roboswe.sim.families import AssetProblem
 
 from roboswe.cli import main
 from roboswe.evaluation import preflight
@@ -174,7 +178,7 @@ def test_a_run_dir_the_sandbox_user_cannot_reach_is_refused(tmp_path, admitted_f
 
 
 def test_missing_robosuite_assets_are_refused(tmp_path, admitted_file, no_actors, capsys, monkeypatch):
-    monkeypatch.setattr(preflight, "_package_dir", lambda name: tmp_path / "robosuite")
+    monkeypatch.setattr(robosuite_family, "package_dir", lambda name: tmp_path / "robosuite")
     run_dir = tmp_path / "run"
     code, out, err = refuse(capsys, "run", str(admitted_file), "--config", DEMO, "--out", str(run_dir))
     assert_refused(code, out, err, run_dir, no_actors, "[simulator assets]", "missing asset folders",
@@ -186,7 +190,7 @@ def test_a_task_whose_robot_has_no_assets_is_named(tmp_path, monkeypatch):
 
     for d in ("arenas", "objects", "robots/sawyer"):
         (tmp_path / "robosuite" / "models" / "assets" / d).mkdir(parents=True)
-    monkeypatch.setattr(preflight, "_package_dir", lambda name: tmp_path / "robosuite")
+    monkeypatch.setattr(robosuite_family, "package_dir", lambda name: tmp_path / "robosuite")
     lift = load_manifest(ROOT / "configs" / "tasks" / "lift-panda.toml")
     (problem,) = preflight.asset_problems([lift])
     assert problem.where == "task lift-panda" and "'Panda'" in problem.what
@@ -198,10 +202,10 @@ def test_each_simulator_family_has_its_own_asset_hook(tmp_path, admitted_file, n
 
     def family_check(manifests):
         seen.append([m.id for m in manifests])
-        return [preflight.Problem(check="simulator assets", where="ROBOCASA_ASSETS", what="kitchen assets missing",
-                                  fix="download them")]
+        return [AssetProblem(where="ROBOCASA_ASSETS", what="kitchen assets missing", fix="download them")]
 
-    monkeypatch.setitem(preflight._ASSET_CHECKS, "robosuite", family_check)
+    robosuite = families.family("robosuite")
+    monkeypatch.setitem(families._FAMILIES, "robosuite", msgspec.structs.replace(robosuite, asset_problems=family_check))
     run_dir = tmp_path / "run"
     code, out, err = refuse(capsys, "run", str(admitted_file), "--config", DEMO, "--out", str(run_dir))
     assert_refused(code, out, err, run_dir, no_actors, "ROBOCASA_ASSETS: kitchen assets missing", "fix: download them")

@@ -53,7 +53,7 @@ from roboswe.providers.local import PythonParticipant
 from roboswe.records.reader import RunReader
 from roboswe.records.store import RunStore
 from roboswe.sandbox.checkpoints import BlobStore
-from roboswe.sim.fake_backend import FakeBackend
+from roboswe.sim.fake.backend import FakeBackend
 from roboswe.sim.manifest import TaskManifest, load_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +90,7 @@ def admitted_task(manifest: dict[str, Any]) -> AdmittedTask:
 
 def admitted_paint(manifest: TaskManifest) -> AdmittedTask:
     """A RoboPaint task admitted with its paint scene's reference fingerprint (no fake family: the real scene)."""
-    from roboswe.sim.paint_backend import PaintBackend
+    from roboswe.sim.paint.backend import PaintBackend
 
     backend = PaintBackend(manifest)
     try:

@@ -194,7 +194,7 @@ async def test_one_round_refused_rejected_and_accepted_batches_are_recorded_repl
     assert "ONE environment action" in system and "1..32 waypoints" in system and "96 actions per round" in system
     assert "`robot` module" not in system
     # The image goal opens the round: the goal PNG first (exactly the manifest's and the gallery's), then the camera.
-    from roboswe.sim.paint_goals import goal_image
+    from roboswe.sim.paint.goals import goal_image
 
     drawn = goal_image(manifest.paint.goal.image)
     (goal, goal_png), (camera, _) = _opening_images(agent.openings[0])

@@ -135,7 +135,7 @@ def test_run_refuses_a_config_without_a_provider_section_and_writes_nothing(tmp_
 # process id, as a scene built from hash-ordered or time-seeded data would differ from process to process.
 PER_PROCESS_SCENE = """
 import os
-from roboswe.sim import fake_backend
+from roboswe.sim.fake import backend as fake_backend
 fake_backend.VERSION = f"fake-pid{os.getpid()}"
 """
 

@@ -260,7 +260,7 @@ async def test_a_different_sandbox_image_at_replay_is_an_error_not_a_verdict(tmp
 
 
 async def test_a_different_fresh_scene_fingerprint_at_replay_is_an_error(tmp_path, monkeypatch):
-    from roboswe.sim import fake_backend
+    from roboswe.sim.fake import backend as fake_backend
     from roboswe.sim.manifest import manifest_from_builtins
 
     manifest = reach_manifest()

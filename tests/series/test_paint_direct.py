@@ -44,7 +44,7 @@ def test_three_direct_rounds_submit_and_every_canvas_replays():
 
 def _session(work: Path) -> None:
     from roboswe.sim.manifest import load_manifest
-    from roboswe.sim.paint_backend import PaintBackend, replay_round
+    from roboswe.sim.paint.backend import PaintBackend, replay_round
 
     from roboswe.evaluation.admission import (
         FORMAT,

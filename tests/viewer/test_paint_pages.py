@@ -17,7 +17,7 @@ import pytest
 import trio
 from roboswe.protocol.participant import FlangeWaypoint, MoveFlange, SubmitPainting
 from roboswe.sim.manifest import load_manifest
-from roboswe.sim.paint_painter import three_strokes
+from roboswe.sim.paint.painter import three_strokes
 
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series

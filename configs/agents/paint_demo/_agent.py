@@ -1,4 +1,4 @@
-"""The RoboPaint demo participant: the scripted painter (sim/paint_painter.py) over the real operations.
+"""The RoboPaint demo participant: the scripted painter (sim/paint/painter.py) over the real operations.
 
 Each trial is one ICL round. Code mode (the default; ``[series] interface = "code"``): list the
 workspace, reuse ``paint.py`` when a retained copy is intact (else write it), write this round's
@@ -26,7 +26,7 @@ from roboswe.protocol.participant import (
     ReadFile,
     WriteFile,
 )
-from roboswe.sim.paint_painter import batch_rows, three_strokes
+from roboswe.sim.paint.painter import batch_rows, three_strokes
 
 SCRIPT = "paint.py"
 PLAN = "strokes.json"

@@ -5,7 +5,7 @@ ways a batch can fail: one the harness's bounds check refuses (a waypoint shorte
 never sent to the scene, not an action) and one the scene rejects by its own rule (too fast
 for the linear speed limit: it counts as an action, and the result names the rule and the
 waypoint). Later rounds read the notes the earlier ones left. Every round then paints the
-scripted painter's three strokes (sim/paint_painter.py, pressing harder each round), one
+scripted painter's three strokes (sim/paint/painter.py, pressing harder each round), one
 ``move_flange`` each, writes its notes and submits. Each decision is a pure function of the
 current round's number and how many operations it has made, so a fresh instance, a resumed
 run and the fresh-context control (where the notes are gone) decide the same way.
@@ -24,13 +24,13 @@ from roboswe.protocol.participant import (
     SubmitPainting,
     WriteFile,
 )
-from roboswe.sim.paint_painter import DOWN, NOMINAL_DISH, TRAVEL_Z, three_strokes
+from roboswe.sim.paint.painter import DOWN, NOMINAL_DISH, TRAVEL_Z, three_strokes
 
 NOTES = "notes.md"
 
 
 def move(batch) -> MoveFlange:
-    """A painter batch (sim/paint_control.Waypoint list) as the move_flange tool call."""
+    """A painter batch (sim/paint/control.Waypoint list) as the move_flange tool call."""
     return MoveFlange(waypoints=[FlangeWaypoint(position=list(w.position), quaternion_xyzw=list(w.quaternion),
                                                 duration_s=w.duration_s) for w in batch])
 

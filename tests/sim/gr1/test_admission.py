@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from roboswe.sim.gr1_backend import NATIVE_ASSET_FOLDERS, AssetsMissing, check_native
+from roboswe.sim.gr1.manifest import NATIVE_ASSET_FOLDERS, AssetsMissing
+from roboswe.sim.gr1.native import check_native
 from roboswe.sim.manifest import load_dataset
 
 from roboswe.evaluation.admission import admit_task

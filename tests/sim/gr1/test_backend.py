@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from roboswe.protocol.sim import CameraInfo, TaskSpec
 from roboswe.sim.backend import InvalidAction, NotLoaded, ResetError, SimError
-from roboswe.sim.gr1_backend import ContractMismatch, Gr1StandinBackend
-from roboswe.sim.gr1_contract import load_contract
+from roboswe.sim.gr1.contract import load_contract
+from roboswe.sim.gr1.manifest import ContractMismatch
+from roboswe.sim.gr1.standin import Gr1StandinBackend
 
 from ..conftest import sim_env
 
@@ -186,7 +187,7 @@ def test_reset_time_success_is_an_error_not_a_resample(cube_scene, cube_manifest
 
 # ---- PYTHONHASHSEED=0, checked by a sentinel ------------------------------------------------------------
 
-SENTINEL = "from roboswe.sim.gr1_backend import check_hash_sentinel; check_hash_sentinel(); print('ok')"
+SENTINEL = "from roboswe.sim.gr1.manifest import check_hash_sentinel; check_hash_sentinel(); print('ok')"
 
 
 @pytest.mark.parametrize(("seed", "ok"), [("0", True), ("1", False), ("random", False)])

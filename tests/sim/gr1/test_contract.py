@@ -9,7 +9,7 @@ import msgspec
 import numpy as np
 import pytest
 from roboswe.sim.backend import InvalidAction
-from roboswe.sim.gr1_contract import (
+from roboswe.sim.gr1.contract import (
     CONTRACT_PATH,
     Contract,
     crop_egoview,

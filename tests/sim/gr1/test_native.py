@@ -1,7 +1,7 @@
 """GR1 native adapter (seed 002): robocasa_gr1's own task class on the generated placeholder kit.
 
 The real RoboCasa GR1 assets cannot be downloaded here, so the end-to-end checks run the native
-PnPCupToDrawerClose on sim/gr1_kit.py's placeholder assets (labelled ``assets = "placeholder"``):
+PnPCupToDrawerClose on sim/gr1/kit.py's placeholder assets (labelled ``assets = "placeholder"``):
 they prove the adapter (construction, contract recheck, action mapping, validation, allowlist,
 grading, fingerprint), not the task's scenes with real assets.
 """
@@ -16,7 +16,8 @@ import sys
 import msgspec
 import numpy as np
 import pytest
-from roboswe.sim.gr1_backend import AssetsMissing, check_native, gr1_manifest
+from roboswe.sim.gr1.manifest import AssetsMissing, gr1_manifest
+from roboswe.sim.gr1.native import check_native
 from roboswe.sim.manifest import ManifestError, load_manifest
 
 from ..conftest import ROOT
@@ -25,7 +26,7 @@ from .conftest import TASKS
 
 @pytest.fixture(scope="module")
 def kit_dir(tmp_path_factory):
-    from roboswe.sim.gr1_kit import write_kit
+    from roboswe.sim.gr1.kit import write_kit
 
     return write_kit(tmp_path_factory.mktemp("gr1") / "kit")
 
@@ -81,7 +82,7 @@ def test_the_kit_task_admits_with_one_fingerprint_in_two_fresh_processes(kit_dir
 
 
 def test_the_native_constructor_is_the_gym_factorys():
-    from roboswe.sim.gr1_native import native_env_kwargs
+    from roboswe.sim.gr1.native import native_env_kwargs
 
     m = load_manifest(TASKS / "gr1-native-pnpmilktomicrowaveclose.toml")
     kw = native_env_kwargs(m, "GR1ArmsAndWaistFourierHands", (1280, 800), m.seed)
@@ -105,7 +106,7 @@ def test_a_real_asset_task_refuses_the_kit_and_names_missing_fixture_meshes(kit_
 
 
 def test_the_asset_root_comes_from_the_manifest_then_the_environment(cup, tmp_path, monkeypatch):
-    from roboswe.sim.gr1_native import ENV_VAR, resolve_asset_root
+    from roboswe.sim.gr1.native import ENV_VAR, resolve_asset_root
 
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "env"))
     assert resolve_asset_root(cup) == (tmp_path / "env", f"${ENV_VAR}")

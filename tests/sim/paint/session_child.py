@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from roboswe.sim.manifest import load_manifest
-from roboswe.sim.paint_backend import PaintBackend, replay_round
-from roboswe.sim.paint_painter import scripted_session
+from roboswe.sim.paint.backend import PaintBackend, replay_round
+from roboswe.sim.paint.painter import scripted_session
 
 ROOT = Path(__file__).resolve().parents[3]
 

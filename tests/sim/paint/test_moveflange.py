@@ -7,9 +7,9 @@ import math
 import msgspec
 import numpy as np
 import pytest
-from roboswe.sim import paint_control as pc
-from roboswe.sim.paint_backend import PaintBackend, RoundOver
-from roboswe.sim.paint_painter import DOWN, NOMINAL_PAPER, stroke_batch
+from roboswe.sim.paint import control as pc
+from roboswe.sim.paint.backend import PaintBackend, RoundOver
+from roboswe.sim.paint.painter import DOWN, NOMINAL_PAPER, stroke_batch
 
 SEED = 11
 

@@ -7,10 +7,10 @@ import hashlib
 import numpy as np
 import pytest
 from roboswe.sim.manifest import ManifestError, load_dataset, manifest_from_builtins
-from roboswe.sim.paint_backend import VIDEO_ONLY_CAMERAS, PaintManifest
-from roboswe.sim.paint_goals import GOAL_SIZE, fit_without_cropping, goal_image
-from roboswe.sim.paint_painter import stroke_batch
-from roboswe.sim.paint_scene import PAPER_RGB, canvas_sha256, png_bytes
+from roboswe.sim.paint.backend import VIDEO_ONLY_CAMERAS, PaintManifest
+from roboswe.sim.paint.goals import GOAL_SIZE, fit_without_cropping, goal_image
+from roboswe.sim.paint.painter import stroke_batch
+from roboswe.sim.paint.scene import PAPER_RGB, canvas_sha256, png_bytes
 
 
 def test_observation_is_the_workspace_image_and_flange_pose_only(paint_sim, paint_manifest):

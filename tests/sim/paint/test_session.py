@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from roboswe.sim.paint_backend import replay_round
-from roboswe.sim.paint_painter import scripted_session, stroke_batch
+from roboswe.sim.paint.backend import replay_round
+from roboswe.sim.paint.painter import scripted_session, stroke_batch
 
 from ..conftest import sim_env
 

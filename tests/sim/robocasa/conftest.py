@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config, items):
 
 def kitchen(env: str, **changes):
     """The kit OpenDrawer manifest with another RoboCasa task class (and any other field changes)."""
-    from roboswe.sim.robocasa_backend import load_kitchen_manifest
+    from roboswe.sim.robocasa.backend import load_kitchen_manifest
 
     base = load_kitchen_manifest(MANIFESTS / "kit-opendrawer.toml")
     upstream = msgspec.structs.replace(base.upstream, env=env)
@@ -43,7 +43,7 @@ def kitchen(env: str, **changes):
 
 @pytest.fixture(scope="session")
 def kit_dir(tmp_path_factory) -> Path:
-    from roboswe.sim.robocasa_kit import write_kit
+    from roboswe.sim.robocasa.kit import write_kit
 
     return write_kit(tmp_path_factory.mktemp("robocasa") / "kit")
 
@@ -51,7 +51,7 @@ def kit_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def open_drawer(kit_dir):
     """One OpenDrawer scene for the session; tests reset it with the seed they need."""
-    from roboswe.sim.robocasa_backend import RobocasaBackend
+    from roboswe.sim.robocasa.backend import RobocasaBackend
 
     sim = RobocasaBackend(kitchen("OpenDrawer"), kit_dir=kit_dir)
     sim.reset(0)
@@ -61,7 +61,7 @@ def open_drawer(kit_dir):
 
 PROBE = """
 import json, sys
-from roboswe.sim.robocasa_backend import RobocasaBackend, kitchen_manifest
+from roboswe.sim.robocasa.backend import RobocasaBackend, kitchen_manifest
 request = json.loads(sys.argv[1])
 sim = RobocasaBackend(kitchen_manifest(request["manifest"]), kit_dir=request["kit_dir"], require_fixed_hash_seed=True)
 fp = sim.reset(request["seed"])

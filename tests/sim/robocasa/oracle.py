@@ -7,7 +7,7 @@ show RoboCasa's own predicate turning true through roboswe's success interval.
 from __future__ import annotations
 
 import numpy as np
-from roboswe.sim.robocasa_kit import OBJECT_HALF_EXTENT
+from roboswe.sim.robocasa.kit import OBJECT_HALF_EXTENT
 
 
 def _place_object(env, name: str, position) -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import msgspec
 
-from roboswe.sim import robocasa_assets as ra
+from roboswe.sim.robocasa import assets as ra
 from roboswe.sim.manifest import load_dataset
-from roboswe.sim.robocasa_backend import assets_exclusion
+from roboswe.sim.robocasa.backend import assets_exclusion
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -77,7 +77,7 @@ def test_assets_command_records_the_root_and_the_backend_reads_it(tmp_path):
     assert "objaverse objects (--type objs_objaverse)" in out.stdout
     assert [ln for ln in out.stdout.splitlines() if "objaverse objects" in ln][0].endswith("present")
     # the simulator side (another process, same user) finds the recorded root
-    probe = ("from roboswe.sim.robocasa_backend import assets_exclusion; from roboswe.sim.manifest import load_dataset;"
+    probe = ("from roboswe.sim.robocasa.backend import assets_exclusion; from roboswe.sim.manifest import load_dataset;"
              "print(assets_exclusion(load_dataset('robocasa-pilot')[1][0]))")
     seen = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120).stdout
     assert f"under {root} (recorded in " in seen and "objects/objaverse" not in seen

@@ -16,8 +16,6 @@ ACTION_NAMES = ["right.dx", "right.dy", "right.dz", "right.dax", "right.day", "r
 
 
 def test_registered_as_the_robocasa_backend(open_drawer, kit_dir):
-    import roboswe.sim.robocasa_backend  # noqa: F401  (registers "robocasa")
-
     sim = create_backend("robocasa", kitchen("CloseDrawer"), kit_dir=kit_dir)
     try:
         assert type(sim).__name__ == "RobocasaBackend"
@@ -138,7 +136,7 @@ def test_video_frames_from_recorded_states_match_the_live_view(open_drawer, kit_
 
 
 def test_a_kit_manifest_must_say_placeholder_assets():
-    from roboswe.sim.robocasa_backend import RobocasaUpstream
+    from roboswe.sim.robocasa.backend import RobocasaUpstream
 
     with pytest.raises(ManifestError, match="placeholder"):
         RobocasaUpstream(version="1.0.0", mujoco="3.3", env="OpenDrawer", layout="kit", style="kit",
@@ -147,7 +145,7 @@ def test_a_kit_manifest_must_say_placeholder_assets():
 
 def test_missing_real_assets_are_named_not_crashed_on(tmp_path):
     import msgspec
-    from roboswe.sim.robocasa_backend import AssetsMissing, RobocasaBackend
+    from roboswe.sim.robocasa.backend import AssetsMissing, RobocasaBackend
 
     manifest = kitchen("OpenDrawer")
     real = msgspec.structs.replace(manifest, upstream=msgspec.structs.replace(
@@ -159,7 +157,7 @@ def test_missing_real_assets_are_named_not_crashed_on(tmp_path):
 
 
 def test_methods_before_a_successful_reset_say_so(kit_dir):
-    from roboswe.sim.robocasa_backend import RobocasaBackend
+    from roboswe.sim.robocasa.backend import RobocasaBackend
 
     sim = RobocasaBackend(kitchen("CloseDrawer"), kit_dir=kit_dir)
     try:

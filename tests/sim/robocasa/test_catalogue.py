@@ -12,7 +12,7 @@ import pytest
 
 from roboswe.cli import main as cli
 from roboswe.sim.manifest import load_dataset
-from roboswe.sim.robocasa_catalogue import load_catalogue
+from roboswe.sim.robocasa.catalogue import load_catalogue
 
 REPO = Path(__file__).resolve().parents[3]
 

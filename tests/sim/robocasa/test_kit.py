@@ -11,7 +11,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from roboswe.sim import robocasa_kit
+from roboswe.sim.robocasa import kit as robocasa_kit
 
 
 def tree_digest(root: Path) -> str:
@@ -71,7 +71,7 @@ def test_the_kit_is_byte_identical_when_written_again(kit_dir, tmp_path):
 
 
 def test_two_processes_writing_the_same_kit_at_once_leave_one_complete_kit(tmp_path):
-    code = "import sys; from roboswe.sim.robocasa_kit import write_kit; write_kit(sys.argv[1]); print('ok')"
+    code = "import sys; from roboswe.sim.robocasa.kit import write_kit; write_kit(sys.argv[1]); print('ok')"
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "kit")], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(3)]
     results = [p.communicate(timeout=300) for p in procs]

@@ -26,7 +26,7 @@ KIT_TASKS = [
 @pytest.fixture(scope="module")
 def scenes(kit_dir):
     """One scene per task class for this module, built on first use."""
-    from roboswe.sim.robocasa_backend import RobocasaBackend
+    from roboswe.sim.robocasa.backend import RobocasaBackend
 
     built = {}
 

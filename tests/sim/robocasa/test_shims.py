@@ -1,4 +1,4 @@
-"""Each upstream-defect workaround in sim/robocasa_shims.py, shown necessary and working."""
+"""Each upstream-defect workaround in sim/robocasa/shims.py, shown necessary and working."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ def test_the_layout_dict_is_not_renamed_across_resets(open_drawer):
 
 
 def test_robocasa_renders_with_the_plain_mujoco_renderer(open_drawer):
-    from roboswe.sim import robocasa_shims
+    from roboswe.sim.robocasa import shims as robocasa_shims
 
     assert open_drawer.env.renderer == robocasa_shims.RENDERER == "mujoco"
 
 
 def test_the_global_generator_is_what_makes_counters_differ(open_drawer, monkeypatch):
-    from roboswe.sim import robocasa_shims
+    from roboswe.sim.robocasa import shims as robocasa_shims
 
     seeded = open_drawer.reset(0).model_xml_sha256
     monkeypatch.setattr(robocasa_shims, "seed_global_rng", lambda seed: np.random.seed(12345))
@@ -38,7 +38,7 @@ def _fixture(kind: str, x: float):
 
 def test_navigation_needs_a_far_target_for_every_source(open_drawer, monkeypatch):
     import robocasa.utils.object_utils as OU
-    from roboswe.sim import robocasa_shims
+    from roboswe.sim.robocasa import shims as robocasa_shims
 
     monkeypatch.setattr(OU, "fixture_pairwise_dist", lambda a, b: abs(a.x - b.x))
     drawer, microwave, toaster = _fixture("Drawer", 0.0), _fixture("Microwave", 2.0), _fixture("Toaster", 4.0)
@@ -54,7 +54,7 @@ def test_navigation_needs_a_far_target_for_every_source(open_drawer, monkeypatch
 
 def test_navigate_kitchen_on_the_kit_is_refused_instead_of_hanging(kit_dir):
     from roboswe.sim.backend import SimError
-    from roboswe.sim.robocasa_backend import RobocasaBackend
+    from roboswe.sim.robocasa.backend import RobocasaBackend
 
     from .conftest import kitchen
 
@@ -69,7 +69,7 @@ def test_navigate_kitchen_on_the_kit_is_refused_instead_of_hanging(kit_dir):
 def test_a_category_without_models_is_named_instead_of_nan(open_drawer, monkeypatch):
     import robocasa.environments.kitchen.kitchen as kitchen_module
     from robocasa.models.objects.kitchen_objects import OBJ_CATEGORIES
-    from roboswe.sim.robocasa_shims import RobocasaShimError
+    from roboswe.sim.robocasa.shims import RobocasaShimError
 
     # what a machine without RoboCasa's object download looks like for one category
     for registry in OBJ_CATEGORIES["apple"].values():

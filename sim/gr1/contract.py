@@ -17,8 +17,8 @@ from typing import Annotated, Literal
 import msgspec
 import numpy as np
 
-from .backend import InvalidAction
-from .manifest import CONFIGS_DIR, ManifestError
+from ..backend import InvalidAction
+from ..manifest import CONFIGS_DIR, ManifestError
 
 CONTRACT_PATH = CONFIGS_DIR / "contracts" / "gr1-tabletop.toml"
 

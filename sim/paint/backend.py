@@ -26,19 +26,17 @@ import msgspec
 import numpy as np
 from roboswe.protocol.sim import ActionComponent, ActionSpec, Fingerprint
 
-from . import paint_control as pc
-from . import paint_scene as ps
-from .backend import (
+from ..backend import (
     InvalidAction,
-    SimBackend,
     SimError,
     StepOutcome,
     TrialBookkeeping,
-    sim_backend,
 )
-from .manifest import ManifestError, TaskManifest
-from .physics_state import StateLog, fingerprint_bytes, snapshot
-from .render import CameraFrame
+from ..manifest import ManifestError, TaskManifest
+from ..physics_state import StateLog, fingerprint_bytes, snapshot
+from ..render import CameraFrame
+from . import control as pc
+from . import scene as ps
 
 SCENE_VERSION = "robopaint-1"
 STATE_KEYS = ("flange_pos", "flange_quat_xyzw")
@@ -48,7 +46,7 @@ WAYPOINT_NAMES = ("x", "y", "z", "qx", "qy", "qz", "qw", "duration_s")
 
 class PaintUpstream(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     package: Literal["paint"] = "paint"
-    version: str = SCENE_VERSION  # our scene's version (sim/paint_scene.py)
+    version: str = SCENE_VERSION  # our scene's version (sim/paint/scene.py)
     robosuite: str  # the package whose Panda MJCF the scene loads
     mujoco: str  # major.minor series
     env: Literal["RoboPaint"] = "RoboPaint"
@@ -59,7 +57,7 @@ class PaintUpstream(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 class PaintGoal(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     kind: Literal["image", "text"]
     text: str = ""  # the written goal (kind = text), or a caption shown with the image
-    image: str = ""  # kind = image: a recipe of sim/paint_goals.py, drawn at 1280x800
+    image: str = ""  # kind = image: a recipe of sim/paint/goals.py, drawn at 1280x800
     image_sha256: str = ""  # the goal PNG's SHA-256; checked when the backend loads
 
 
@@ -142,7 +140,7 @@ class PaintBackend(TrialBookkeeping):
         self.manifest = paint_manifest(manifest)
         self._mujoco = mujoco
         if self.manifest.paint.goal.kind == "image":
-            from .paint_goals import goal_image
+            from .goals import goal_image
 
             self.goal_image = goal_image(self.manifest.paint.goal.image)
             want = self.manifest.paint.goal.image_sha256
@@ -364,7 +362,7 @@ class PaintBackend(TrialBookkeeping):
 
     def _render(self, views: list[tuple[str, int, int, bool]], *, count_observe: bool) -> list[CameraFrame]:
         if self._renderer is None:
-            from .render import SceneRenderer
+            from ..render import SceneRenderer
 
             sizes = [(c.width, c.height) for c in self.manifest.observation.cameras] + [(self.manifest.video.width, self.manifest.video.height)]
             self._renderer = SceneRenderer(self.model, max(w for w, _ in sizes), max(h for _, h in sizes))
@@ -441,8 +439,3 @@ def replay_round(manifest: TaskManifest | dict, seed: int, action_log: Sequence[
             case other:
                 raise SimError(f"action log entry {k}: unknown kind {other!r}; expected move_flange, hold or submit_painting")
     return sim
-
-
-@sim_backend("paint")
-def _paint(manifest: TaskManifest, **kwargs) -> SimBackend:
-    return PaintBackend(manifest, **kwargs)

@@ -14,7 +14,7 @@ import hashlib
 import msgspec
 import numpy as np
 
-from .paint_scene import png_bytes
+from .scene import png_bytes
 
 GOAL_SIZE = (1280, 800)  # width, height
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from . import png
+from .. import png
 
 PHYSICS_DT = 0.002  # s: 500 Hz physics
 CONTROL_HZ = 100  # IK rate; 5 physics ticks per control step

@@ -22,15 +22,13 @@ Assets: ``upstream.assets_root`` in the manifest, else ``$ROBOCASA_GR1_ASSETS``,
 robocasa_gr1's own ``models/assets`` (where its download scripts write). robocasa_gr1 reads its
 asset root once at import, so the backend points it at the chosen root before importing it; one
 simulator process serves one root. ``upstream.assets = "placeholder"`` runs on the generated kit
-(sim/gr1_kit.py) and every record says so.
+(sim/gr1/kit.py) and every record says so.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import time
 from pathlib import Path
 
@@ -38,40 +36,37 @@ import numpy as np
 import structlog
 from roboswe.protocol.sim import Fingerprint
 
-from .backend import PhysicsFailure, ResetError, SimError
-from .gr1_backend import (
+from ..backend import PhysicsFailure, ResetError, SimError
+from ..fingerprint import (
+    FILE_ATTR,
+    compiled_model_digest,  # path-free: the kit or the assets may live anywhere
+    path_tokens,
+    portable,
+    sha256_hex,
+    used_assets,
+)
+from ..physics_state import snapshot
+from ..render import SceneRenderer
+from .manifest import (
     NATIVE_ASSET_FOLDERS,
     AssetsMissing,
     Gr1Manifest,
-    Gr1StandinBackend,
-    _contract_for,
     check_hash_sentinel,
+    contract_for,
     gr1_manifest,
     pinned_versions,
 )
-from .physics_state import snapshot
-from .render import SceneRenderer
-from .robocasa_backend import (
-    compiled_model_digest,  # path-free: the kit or the assets may live anywhere
-    used_assets,
-)
+from .standin import Gr1StandinBackend
 
 log = structlog.get_logger()
 
 ENV_VAR = "ROBOCASA_GR1_ASSETS"
 DEFAULT_KIT_DIR = Path.home() / ".cache" / "roboswe" / "robocasa-gr1-kit"
-_FILE_ATTR = re.compile(r'\bfile="([^"]+)"')
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 # ---- the asset root --------------------------------------------------------------------------
 
 
 def package_assets() -> Path:
-    from .gr1_kit import package_dir
+    from .kit import package_dir
 
     return package_dir() / "models" / "assets"
 
@@ -89,7 +84,7 @@ def resolve_asset_root(manifest: Gr1Manifest) -> tuple[Path, str]:
 
 def asset_problems(root: Path) -> list[str]:
     """What a real-asset root lacks: missing folders, and fixture meshes/textures the shipped fixture XML names."""
-    from .gr1_kit import missing_shipped_files
+    from .kit import missing_shipped_files
 
     missing = [str(root / folder) for folder in NATIVE_ASSET_FOLDERS if not (root / folder).is_dir()]
     if (root / "fixtures").is_dir():
@@ -103,7 +98,7 @@ def asset_problems(root: Path) -> list[str]:
 
 def prepare_assets(manifest: Gr1Manifest) -> tuple[Path, str]:
     """The asset root this task runs on (writing the kit for placeholder tasks); raises AssetsMissing or SimError."""
-    from . import gr1_kit
+    from . import kit as gr1_kit
 
     root, source = resolve_asset_root(manifest)
     if manifest.upstream.assets == "placeholder":
@@ -126,8 +121,8 @@ def prepare_assets(manifest: Gr1Manifest) -> tuple[Path, str]:
 def redirect_asset_root(root: Path) -> None:
     """Make ``robocasa_gr1.models.assets_root`` be ``root`` before robocasa_gr1 reads it at import (its
     object registry scan and ``BASE_ASSET_ZOO_PATH``); raises SimError if it was imported with another root."""
-    from .robocasa_shims import RobocasaShimError
-    from .robocasa_shims import redirect_asset_root as redirect
+    from ..robocasa.shims import RobocasaShimError
+    from ..robocasa.shims import redirect_asset_root as redirect
 
     try:
         redirect(root, package="robocasa_gr1")
@@ -179,7 +174,7 @@ class Gr1NativeBackend(Gr1StandinBackend):
         from robosuite.environments.base import REGISTERED_ENVS
 
         up = manifest.upstream
-        self.contract, self._contract_sha256 = _contract_for(manifest)
+        self.contract, self._contract_sha256 = contract_for(manifest)
         versions = pinned_versions(manifest)
         self._task_cls = REGISTERED_ENVS.get(up.env)
         if self._task_cls is None or list(getattr(self._task_cls, "VALID_LAYOUTS", []) or []) != up.layouts:
@@ -187,8 +182,8 @@ class Gr1NativeBackend(Gr1StandinBackend):
         self.manifest = manifest
         self._mujoco = mujoco
         self._start_trial_bookkeeping(manifest, trial_steps)
-        self._paths = sorted({str(self.assets_root): "{assets}", str(Path(robocasa_gr1.__file__).parent): "{robocasa_gr1}",
-                              str(Path(robosuite.__file__).parent): "{robosuite}"}.items(), key=lambda kv: -len(kv[0]))
+        self._paths = path_tokens({str(self.assets_root): "{assets}", str(Path(robocasa_gr1.__file__).parent): "{robocasa_gr1}",
+                                   str(Path(robosuite.__file__).parent): "{robosuite}"})
         self._versions = {**versions, "fidelity": manifest.fidelity, "contract_sha256": self._contract_sha256,
                           "assets": up.assets, "native_env_id": self.contract.robot.native_env_id.format(task=up.env)}
         self._low, self._high = self.contract.low, self.contract.high
@@ -235,17 +230,11 @@ class Gr1NativeBackend(Gr1StandinBackend):
         pipe, video = self.contract.observation.pipeline, self.manifest.video
         self._renderer = SceneRenderer(self.model, max(pipe.width, video.width), max(pipe.height, video.height))
         xml = self.env.model.get_xml()
-        self._scene_xml = self._normalise(xml)
-        self._xml_sha256 = _sha256(self._scene_xml.encode())
-        self._used_assets = used_assets(self.manifest.id, sorted(set(_FILE_ATTR.findall(xml))), self._paths,
+        self._scene_xml = portable(xml, self._paths)
+        self._xml_sha256 = sha256_hex(self._scene_xml.encode())
+        self._used_assets = used_assets(self.manifest.id, sorted(set(FILE_ATTR.findall(xml))), self._paths,
                                         self._asset_hashes)
-        self._assets_sha256 = _sha256(json.dumps(self._used_assets).encode())
-
-    def _normalise(self, text: str) -> str:
-        """Where the assets and packages live is not part of a scene."""
-        for path, token in self._paths:
-            text = text.replace(path, token)
-        return text
+        self._assets_sha256 = sha256_hex(json.dumps(self._used_assets).encode())
 
     def contract_split_problems(self, split: dict[str, tuple[int, int]]) -> list[str]:
         """Native parts keep robosuite's order; only their widths must be the contract's (actions are placed by part)."""
@@ -340,3 +329,31 @@ class Gr1NativeBackend(Gr1StandinBackend):
         files = {"scene.xml": self._scene_xml.encode(),
                  "used_assets.json": json.dumps(self._used_assets, indent=1).encode()}
         return data, files
+
+
+# ---- admission ------------------------------------------------------------------------------
+
+
+# ---- native --------------------------------------------------------------------------------------
+
+
+def check_native(manifest: Gr1Manifest) -> None:
+    """Raise AssetsMissing naming every missing asset path of a native task, SimError if robocasa_gr1 lacks its class.
+
+    Checks the assets before importing robocasa_gr1 (the import fixes its asset root for the process).
+    The task class must be robocasa_gr1's, with the manifest's layouts as its VALID_LAYOUTS.
+    """
+    root, _ = prepare_assets(manifest)
+    redirect_asset_root(root)
+    from robocasa_gr1.environments.tabletop.tabletop import (
+        Tabletop,  # registers its task classes with robosuite
+    )
+    from robosuite.environments.base import REGISTERED_ENVS
+
+    up = manifest.upstream
+    task_cls = REGISTERED_ENVS.get(up.env)
+    if not (isinstance(task_cls, type) and issubclass(task_cls, Tabletop)):
+        raise SimError(f"task {manifest.id!r}: robocasa_gr1 has no task class {up.env!r}")
+    valid = list(getattr(task_cls, "VALID_LAYOUTS", []) or [])
+    if valid != up.layouts:
+        raise SimError(f"task {manifest.id!r}: {up.env}.VALID_LAYOUTS is {valid} but the manifest says layouts = {up.layouts}")

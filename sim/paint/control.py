@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import msgspec
 import numpy as np
 
-from . import paint_scene as ps
+from . import scene as ps
 
 MAX_WAYPOINTS = 32
 MIN_DURATION_S = 0.08

@@ -16,9 +16,7 @@ state records for video. What differs:
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -29,10 +27,18 @@ import numpy as np
 import structlog
 from roboswe.protocol.sim import Fingerprint
 
-from .backend import ResetError, SimError, sim_backend
-from .manifest import ManifestError, Success, TaskManifest
-from .physics_state import snapshot
-from .robosuite_backend import RobosuiteBackend, _Part
+from ..backend import ResetError, SimError
+from ..fingerprint import (
+    FILE_ATTR,
+    compiled_model_digest,
+    path_tokens,
+    portable,
+    sha256_hex,
+    used_assets,
+)
+from ..manifest import ManifestError, Success, TaskManifest
+from ..physics_state import snapshot
+from ..robosuite.backend import RobosuiteBackend, _Part
 
 log = structlog.get_logger()
 
@@ -85,7 +91,7 @@ class KitchenController(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
 
 class KitchenSuccess(Success, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The interval, plus the predicate review: what RoboCasa's ``_check_success`` checks, as a person read it,
-    and the sha256 of the source they read (sim/robocasa_review.py; admission excludes the task when it changed)."""
+    and the sha256 of the source they read (sim/robocasa/review.py; admission excludes the task when it changed)."""
 
     review: Annotated[str, msgspec.Meta(min_length=10)]
     predicate_sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
@@ -130,7 +136,7 @@ def kitchen_manifest(manifest: TaskManifest | dict) -> KitchenManifest:
 
 def asset_problems(root: Path, manifest: KitchenManifest) -> list[str]:
     """Paths a task needs under a real RoboCasa asset root that are missing (empty when loadable)."""
-    from . import robocasa_assets
+    from . import assets as robocasa_assets
 
     return robocasa_assets.missing(root, robocasa_assets.parts_needed(manifest.upstream.obj_registries,
                                                                        manifest.upstream.env_kwargs))
@@ -138,7 +144,8 @@ def asset_problems(root: Path, manifest: KitchenManifest) -> list[str]:
 
 def assets_exclusion(manifest: KitchenManifest, assets_root: Path | None = None) -> str | None:
     """Why a real-asset task cannot load here, naming the missing paths and the fix; None when it can (or is a kit task)."""
-    from . import robocasa_assets, robocasa_kit
+    from . import assets as robocasa_assets
+    from . import kit as robocasa_kit
 
     if manifest.upstream.assets == "placeholder":
         return None
@@ -158,7 +165,8 @@ def assets_exclusion(manifest: KitchenManifest, assets_root: Path | None = None)
 
 def _prepare_assets(manifest: KitchenManifest, assets_root: Path | None, kit_dir: Path | None) -> Path:
     """The asset root this task runs on, made current for RoboCasa before it is imported."""
-    from . import robocasa_kit, robocasa_shims
+    from . import kit as robocasa_kit
+    from . import shims as robocasa_shims
 
     # RoboCasa's asset root is fixed for the process once imported; a caller that names no
     # root (a video renderer, replay) gets the one this process already serves, if it fits.
@@ -171,7 +179,7 @@ def _prepare_assets(manifest: KitchenManifest, assets_root: Path | None, kit_dir
         root = (kit_dir or DEFAULT_KIT_DIR / manifest.upstream.version)
         root = robocasa_kit.write_kit(root, package=package)
     else:
-        from . import robocasa_assets
+        from . import assets as robocasa_assets
 
         problem = assets_exclusion(manifest, assets_root)
         if problem:
@@ -193,49 +201,6 @@ def _versions() -> dict[str, str]:
             "numpy": np.__version__}
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-_FILE_ATTR = re.compile(r'\bfile="([^"]+)"')
-
-
-def used_assets(task: str, files: list[str], paths: list[tuple[str, str]], hashes: dict[str, str]) -> list[tuple[str, str]]:
-    """(path with ``paths`` replaced by their tokens, content sha256) of every asset file a scene names, sorted:
-    the used-asset closure a fingerprint covers. ``hashes`` caches the contents' digests between resets."""
-    entries = []
-    for f in files:
-        if f not in hashes:
-            try:
-                hashes[f] = _sha256(Path(f).read_bytes())
-            except OSError as e:
-                raise SimError(f"task {task!r}: the scene names asset {f}, which cannot be read: {e.strerror}") from None
-        name = f
-        for path, token in paths:
-            name = name.replace(path, token)
-        entries.append((name, hashes[f]))
-    return sorted(entries)
-
-
-def compiled_model_digest(model) -> str:
-    """sha256 over every array of the compiled model except its file paths.
-
-    ``mj_saveModel`` bytes (the robosuite backend's choice) embed the absolute path of every
-    asset file and the paths' total length, so the same kitchen built from a kit in another
-    folder would look different; the arrays (meshes, textures, bodies, options' effects) are
-    what a changed asset would change.
-    """
-    h = hashlib.sha256()
-    for name in sorted(dir(model)):
-        if "path" in name or name.startswith("_"):
-            continue
-        value = getattr(model, name, None)
-        if isinstance(value, np.ndarray):
-            h.update(f"{name}:{value.dtype.str}:{value.shape};".encode())
-            h.update(np.ascontiguousarray(value).tobytes())
-    return h.hexdigest()
-
-
 class RobocasaBackend(RobosuiteBackend):
     """A RoboCasa kitchen task scene built from a manifest. One thread must own it (GL context)."""
 
@@ -253,7 +218,8 @@ class RobocasaBackend(RobosuiteBackend):
         import robosuite
         from robosuite.controllers import load_composite_controller_config
 
-        from . import robocasa_kit, robocasa_shims
+        from . import kit as robocasa_kit
+        from . import shims as robocasa_shims
 
         robocasa_shims.install()
         versions = _versions()
@@ -278,8 +244,8 @@ class RobocasaBackend(RobosuiteBackend):
             cfg["body_parts"][part] = dict(part_cfg)
         layout = robocasa_kit.kit_layout() if up.layout == "kit" else up.layout
         style = robocasa_kit.kit_style() if up.style == "kit" else up.style
-        self._paths = sorted({str(self.assets_root): "{assets}", str(Path(robocasa.__file__).parent): "{robocasa}",
-                              str(Path(robosuite.__file__).parent): "{robosuite}"}.items(), key=lambda kv: -len(kv[0]))
+        self._paths = path_tokens({str(self.assets_root): "{assets}", str(Path(robocasa.__file__).parent): "{robocasa}",
+                                   str(Path(robosuite.__file__).parent): "{robosuite}"})
         t0 = time.perf_counter()
         try:
             self.env = robocasa_shims.task_class(task_cls)(
@@ -311,19 +277,11 @@ class RobocasaBackend(RobosuiteBackend):
             self._renderer.close()
         self._renderer = self._scene_renderer()
         xml = self.env.model.get_xml()
-        files = sorted(set(_FILE_ATTR.findall(xml)))
-        self._xml_sha256 = _sha256(self._normalise(xml.encode()))
-        self._assets_sha256 = self._asset_digest(files)
-
-    def _normalise(self, data: bytes) -> bytes:
-        """Where the assets and packages live is not part of a scene: the compiled model keeps file paths."""
-        for path, token in self._paths:
-            data = data.replace(path.encode(), token.encode())
-        return data
-
-    def _asset_digest(self, files: list[str]) -> str:
-        """sha256 over (normalised path, content sha256) of every file the model names: the asset tree it uses."""
-        return _sha256(json.dumps(used_assets(self.manifest.id, files, self._paths, self._asset_hashes)).encode())
+        files = sorted(set(FILE_ATTR.findall(xml)))
+        self._xml_sha256 = sha256_hex(portable(xml, self._paths).encode())  # the compiled model keeps file paths
+        # sha256 over (placeholder path, content sha256) of every file the model names: the asset tree it uses
+        self._assets_sha256 = sha256_hex(json.dumps(used_assets(self.manifest.id, files, self._paths,
+                                                                self._asset_hashes)).encode())
 
     def _derive_parts(self) -> list[_Part]:
         """Arm, gripper, mobile base, torso and the mode switch, read from the live controllers and model."""
@@ -389,7 +347,7 @@ class RobocasaBackend(RobosuiteBackend):
 
     def reset(self, seed: int) -> Fingerprint:
         """Re-seed RoboCasa's generator (and numpy's global one, see robocasa_shims) and rebuild the kitchen."""
-        from . import robocasa_shims
+        from . import shims as robocasa_shims
 
         self.env.rng.bit_generator.state = np.random.default_rng(seed).bit_generator.state
         robocasa_shims.seed_global_rng(seed)
@@ -431,10 +389,3 @@ class RobocasaBackend(RobosuiteBackend):
     def language(self) -> str:
         """RoboCasa's own instruction for the current episode (e.g. 'Open the left drawer.')."""
         return str(self.env.get_ep_meta().get("lang", ""))
-
-
-# Registration: sim/backend.py's registry. create_backend imports only robosuite_backend today,
-# so callers import this module (or backend.create_backend learns "robocasa") before asking for it.
-@sim_backend("robocasa")
-def _robocasa(manifest: TaskManifest, **kwargs) -> RobocasaBackend:
-    return RobocasaBackend(manifest, **kwargs)

@@ -27,7 +27,7 @@ from robosuite.utils.placement_samplers import (
 )
 from robosuite.utils.transform_utils import quat2mat
 
-from .gr1_contract import Pipeline, load_contract
+from .contract import Pipeline, load_contract
 
 
 def mount_egoview(robot_model, pipeline: Pipeline) -> None:

@@ -3,7 +3,7 @@
 RoboCasa's kitchens need ~10 GB of textures, fixtures and objects that are not on PyPI; a
 user downloads them with RoboCasa's own script (``python -m robocasa.scripts.download_kitchen_assets``),
 which writes into the installed package's ``robocasa/models/assets``. roboswe never ships or
-fakes them (the placeholder kit, sim/robocasa_kit.py, is labelled ``assets = "placeholder"``).
+fakes them (the placeholder kit, sim/robocasa/kit.py, is labelled ``assets = "placeholder"``).
 
 The asset root a real-asset task uses, first match wins:
 

@@ -18,10 +18,10 @@ import numpy as np
 import structlog
 from roboswe.protocol.sim import ActionComponent, ActionSpec, Fingerprint
 
-from .backend import ControlLoop, InvalidAction, PhysicsFailure, ResetError, SimError
-from .manifest import TaskManifest
-from .physics_state import fingerprint_bytes, snapshot
-from .render import CameraFrame, SceneRenderer
+from ..backend import ControlLoop, InvalidAction, PhysicsFailure, ResetError, SimError
+from ..manifest import TaskManifest
+from ..physics_state import fingerprint_bytes, snapshot
+from ..render import CameraFrame, SceneRenderer
 
 log = structlog.get_logger()
 

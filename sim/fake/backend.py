@@ -23,10 +23,10 @@ from collections.abc import Sequence
 import numpy as np
 from roboswe.protocol.sim import ActionComponent, ActionSpec, Fingerprint
 
-from .backend import ControlLoop, InvalidAction, ResetError
-from .manifest import TaskManifest
-from .physics_state import StateLog, fingerprint_bytes
-from .render import CameraFrame
+from ..backend import ControlLoop, InvalidAction, ResetError
+from ..manifest import TaskManifest
+from ..physics_state import StateLog, fingerprint_bytes
+from ..render import CameraFrame
 
 VERSION = "fake-1"
 MAX_MOVE = 0.05  # metres per control step at action 1.0

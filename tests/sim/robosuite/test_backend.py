@@ -13,7 +13,7 @@ from roboswe.sim.manifest import load_manifest
 from roboswe.sim.physics_state import snapshot
 from roboswe.sim.video import VideoRenderer
 
-from .conftest import ROOT, sim_env
+from ..conftest import ROOT, sim_env
 
 FINGERPRINT_SCRIPT = """
 import json, sys

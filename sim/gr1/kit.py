@@ -12,7 +12,7 @@ checks) run end to end:
   placeholder collision geometry cannot wedge anything), every texture it or the code names
   becomes a small flat-colour PNG (colour from a digest of the path: byte-identical runs);
 - every object category gets one 6 cm box model in each registry folder it names
-  (objaverse, aigen, sketchfab, lightwheel), built like sim/robocasa_kit.py's.
+  (objaverse, aigen, sketchfab, lightwheel), built like sim/robocasa/kit.py's.
 
 A marker file says the root is a kit. Every run on it is labelled ``assets = "placeholder"``
 (the backend records it in the fingerprint's versions); its results say nothing about a policy's
@@ -24,17 +24,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
-from . import robocasa_kit
-from .robocasa_kit import KitError, _colour, _png, texture_references
+from ..fingerprint import FILE_ATTR
+from ..robocasa import kit as robocasa_kit
+from ..robocasa.kit import KitError, _colour, _png, texture_references
 
 KIT_FORMAT = "roboswe.robocasa-gr1-kit/1"
 MARKER = "ROBOSWE_GR1_KIT.json"
 _REGISTRY_DIRS = {"objaverse": "objaverse", "aigen": "aigen_objs", "sketchfab": "sketchfab", "lightwheel": "lightwheel"}
-_FILE_ATTR = re.compile(r'\bfile="([^"]+)"')
 _CUBE_HALF = 0.005
 
 
@@ -67,7 +66,7 @@ def missing_shipped_files(shipped: Path) -> list[str]:
     missing = set()
     root = shipped.resolve()
     for xml in sorted(shipped.rglob("*.xml")):
-        for ref in _FILE_ATTR.findall(xml.read_text(errors="replace")):
+        for ref in FILE_ATTR.findall(xml.read_text(errors="replace")):
             target = Path(os.path.normpath(xml.parent / ref)).resolve()
             if target.exists() or not target.is_relative_to(root):
                 continue

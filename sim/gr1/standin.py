@@ -1,10 +1,10 @@
 """GR1 tabletop family (seed 002): the 29-D joint contract, the offline stand-in scenes, and native admission.
 
-A GR1 manifest says its ``fidelity``. ``offline-standin``: our robosuite scenes (sim/gr1_scenes.py)
+A GR1 manifest says its ``fidelity``. ``offline-standin``: our robosuite scenes (sim/gr1/scenes.py)
 with the GR1ArmsAndWaistFourierHands robot, legs and head unactuated, a fixed base, the BASIC
 composite controller (arms and waist absolute joint positions, hands as unscaled grips) and
 ``body_part_ordering`` [left, right, left_gripper, right_gripper, torso], which gives the
-contract's 29-D order. ``native``: a RoboCasa GR1 task class (sim/gr1_native.py), which needs the
+contract's 29-D order. ``native``: a RoboCasa GR1 task class (sim/gr1/native.py), which needs the
 user's RoboCasa GR1 assets; without them the backend refuses with AssetsMissing naming every
 missing path.
 
@@ -17,146 +17,27 @@ contract; a mismatch refuses the scene.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
-import msgspec
 import numpy as np
-import structlog
 from roboswe.protocol.sim import CameraInfo, Fingerprint, Limits, TaskSpec
 
-from .backend import SimError, sim_backend
-from .gr1_contract import (
-    Contract,
-    Fidelity,
-    load_contract,
-    policy_image_from_upright,
-    validate_action,
+from ..backend import SimError
+from ..fingerprint import path_tokens, portable, sha256_hex
+from ..manifest import TaskManifest
+from ..physics_state import snapshot
+from ..render import CameraFrame, SceneRenderer
+from ..robosuite.backend import RobosuiteBackend, _Part
+from .contract import policy_image_from_upright, validate_action
+from .manifest import (
+    ContractMismatch,
+    check_hash_sentinel,
+    contract_for,
+    gr1_manifest,
+    pinned_versions,
 )
-from .manifest import ManifestError, Name, TaskManifest
-from .physics_state import snapshot
-from .render import CameraFrame, SceneRenderer
-from .robosuite_backend import RobosuiteBackend, _Part
-
-log = structlog.get_logger()
-
-# hash() of this string in a process started with PYTHONHASHSEED=0 (CPython >= 3.11, 64-bit: siphash13). The
-# seed asks for PYTHONHASHSEED=0 exactly; sys.flags only says whether hashing is randomized.
-HASH_SENTINEL = ("roboswe.gr1.hash-sentinel", 1904134221492686265)
-
-STANDIN_PREFIX = "gr1-standin-"
-STANDIN_ENV_PREFIX = "Gr1Standin"
-
-# Folders under the RoboCasa GR1 asset root that the native tabletop tasks load from
-# (robocasa_gr1/scripts/download_kitchen_assets.py and download_tabletop_assets.py).
-NATIVE_ASSET_FOLDERS = ("textures", "fixtures/fixture_registry", "objects/objaverse", "objects/sketchfab", "objects/lightwheel")
-
-
-class AssetsMissing(SimError):
-    """RoboCasa GR1's downloaded assets are not where a native task needs them; names the missing paths."""
-
-    code = "assets_missing"
-
-
-class ContractMismatch(SimError):
-    """The compiled scene differs from the GR1 contract (joint ranges, actuator mapping, encoders); never run."""
-
-    code = "contract_mismatch"
-
-
-# ---- manifest --------------------------------------------------------------------------------
-
-
-class Gr1Upstream(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Which GR1 tabletop task a manifest pins; ``registry_horizon`` is the native engine's, recorded only."""
-
-    package: Literal["gr1"] = "gr1"
-    version: str  # robosuite.__version__ (praxis-robosuite reports 1.5.2)
-    robocasa_gr1: str  # robocasa_gr1.__version__ (praxis-robocasa-gr1 0.2.0 reports 0.2.0.post1)
-    mujoco: str  # major.minor series
-    env: str  # stand-in: a Gr1Standin* class of sim/gr1_scenes.py; native: a robocasa_gr1 task class
-    robot: Literal["GR1ArmsAndWaistFourierHands"] = "GR1ArmsAndWaistFourierHands"
-    registry_horizon: int = 1000
-    contract: Name = "gr1-tabletop"  # configs/contracts/<contract>.toml
-    layouts: list[int] = []  # native: the task's VALID_LAYOUTS (recorded; the gym factory does not force them)
-    styles: list[int] = []
-    assets_root: str = ""  # native: the asset root; "" = $ROBOCASA_GR1_ASSETS, else robocasa_gr1/models/assets
-    # native: "user" = the user's downloaded RoboCasa GR1 assets; "placeholder" = the generated kit
-    # (sim/gr1_kit.py), for offline tests only, recorded with every result and never comparable.
-    assets: Literal["user", "placeholder"] = "user"
-
-
-class Gr1Manifest(TaskManifest, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A task manifest of the GR1 tabletop family; its ``fidelity`` is recorded with every result."""
-
-    fidelity: Fidelity
-    upstream: Gr1Upstream
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        standin = self.fidelity == "offline-standin"
-        if standin != self.id.startswith(STANDIN_PREFIX) or standin != self.upstream.env.startswith(STANDIN_ENV_PREFIX):
-            raise ManifestError(
-                f"task {self.id!r}: fidelity = {self.fidelity!r} with env {self.upstream.env!r}; stand-in tasks have ids "
-                f"starting {STANDIN_PREFIX!r} and {STANDIN_ENV_PREFIX}* scenes, native tasks neither (ids never collide)")
-        if self.upstream.assets == "placeholder" and standin:
-            raise ManifestError(f"task {self.id!r}: assets = 'placeholder' is for native task classes on the generated kit")
-        if self.controller.parts:
-            raise ManifestError(f"task {self.id!r}: the GR1 controller comes from the contract; remove [controller.parts]")
-        contract = load_contract(Path(__file__).resolve().parent.parent / "configs" / "contracts" / f"{self.upstream.contract}.toml")
-        if self.control_hz != contract.control_hz:
-            raise ManifestError(f"task {self.id!r}: control_hz = {self.control_hz} but the contract runs at {contract.control_hz} Hz")
-        obs = contract.observation
-        cams = [(c.name, c.width, c.height, c.depth, c.calibration) for c in self.observation.cameras]
-        want = [(obs.image, *obs.pipeline.output, False, False)]
-        if cams != want or self.observation.proprio != [obs.state] or self.observation.privileged or self.privileged:
-            raise ManifestError(
-                f"task {self.id!r}: the GR1 observation allowlist is exactly cameras = [{{name = {obs.image!r}, width = 256, "
-                f"height = 256, depth = false, calibration = false}}] and proprio = [{obs.state!r}], nothing privileged")
-
-
-def gr1_manifest(manifest: TaskManifest | dict) -> Gr1Manifest:
-    """The manifest as a Gr1Manifest (from its builtins form if needed); raises ManifestError."""
-    if isinstance(manifest, Gr1Manifest):
-        return manifest
-    data = manifest.to_builtins() if isinstance(manifest, TaskManifest) else manifest
-    try:
-        return msgspec.convert(data, Gr1Manifest)
-    except msgspec.ValidationError as e:
-        raise ManifestError(f"not a GR1 tabletop manifest: {e}") from None
-
-
-def check_hash_sentinel() -> None:
-    """Raise SimError unless this process hashes strings as PYTHONHASHSEED=0 does."""
-    text, expected = HASH_SENTINEL
-    if hash(text) != expected:
-        raise SimError("this simulator process does not run with PYTHONHASHSEED=0 (hash sentinel differs); "
-                       "start it with PYTHONHASHSEED=0 in its environment, as seed 002 requires")
-
-
-def _contract_for(manifest: Gr1Manifest) -> tuple[Contract, str]:
-    path = Path(__file__).resolve().parent.parent / "configs" / "contracts" / f"{manifest.upstream.contract}.toml"
-    return load_contract(path), hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def pinned_versions(manifest: Gr1Manifest) -> dict[str, str]:
-    """This process's simulator versions, checked against the manifest's pins; raises SimError naming both."""
-    import mujoco
-    import robocasa_gr1  # importing it registers its task classes with robosuite
-    import robosuite
-
-    up = manifest.upstream
-    versions = {"robosuite": robosuite.__version__, "robocasa_gr1": robocasa_gr1.__version__,
-                "mujoco": mujoco.__version__, "numpy": np.__version__}
-    if (versions["robosuite"] != up.version or versions["robocasa_gr1"] != up.robocasa_gr1
-            or not versions["mujoco"].startswith(up.mujoco + ".")):
-        raise SimError(f"task {manifest.id!r} pins robosuite {up.version} / robocasa_gr1 {up.robocasa_gr1} / mujoco "
-                       f"{up.mujoco}.x but this process has {versions}; install praxis-robocasa-gr1==0.2.0")
-    return versions
-
 
 # ---- the stand-in backend ------------------------------------------------------------------------
 
@@ -175,10 +56,10 @@ class Gr1StandinBackend(RobosuiteBackend):
         import robocasa_gr1
         import robosuite
 
-        from . import gr1_scenes
+        from . import scenes as gr1_scenes
 
         up = manifest.upstream
-        self.contract, self._contract_sha256 = _contract_for(manifest)
+        self.contract, self._contract_sha256 = contract_for(manifest)
         versions = pinned_versions(manifest)
         if up.env not in gr1_scenes.STANDIN_ENVS:
             raise SimError(f"task {manifest.id!r}: no stand-in scene {up.env!r}; known: {sorted(gr1_scenes.STANDIN_ENVS)}")
@@ -204,11 +85,9 @@ class Gr1StandinBackend(RobosuiteBackend):
         pipe = self.contract.observation.pipeline
         video = manifest.video
         self._renderer = SceneRenderer(self.model, max(pipe.width, video.width), max(pipe.height, video.height))
-        xml = self.env.model.get_xml()
-        for path, token in sorted({str(Path(robosuite.__file__).parent): "{robosuite}",
-                                   str(Path(robocasa_gr1.__file__).parent): "{robocasa_gr1}"}.items(), key=lambda kv: -len(kv[0])):
-            xml = xml.replace(path, token)
-        self._xml_sha256 = hashlib.sha256(xml.encode()).hexdigest()
+        tokens = path_tokens({str(Path(robosuite.__file__).parent): "{robosuite}",
+                              str(Path(robocasa_gr1.__file__).parent): "{robocasa_gr1}"})
+        self._xml_sha256 = sha256_hex(portable(self.env.model.get_xml(), tokens).encode())
         self._versions = {**versions, "fidelity": manifest.fidelity, "contract_sha256": self._contract_sha256}
         self._last = np.zeros(len(self._low))
         self.check_contract()
@@ -394,42 +273,3 @@ class Gr1StandinBackend(RobosuiteBackend):
         """The 29 measured encoders (rad) in contract order, under the contract's one state key."""
         self._require_loaded()
         return {self.contract.observation.state: np.array(self.data.qpos[self._encoder_qpos], dtype=np.float64)}
-
-
-# ---- native --------------------------------------------------------------------------------------
-
-
-def check_native(manifest: Gr1Manifest) -> None:
-    """Raise AssetsMissing naming every missing asset path of a native task, SimError if robocasa_gr1 lacks its class.
-
-    Checks the assets before importing robocasa_gr1 (the import fixes its asset root for the process).
-    The task class must be robocasa_gr1's, with the manifest's layouts as its VALID_LAYOUTS.
-    """
-    from .gr1_native import prepare_assets, redirect_asset_root
-
-    root, _ = prepare_assets(manifest)
-    redirect_asset_root(root)
-    from robocasa_gr1.environments.tabletop.tabletop import (
-        Tabletop,  # registers its task classes with robosuite
-    )
-    from robosuite.environments.base import REGISTERED_ENVS
-
-    up = manifest.upstream
-    task_cls = REGISTERED_ENVS.get(up.env)
-    if not (isinstance(task_cls, type) and issubclass(task_cls, Tabletop)):
-        raise SimError(f"task {manifest.id!r}: robocasa_gr1 has no task class {up.env!r}")
-    valid = list(getattr(task_cls, "VALID_LAYOUTS", []) or [])
-    if valid != up.layouts:
-        raise SimError(f"task {manifest.id!r}: {up.env}.VALID_LAYOUTS is {valid} but the manifest says layouts = {up.layouts}")
-
-
-# Registration: sim/backend.py's registry, like the robocasa family. sim/backend.py's create_backend
-# imports a family's module on first use, so nothing else needs to import this one.
-@sim_backend("gr1")
-def _gr1(manifest: TaskManifest | dict, **kwargs) -> Gr1StandinBackend:
-    m = gr1_manifest(manifest)
-    if m.fidelity == "native":
-        from .gr1_native import Gr1NativeBackend
-
-        return Gr1NativeBackend(m, **kwargs)
-    return Gr1StandinBackend(m, **kwargs)

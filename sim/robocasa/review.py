@@ -12,7 +12,7 @@ The digest covers the method the task class resolves to (``inspect.getsource`` o
 version in the manifest and the fingerprint.
 
 Importing RoboCasa fixes its asset root for the process, so admission asks in a fresh process:
-``python -m roboswe.sim.robocasa_review CLASS...`` prints one JSON line, class -> record.
+``python -m roboswe.sim.robocasa.review CLASS...`` prints one JSON line, class -> record.
 """
 
 from __future__ import annotations
@@ -20,8 +20,13 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import subprocess
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..manifest import TaskManifest
 
 
 def source_digest(source: str) -> str:
@@ -47,6 +52,32 @@ def review_record(live: dict[str, Any] | None, review: str, reviewed_sha256: str
         return {"review": review, "reviewed_sha256": reviewed_sha256, "status": "unreadable", "problem": problem or ""}
     status = "current" if live["source_sha256"] == reviewed_sha256 else "changed since review"
     return {**live, "review": review, "reviewed_sha256": reviewed_sha256, "status": status}
+
+
+def reviews(manifests: list[TaskManifest], timeout: float, env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """task id -> predicate review record of each kitchen task, the live digests read in one fresh process
+    (started with ``env``); a process that fails or times out makes every record ``unreadable``, naming why."""
+    if not manifests:
+        return {}
+    envs = sorted({m.upstream.env for m in manifests})
+    live: dict[str, Any] = {}
+    problem = None
+    try:
+        proc = subprocess.run([sys.executable, "-m", "roboswe.sim.robocasa.review", *envs], check=False,
+                              capture_output=True, text=True, env=dict(env), timeout=timeout)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REVIEW ")]
+        if lines:
+            live = json.loads(lines[-1][len("REVIEW "):])
+        else:
+            problem = f"review process exited {proc.returncode}: {' | '.join(proc.stderr.strip().splitlines()[-3:])}"
+    except subprocess.TimeoutExpired:
+        problem = f"review process exceeded {timeout:.0f} s"
+    out = {}
+    for m in manifests:
+        found = live.get(m.upstream.env)
+        error = problem or (found or {}).get("error") or ("no answer" if found is None else None)
+        out[m.id] = review_record(None if error else found, m.success.review, m.success.predicate_sha256, error)
+    return out
 
 
 def main(argv: list[str]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import msgspec
 
-from .manifest import CONFIGS_DIR, ManifestError
+from ..manifest import CONFIGS_DIR, ManifestError
 
 CATALOGUES_DIR = CONFIGS_DIR / "catalogues"
 FORMAT = "roboswe.catalogue/1"

@@ -9,7 +9,7 @@ a participant's revisions would.
 
 from __future__ import annotations
 
-from .paint_control import Waypoint
+from .control import Waypoint
 
 DOWN = (1.0, 0.0, 0.0, 0.0)  # xyzw: 180 deg about x, the brush points straight down
 NOMINAL_PAPER = (0.0, 0.50)
