@@ -13,6 +13,7 @@ import msgspec
 from ._base import Message
 from ._codec import Codec
 from .control import Control
+from .recorder import Outcome, TrialCause
 
 JobState = Literal["starting", "running", "videos", "done", "failed"]  # "videos": rendering trial videos after the series
 
@@ -21,6 +22,15 @@ class GetProgress(Message, frozen=True, kw_only=True):
     """Ask for the current progress; ``after`` = number of log lines already seen."""
 
     after: int = 0
+
+
+class LastEnd(msgspec.Struct, frozen=True, kw_only=True):
+    """The latest trial end, typed: what the front end decides on (a configuration stop), never the display line."""
+
+    trial: int
+    outcome: Outcome
+    cause: TrialCause | None = None
+    detail: str = ""
 
 
 class WorkerProgress(msgspec.Struct, frozen=True, kw_only=True):
@@ -35,7 +45,8 @@ class WorkerProgress(msgspec.Struct, frozen=True, kw_only=True):
     steps_used: int = 0
     steps_budget: int = 0
     active_s: float = 0.0
-    last_outcome: str = ""
+    last_outcome: str = ""  # "trial N: OUTCOME (REASON)", for display
+    last_end: LastEnd | None = None
 
 
 class Progress(Message, frozen=True, kw_only=True):
@@ -56,7 +67,8 @@ class Progress(Message, frozen=True, kw_only=True):
     steps_budget: int = 0
     active_s: float = 0.0
     active_budget_s: float = 0.0
-    last_outcome: str = ""
+    last_outcome: str = ""  # "trial N: OUTCOME (REASON)", for display only
+    last_end: LastEnd | None = None  # the same end, typed (the front end's configuration stop reads it)
     lines: list[str] = msgspec.field(default_factory=list)
     line_count: int = 0  # total log lines so far (pass as the next ``after``)
     running: list[WorkerProgress] = msgspec.field(default_factory=list)  # each busy worker's series (--workers N > 1)

@@ -71,8 +71,64 @@ class TrialStarted(Message, frozen=True, kw_only=True):
     recovers: str | None = None
 
 
+ParticipantCause = Literal[
+    "success_interval",  # the success predicate held for the task's interval: a success
+    "finish",  # the participant called finish
+    "step_budget",  # the trial's control steps are used up
+    "time_budget",  # the trial's active time is used up (also while waiting for a decision)
+    "decision_budget",  # the series' decision calls are used up (actions interface)
+]
+"""What ended a trial the participant played to its end: outcome ``success`` or ``failure``."""
+IncompleteCause = Literal[
+    "provider",  # the provider did not answer after its retries (an outage, a rate limit)
+    "configuration",  # a provider setting every later trial would repeat: a refused key, an unknown model, no SDK
+    "infrastructure",  # a peer, the sandbox or the simulator failed (the scene's load, the opening, a goal image)
+    "interrupted",  # a peer died or was restarted under the trial, or the run was killed: re-run as a linked attempt
+    "fingerprint_mismatch",  # the fresh scene is not the admitted one
+    "context_overflow",  # one exchange is larger than the input budget B: the series stops
+    "internal",  # a harness error (a bug): this trial ends, not the run
+]
+"""What ended a trial for a cause outside the participant: outcome ``incomplete``, never scored."""
+TrialCause = Literal[ParticipantCause, IncompleteCause]
+PARTICIPANT_CAUSES: tuple[str, ...] = ParticipantCause.__args__  # type: ignore[attr-defined]
+INCOMPLETE_CAUSES: tuple[str, ...] = IncompleteCause.__args__  # type: ignore[attr-defined]
+TRIAL_CAUSES: tuple[str, ...] = (*PARTICIPANT_CAUSES, *INCOMPLETE_CAUSES)
+
+
+class TrialTiming(msgspec.Struct, kw_only=True):
+    """Seconds per component of one trial, as ``TrialEnded.timing`` records them (a dict of these keys).
+
+    Components overlap (``load`` and ``sandbox_open`` run side by side) and are not a partition of
+    ``wall``; every figure is wall-clock seconds on the coordinator unless it says otherwise.
+    """
+
+    provider: float = 0.0  # the whole decision round trip (a local participant's own compute included)
+    provider_http: float = 0.0  # time inside the provider's HTTP API, summed over attempts
+    execution: float = 0.0  # scripts' wall time in the sandbox, as the bridge measured it
+    script_sim: float = 0.0  # physics + rendering the scripts and direct actions asked of the simulator
+    transport: float = 0.0  # round trips to the bridge and the simulator beyond the work they reported
+    physics: float = 0.0  # the simulator's physics seconds (its own reading)
+    rendering: float = 0.0  # the simulator's rendering seconds (its own reading)
+    waits: float = 0.0  # wait operations, end to end
+    context: float = 0.0  # preparing requests and appending turns (the context manager)
+    recording: float = 0.0  # time the recorder link spent during the trial
+    load: float = 0.0  # the scene's Load
+    recovery: float = 0.0  # provider retry back-off (not active time)
+    sandbox_open: float | None = None  # opening the sandbox (overlaps the load); absent when it never opened
+    wall: float = 0.0  # the attempt, from its load to its end
+
+    def record(self) -> dict[str, float]:
+        """The recorded form: every component rounded to the microsecond, ``sandbox_open`` only when it opened."""
+        return {k: round(v, 6) for k, v in msgspec.structs.asdict(self).items() if v is not None}
+
+
 class TrialEnded(Message, frozen=True, kw_only=True):
-    """A trial attempt's outcome and figures; written once, never updated."""
+    """A trial attempt's outcome and figures; written once, never updated.
+
+    ``cause`` is what ended it, for every reader that decides something (retry eligibility, the
+    configuration stop, the report); ``detail`` the human words; ``reason`` the line shown
+    (``cause: detail``), kept for records written before causes were typed (their ``cause`` is None).
+    """
 
     trial_id: str
     outcome: Outcome
@@ -80,10 +136,12 @@ class TrialEnded(Message, frozen=True, kw_only=True):
     control_steps: NonNegative = 0
     sim_time: float = 0.0
     active_time: float = 0.0
-    # seconds per component: provider, execution, transport, physics, rendering, waits, recovery
+    # seconds per component, the keys of TrialTiming (a dict on the wire, so old runs and the viewer read it as is)
     timing: dict[str, float] = msgspec.field(default_factory=dict)
     success_interval: tuple[int, int] | None = None  # control steps [first, last] the predicate held
     ended_at: float
+    cause: TrialCause | None = None  # None: recorded before causes were typed (read ``reason``)
+    detail: str = ""
 
 
 class MessageRecord(Message, frozen=True, kw_only=True):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -363,21 +362,17 @@ def drive(run_dir: Path, config: Any, config_path: Path, actors: tuple[str, ...]
 class ConfigurationStop:
     """A trial ended incomplete for a cause every later trial would repeat (a refused key, an unknown model)."""
 
-    # The coordinator's Progress.last_outcome, as the trial writes it: "trial N: OUTCOME (REASON)".
-    PATTERN = re.compile(r"trial (\d+): incomplete \((.*)\)$", re.DOTALL)
-
     def __init__(self, trial: int, reason: str):
         self.trial = trial
         self.reason = reason
 
     @classmethod
     def from_progress(cls, progress: Any) -> ConfigurationStop | None:
-        from roboswe.evaluation.preflight import configuration_cause
-
-        m = cls.PATTERN.match(progress.last_outcome or "")
-        if m is None or not configuration_cause(m.group(2)):
+        """The stop the coordinator's latest trial end calls for (its typed ``last_end``), or None."""
+        end = progress.last_end
+        if end is None or end.cause != "configuration":
             return None
-        return cls(int(m.group(1)), m.group(2))
+        return cls(end.trial, end.detail)
 
     def report(self, run_dir: Path) -> str:
         return (f"roboswe run: stopped after trial {self.trial}: it ended incomplete for a configuration problem that "

@@ -34,10 +34,12 @@ unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from roboswe.bridge.door import check_actions
 from roboswe.evaluation.peers import SIM_DEADLINE, Simulator
+from roboswe.evaluation.series_config import Budgets
 from roboswe.protocol import sim as simp
 
 
@@ -59,6 +61,31 @@ class ChunkRun:
     def refused(self) -> bool:
         """Nothing took effect: the check refused the chunk, or the scene rejected a per-control chunk's first action."""
         return bool(self.problem) and not self.executed and not (self.one_action and self.sent)
+
+
+@dataclass
+class ActionEvidence:
+    """A policy trial's evidence (event ``action_evidence``): accepted chunks, executed prefixes, first success."""
+
+    action_decisions: int = 0  # accepted chunks (a stop-only answer or a refused chunk is none)
+    executed_prefixes: list[int] = field(default_factory=list)  # actions executed per accepted chunk, in order
+    first_success: tuple[int | None, int] | None = None  # (control step, call index) where success completed
+
+    def accepted(self, run: ChunkRun, status: simp.SuccessStatus, call: int) -> None:
+        """Count a chunk the scene took; the first completed success names its control step and call."""
+        self.action_decisions += 1
+        self.executed_prefixes.append(run.executed)
+        if status.achieved and self.first_success is None:
+            self.first_success = (status.achieved_step, call)
+
+    def figures(self, budgets: Budgets, *, policy_calls: int, controls: int) -> dict[str, Any]:
+        """The event's data: the track's identity and budgets beside the trial's counts."""
+        first = self.first_success
+        return {"identity": budgets.identity, "track": budgets.track, "policy_calls": policy_calls,
+                "action_decisions": self.action_decisions, "executed_prefixes": self.executed_prefixes,
+                "controls": controls, "decision_calls": budgets.decision_calls, "action_prefix": budgets.action_prefix,
+                "first_success_control": first[0] if first else None,
+                "first_success_call": first[1] if first else None}
 
 
 def executable_prefix(chunk: list[list[float]], prefix: int | None) -> list[list[float]]:

@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
+from roboswe.evaluation.ends import TrialIncomplete
 from roboswe.evaluation.peers import INFRA_ERRORS, Context, Recorder
-from roboswe.evaluation.plan import TrialIncomplete
 from roboswe.protocol.participant import Turn
 from roboswe.records.reader import RunReader
 
@@ -87,7 +87,7 @@ class Conversation:
                                       archived=state.archived)
             # A restart outside the participant, like a dead peer: the series re-runs this attempt,
             # linked, with the conversation rebuilt from the records (series.py).
-            raise TrialIncomplete(f"interrupted: the context manager was restarted under the trial (it holds "
+            raise TrialIncomplete("interrupted", f"the context manager was restarted under the trial (it holds "
                                   f"{state.archived} turns, expected {self.expected}); re-run with the conversation rebuilt")
 
     async def in_sync(self) -> bool:

@@ -5,18 +5,21 @@ Trial writes these and verify reads them back, through ``feedback_record`` and
 missing on the other. On disk each is a JSON object with the Struct's fields plus
 ``is_error`` and ``text`` (the result the participant saw, cut to 4000 characters).
 ``SandboxOpened`` is the same for the ``trial_opened`` event a replay is pinned to.
+``OpResult`` is an operation's whole result inside the trial: the text and images the
+participant is told, with the feedback kept.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import msgspec
 
 from roboswe.evaluation.series_config import Budgets
 from roboswe.protocol.bridge import ExecFeedback, ScriptException
-from roboswe.protocol.participant import ACTION_OPERATIONS
+from roboswe.protocol.participant import ACTION_OPERATIONS, ImagePart
 
 TEXT_KEPT = 4000  # characters of the participant's result text kept with the operation
 
@@ -157,3 +160,15 @@ def read_feedback(operation: str, data: dict[str, Any]) -> Feedback:
         return msgspec.convert(data, kind)
     except msgspec.ValidationError as e:
         raise ValueError(f"recorded {operation} feedback is not a {kind.__name__}: {e}") from None
+
+
+@dataclass
+class OpResult:
+    """One operation's result: what the participant is told (text, images) and the feedback recorded."""
+
+    text: str
+    error: bool = False
+    images: list[tuple[ImagePart, bytes]] = field(default_factory=list)
+    feedback: Feedback = field(default_factory=Listed)
+    step_end: int | None = None
+    success: bool = False  # the success interval has been reached

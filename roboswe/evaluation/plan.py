@@ -18,14 +18,6 @@ from roboswe.protocol.bridge import ScriptLimits
 from roboswe.sandbox.walk import remove_tree
 
 
-class TrialIncomplete(Exception):
-    """The trial cannot go on for a reason outside the participant's control."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
 class SeriesPlan(msgspec.Struct, frozen=True, kw_only=True):
     """Everything fixed about one series."""
 

@@ -365,22 +365,9 @@ def preflight(*, provider: ProviderConfig | None, source: str, manifests: Iterab
     return outcome
 
 
-# ---- causes that will not go away by themselves --------------------------------------------------
-
-# A provider's refusal (the trial reason starts "provider:") of the key (401/403) or the model/base_url (404).
-_PROVIDER_REFUSAL = re.compile(r"\bhttp_40[134]\b|\bHTTP 40[134]\b")
-# The provider client could not build the adapter (missing key or SDK, no model): every request is answered so.
-_PROVIDER_UNUSABLE = re.compile(r"provider \w+ unavailable|environment variable \S+ is empty or unset")
-
-
-def configuration_cause(reason: str) -> bool:
-    """Whether an incomplete trial's reason is a configuration problem every later trial would repeat."""
-    if reason.startswith("provider:") and _PROVIDER_REFUSAL.search(reason):
-        return True
-    return bool(_PROVIDER_UNUSABLE.search(reason))
-
+# A trial that ended for a configuration problem every later trial would repeat is a typed cause
+# ("configuration"), given where the trial's end is composed: roboswe/evaluation/ends.py.
 
 __all__ = [
-    "Outcome", "PreflightRefused", "Problem", "asset_problems", "configuration_cause", "online_problems", "preflight",
-    "provider_problems",
+    "Outcome", "PreflightRefused", "Problem", "asset_problems", "online_problems", "preflight", "provider_problems",
 ]

@@ -13,8 +13,10 @@ from typing import Any
 import msgspec
 import structlog
 
+from roboswe.protocol.coordinator import LastEnd, WorkerProgress
 from roboswe.protocol.coordinator import Progress as ProgressMessage
-from roboswe.protocol.coordinator import WorkerProgress
+
+__all__ = ["LastEnd", "Progress"]
 
 log = structlog.get_logger()
 
@@ -41,10 +43,14 @@ class Progress:
         self.workers.pop(worker, None)
 
     def update(self, **figures: Any) -> None:
-        """Replace some figures; raises TypeError for a name the Progress message does not have."""
+        """Replace some figures; raises TypeError for a name the Progress message does not have.
+
+        A trial's end is given as ``last_end`` (typed, what decisions read) with ``last_outcome`` (its display line).
+        """
         self.figures = msgspec.structs.replace(self.figures, **figures)
-        if self._parent is not None and "last_outcome" in figures:  # the front end stops on a configuration outcome
-            self._parent.update(last_outcome=figures["last_outcome"])
+        ended = {k: figures[k] for k in ("last_outcome", "last_end") if k in figures}
+        if self._parent is not None and ended:  # the front end stops on a configuration end: the job's
+            self._parent.update(**ended)
 
     def message(self, after: int = 0) -> ProgressMessage:
         """The answer to GetProgress(after): the figures as of now and the log lines after ``after``."""
@@ -54,7 +60,7 @@ class Progress:
             f = child.figures
             running.append(WorkerProgress(
                 worker=w, series_id=f.series_id, task=f.task, trial=f.trial, trials=f.trials, operation=f.operation,
-                steps_used=f.steps_used, steps_budget=f.steps_budget, last_outcome=f.last_outcome,
+                steps_used=f.steps_used, steps_budget=f.steps_budget, last_outcome=f.last_outcome, last_end=f.last_end,
                 active_s=child.active_clock() if child.active_clock is not None else f.active_s))
         return msgspec.structs.replace(self.figures, active_s=active, lines=self.lines[after:], line_count=len(self.lines),
                                        running=running)

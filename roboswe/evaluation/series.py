@@ -5,12 +5,12 @@ trial 1 (``none``, the fresh-context control). ``roboswe.evaluation.trial`` carr
 
 Resume: ``SeriesHistory.read`` looks at what the run database already holds. Ended
 trials stay as they are; a started trial without an end is closed as ``incomplete``
-(reason ``interrupted``) and re-run as a new attempt whose ``recovers`` names it. The
+(cause ``interrupted``) and re-run as a new attempt whose ``recovers`` names it. The
 workspace is restored from the interrupted trial's starting checkpoint (or the last
 checkpoint of the trial before), and the conversation from the recorded turns.
 
 ``--retry-incomplete`` (``retry_incomplete``): a slot whose latest attempt ended ``incomplete``
-for an infrastructure or provider reason (``retryable``) is re-run the same way, as a linked
+for a cause that may go away (``retryable``, ``RETRYABLE_CAUSES``) is re-run the same way, as a linked
 attempt from the state it started in, at most ``MAX_INCOMPLETE_RETRIES`` times per slot; after
 that the slot stays missing. A ``failure`` (the participant's) is never re-run. Slots after it
 that already ended are kept as they are: in ``retain`` mode they saw the incomplete attempt,
@@ -33,7 +33,6 @@ import structlog
 from roboswe.evaluation.conversation import Conversation, recorded_conversation
 from roboswe.evaluation.peers import INFRA_ERRORS, Links
 from roboswe.evaluation.plan import SeriesPlan, fresh_dir, previous_figures
-from roboswe.evaluation.preflight import configuration_cause
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.trial import TrialRunner
 from roboswe.protocol import recorder as rec
@@ -73,20 +72,20 @@ class SeriesHistory(msgspec.Struct, kw_only=True):
         for index in range(1, trials + 1):
             attempts = by_index.get(index, [])
             kept_here = [a for a in attempts
-                         if a.end is not None and not was_interrupted(a.end.reason) and a.trial_id not in rerun]
+                         if a.end is not None and not was_interrupted(a.end) and a.trial_id not in rerun]
             latest = attempts[-1] if attempts else None
             if latest is None:
                 next_index, attempt = index, 0
                 break
-            if latest.end is None or was_interrupted(latest.end.reason):
+            if latest.end is None or was_interrupted(latest.end):
                 next_index, interrupted, attempt = index, latest, latest.start.attempt + 1
                 kept += kept_here
                 break
-            if stops_series(latest.end.reason):
+            if stops_series(latest.end):
                 kept += kept_here
                 stopped_by = latest
                 break
-            if (retry_incomplete and latest.end.outcome == "incomplete" and retryable(latest.end.reason)
+            if (retry_incomplete and retryable(latest.end)
                     and incomplete_retries(attempts) <= MAX_INCOMPLETE_RETRIES):
                 next_index, interrupted, attempt = index, latest, latest.start.attempt + 1
                 kept += [a for a in kept_here if a is not latest]
@@ -99,34 +98,35 @@ class SeriesHistory(msgspec.Struct, kw_only=True):
                    next_attempt=attempt, previous=previous, only_slot=only_slot, stopped_by=stopped_by)
 
 
-def was_interrupted(reason: str) -> bool:
+def was_interrupted(end: rec.TrialEnded) -> bool:
     """Whether an ended attempt was cut off by the harness (killed run, dead peer) and is to be re-run."""
-    return reason == "interrupted" or reason.startswith("interrupted:")
+    return end.cause == "interrupted"
 
 
-def stops_series(reason: str) -> bool:
+def stops_series(end: rec.TrialEnded) -> bool:
     """Whether an ended attempt stops its series: an exchange too large for the input budget B would
     not fit the next trial's requests either (the context policy never truncates it)."""
-    return reason.startswith("context_overflow")
+    return end.cause == "context_overflow"
 
 
-# Reasons trial.py records for an incomplete end that is not the participant's doing and may go away
-# on a second try: the provider (outage after its retries), infrastructure (a peer, the sandbox, the
-# simulator's load), a fresh scene whose fingerprint differs from the admitted one, a harness error.
-RETRYABLE_PREFIXES = ("provider", "infrastructure", "fingerprint_mismatch", "internal")
+# Causes of an incomplete end that are not the participant's doing and may go away on a second try
+# (protocol/recorder.py says what each means): the provider (an outage after its retries), a
+# configuration fixed since (the key exported), infrastructure, a fresh scene whose fingerprint
+# differs from the admitted one, a harness error. Never a context overflow (it stops the series),
+# never an interruption (re-run anyway). An end recorded without a cause is not retried.
+RETRYABLE_CAUSES: tuple[rec.IncompleteCause, ...] = (
+    "provider", "configuration", "infrastructure", "fingerprint_mismatch", "internal")
 MAX_INCOMPLETE_RETRIES = 2  # linked re-runs per slot under --retry-incomplete; then the slot stays missing
 
 
-def retryable(reason: str) -> bool:
-    """Whether an incomplete end may be re-run under ``--retry-incomplete`` (never a context overflow)."""
-    head = reason.split(":", 1)[0].strip()
-    return head in RETRYABLE_PREFIXES and not stops_series(reason)
+def retryable(end: rec.TrialEnded) -> bool:
+    """Whether an ended attempt may be re-run under ``--retry-incomplete``: incomplete for a retryable cause."""
+    return end.outcome == "incomplete" and end.cause in RETRYABLE_CAUSES
 
 
 def incomplete_retries(attempts: list[TrialView]) -> int:
-    """How many attempts of one slot ended incomplete for a retryable reason (interruptions not counted)."""
-    return sum(1 for a in attempts if a.end is not None and a.end.outcome == "incomplete"
-               and not was_interrupted(a.end.reason) and retryable(a.end.reason))
+    """How many attempts of one slot ended incomplete for a retryable cause (interruptions not counted)."""
+    return sum(1 for a in attempts if a.end is not None and retryable(a.end))
 
 
 def restore_workspace(reader: RunReader, run_dir: Path, history: SeriesHistory, dest: Path) -> str | None:
@@ -180,7 +180,7 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         progress.update(task=plan.task.id, series_id=plan.series_id, mode=plan.retain, trials=plan.trials)
         if history.next_index > plan.trials:
             return []
-        if history.interrupted is not None and (history.interrupted.end is None or was_interrupted(history.interrupted.end.reason)):
+        if history.interrupted is not None and (history.interrupted.end is None or was_interrupted(history.interrupted.end)):
             # The bridge may still hold the interrupted trial open (a restarted coordinator): its
             # workspace is then a mounted volume that cannot be cleared until the trial is closed.
             try:
@@ -206,10 +206,10 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         old = history.interrupted
         if old.end is None:
             await recording.durable(rec.TrialEnded(trial_id=old.trial_id, outcome="incomplete", reason="interrupted",
-                                                   control_steps=interrupted_steps, ended_at=time.time()))
-        if old.end is not None and not was_interrupted(old.end.reason):
+                                                   cause="interrupted", control_steps=interrupted_steps, ended_at=time.time()))
+        if old.end is not None and not was_interrupted(old.end):
             await recording.event("trial_retried", old.trial_id, series=plan.series_id, index=old.start.index,
-                                  attempt=history.next_attempt, reason=old.end.reason,
+                                  attempt=history.next_attempt, reason=old.end.reason, cause=old.end.cause,
                                   later_slots_kept=history.only_slot)
             progress.say(f"trial {old.start.index} attempt {old.start.attempt} ended incomplete ({old.end.reason}): "
                          f"re-running it as attempt {history.next_attempt} (--retry-incomplete)")
@@ -243,7 +243,7 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         ends.append(ended)
         progress.say(f"{plan.series_id}: trial {index}/{plan.trials} {ended.outcome} ({ended.reason}), "
                      f"{ended.control_steps} steps, {ended.active_time:.1f} s active")
-        if was_interrupted(ended.reason):
+        if was_interrupted(ended):
             # A peer died under the trial (its worker's simulator, say; the supervisor restarts it). That costs
             # this attempt only: re-run it as a linked attempt from where it started, as a resumed run does.
             if reruns >= MAX_RERUNS:
@@ -252,10 +252,10 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
             await links.wait_alive()
             return ends + await run_series(links, plan, progress, reader_factory, reruns=reruns + 1,
                                            retry_incomplete=retry_incomplete, next_series=next_series)
-        if stops_series(ended.reason):
+        if stops_series(ended):
             await stop_series(links, plan, progress, index, ended, runner.overflow)
             return ends
-        if ended.outcome == "incomplete" and configuration_cause(ended.reason):
+        if ended.cause == "configuration":
             # Every later trial would end the same way (a refused key, an unknown model): start none. The
             # front end stops the run on seeing it; deciding it here too means no later trial slips in
             # before its next look (a staged scene makes the next trial start within milliseconds).

@@ -1,15 +1,18 @@
-"""One trial of a series, carried out for real and recorded (DESIGN.md section 1).
+"""One trial of a series, carried out for real and recorded: its loop, its operations, its figures.
 
 A trial loads a fresh scene and checks its fingerprint against the admitted reference
 before the participant sees anything, opens a sandbox around the workspace, then asks for
 one decision at a time and carries it out: files in the workspace, scripts in the sandbox
-through the bridge, observations and waits in the simulator. Every message, operation,
-checkpoint and the outcome go to the recorder as they happen. Peers are reached through
-their facades (``roboswe.evaluation.peers``); this module never touches a socket.
+through the bridge, direct actions, observations and waits in the simulator. Every message,
+operation, checkpoint and the outcome go to the recorder as they happen. Peers are reached
+through their facades (``roboswe.evaluation.peers``); this module never touches a socket.
 
-It is one module (about 690 lines) on purpose: the operations share the trial's clock, budgets
-and attribution rule (participant-caused problems are failures, outside causes incomplete), and
-splitting the operation handlers from the loop would spread that rule over several files.
+The operations share the trial's clock, budgets and timing (``TrialTiming``), so they stay here.
+What the participant is shown of the scene (observations, the opening's goal and images) is
+``roboswe.evaluation.observation``; what ended the trial, and the attribution rule that decides
+it (participant-caused problems are failures, outside causes incomplete), is
+``roboswe.evaluation.ends``: this module raises ``TrialIncomplete`` or lets a peer's error
+through, and ``ends.incomplete_end`` gives the end its typed cause.
 """
 
 from __future__ import annotations
@@ -17,26 +20,30 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import numpy as np
 import structlog
 import trio
 
-from roboswe.actors import PeerDead, RemoteError
-from roboswe.evaluation.actions import run_chunk
+from roboswe.actors import RemoteError
+from roboswe.evaluation.actions import ActionEvidence, run_chunk
 from roboswe.evaluation.conversation import Conversation, turn_event_data
+from roboswe.evaluation.ends import (
+    TrialEnd,
+    TrialIncomplete,
+    context_cause,
+    incomplete_end,
+    participant_end,
+    provider_cause,
+)
 from roboswe.evaluation.feedback import (
     Acted,
     ExecOutcome,
-    Feedback,
     FileFeedback,
     Finished,
-    Listed,
-    Observed,
+    OpResult,
     Refused,
     SandboxOpened,
     Searched,
@@ -44,9 +51,10 @@ from roboswe.evaluation.feedback import (
     feedback_record,
 )
 from roboswe.evaluation.instructions import system_prompt, trial_opening
+from roboswe.evaluation.observation import SceneView
 from roboswe.evaluation.peers import INFRA_ERRORS, Links
-from roboswe.evaluation.plan import SeriesPlan, TrialIncomplete, trial_id
-from roboswe.evaluation.progress import Progress
+from roboswe.evaluation.plan import SeriesPlan, trial_id
+from roboswe.evaluation.progress import LastEnd, Progress
 from roboswe.evaluation.task_record import end_argument, record_task_record
 from roboswe.evaluation.workspace import Workspace, WorkspaceError, check_relative
 from roboswe.protocol import recorder as rec
@@ -68,28 +76,13 @@ from roboswe.protocol.participant import (
     Turn,
     Wait,
     WriteFile,
-    image_part,
     operation_name,
     result_turn,
 )
 from roboswe.protocol.provider import Decided, ProviderFailed
-from roboswe.sim import png
 from roboswe.sim.physics_state import control_trace_from_states
 
 log = structlog.get_logger()
-
-
-# --- one trial --------------------------------------------------------------------------------
-
-
-@dataclass
-class OpResult:
-    text: str
-    error: bool = False
-    images: list[tuple[ImagePart, bytes]] = field(default_factory=list)
-    feedback: Feedback = field(default_factory=Listed)
-    step_end: int | None = None
-    success: bool = False  # the success interval has been reached
 
 
 class TrialRunner:
@@ -117,11 +110,7 @@ class TrialRunner:
         self.success: simp.SuccessStatus | None = None
         self.recovery = 0.0
         self.started = 0.0
-        self.timing: dict[str, float] = dict.fromkeys(
-            # provider: the whole decision round trip (a local participant's own compute included);
-            # provider_http: time inside the provider's HTTP API, summed over attempts.
-            ("provider", "provider_http", "execution", "script_sim", "transport", "physics", "rendering", "waits",
-             "context", "recording", "load", "recovery"), 0.0)
+        self.timing = rec.TrialTiming()
         self.offered_search = False
         self.system = ""
         self.instruction = ""
@@ -130,14 +119,11 @@ class TrialRunner:
         self._recording_before = self.rec.seconds
         self.wall_started = 0.0
         self.after_load: Callable[[], Awaitable[None]] | None = None  # the series' hook: this trial's scene is loaded
-        self._opening: tuple[Any, Any] | None = None  # the opening's goal and observation, fetched early
+        self.view = SceneView(links, self.trial_id, self.timing, self._sim_compute_since)
         self._message_id: str | None = None  # the provider attempt that decided the current operation
         self.overflow: dict[str, Any] | None = None  # OverflowEvidence (as builtins) when the context could not fit
         self.spec: simp.TaskSpec | None = None
-        # Direct actions (actions interface): the seed-002 evidence of a policy trial.
-        self.action_decisions = 0  # accepted chunks (a stop-only answer or a refused chunk is none)
-        self.executed_prefixes: list[int] = []  # actions executed per accepted chunk, in order
-        self.first_success: tuple[int, int] | None = None  # (control step, call index) where success completed
+        self.evidence = ActionEvidence()  # direct actions (actions interface): the evidence of a policy trial
 
     # -- figures
 
@@ -163,6 +149,38 @@ class TrialRunner:
         self.wall_started = time.monotonic()
         self.progress.update(trial=self.index, operation="load", steps_used=0, steps_budget=self.plan.budgets.trial_steps,
                              active_budget_s=self.plan.budgets.trial_seconds)
+        loaded, refused = await self._set_up()
+        if refused is not None:  # nothing reached the participant
+            await self._close_sandbox()
+            return await self._end(refused)
+        if self.after_load is not None:
+            await self.after_load()  # e.g. stage the next trial's scene while this one runs
+        self.conversation.trial_ids.append(self.trial_id)
+        self.spec = loaded.spec
+        self.system = system_prompt(loaded.spec, self.plan.budgets, self.plan.trials, self.plan.retain)
+        self.instruction = loaded.spec.instruction
+        try:
+            async with self.links.interrupt_on_death():  # a peer that dies mid-trial, even one not asked, ends it
+                await self._checkpoint("trial_start", None)
+                await self._open(previous)
+                self.started = time.monotonic()  # the active-time clock runs from the first participant input
+                self.progress.active_clock = self.active_time
+                end = await self._loop()
+        except Exception as e:  # noqa: BLE001 - an outside cause or a harness bug: the attribution rule (ends.py) names it
+            end = incomplete_end(e, self.trial_id)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self._close_sandbox()
+            raise
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._close_sandbox)  # removing the sandbox overlaps the trial's last records
+            return await self._end(end)
+
+    async def _set_up(self) -> tuple[simp.Loaded, TrialEnd | None]:
+        """Load the scene and open the sandbox side by side, check the fingerprint and record the start.
+
+        Returns the loaded scene and None, or the incomplete end when the trial cannot reach the participant.
+        """
         loaded, failure, opening = None, None, None
         try:
             async with trio.open_nursery() as nursery:
@@ -178,60 +196,26 @@ class TrialRunner:
                 try:
                     loaded = await self._load()
                 except TrialIncomplete as e:
-                    failure = e.reason
+                    failure = incomplete_end(e, self.trial_id)
                 else:
                     if loaded.fingerprint.digest == self.plan.reference_fingerprint:
-                        await self._prefetch_opening()  # while the sandbox may still be starting (docker)
+                        await self.view.prefetch_opening()  # while the sandbox may still be starting (docker)
             if failure is None and loaded.fingerprint.digest != self.plan.reference_fingerprint:
-                failure = (f"fingerprint_mismatch: the fresh scene's fingerprint {loaded.fingerprint.digest[:16]} "
-                           f"differs from the admitted reference {self.plan.reference_fingerprint[:16]}")
+                failure = TrialEnd("incomplete", "fingerprint_mismatch",
+                                   f"the fresh scene's fingerprint {loaded.fingerprint.digest[:16]} "
+                                   f"differs from the admitted reference {self.plan.reference_fingerprint[:16]}")
                 await self.rec.event("fingerprint_mismatch", self.trial_id, got=loaded.fingerprint.digest,
                                      expected=self.plan.reference_fingerprint, versions=loaded.fingerprint.versions)
             await self.rec.durable(self._start_record(loaded.fingerprint.digest if loaded is not None else ""))
             if failure is None and opening is not None:
-                failure = f"infrastructure: the sandbox could not be opened: {type(opening).__name__}: {opening}"
+                failure = incomplete_end(TrialIncomplete(
+                    "infrastructure", f"the sandbox could not be opened: {type(opening).__name__}: {opening}"), self.trial_id)
         except BaseException:
             with trio.CancelScope(shield=True):
                 await self._close_sandbox()
             raise
-        if failure is not None:  # nothing reached the participant
-            await self._close_sandbox()
-            return await self._end("incomplete", failure)
-        if self.after_load is not None:
-            await self.after_load()  # e.g. stage the next trial's scene while this one runs
-        self.conversation.trial_ids.append(self.trial_id)
-        self.spec = loaded.spec
-        self.system = system_prompt(loaded.spec, self.plan.budgets, self.plan.trials, self.plan.retain)
-        self.instruction = loaded.spec.instruction
-        outcome, reason = "incomplete", "interrupted"
-        try:
-            async with self.links.interrupt_on_death():  # a peer that dies mid-trial, even one not asked, ends it
-                await self._checkpoint("trial_start", None)
-                await self._open(previous)
-                self.started = time.monotonic()  # the active-time clock runs from the first participant input
-                self.progress.active_clock = self.active_time
-                outcome, reason = await self._loop()
-        except TrialIncomplete as e:
-            outcome, reason = "incomplete", e.reason
-        except INFRA_ERRORS as e:
-            log.warning("trial_infrastructure_failure", trial=self.trial_id, error=f"{type(e).__name__}: {e}")
-            # A peer that died costs this attempt only: the series re-runs it as a linked attempt (series.py).
-            # A simulator that answers not_loaded mid-trial was restarted under it before its death reached
-            # this link (a fast supervisor restart): the scene is lost just the same.
-            restarted_sim = isinstance(e, RemoteError) and e.error.code == "not_loaded"
-            cause = "interrupted" if isinstance(e, PeerDead) or restarted_sim else "infrastructure"
-            said = "the simulator was restarted under the trial: " if restarted_sim else ""
-            outcome, reason = "incomplete", f"{cause}: {said}{type(e).__name__}: {e}"
-        except Exception as e:  # a harness bug ends this trial as an explicit slot, not the whole run
-            log.exception("trial_internal_error", trial=self.trial_id)
-            outcome, reason = "incomplete", f"internal: {type(e).__name__}: {e}"
-        except BaseException:
-            with trio.CancelScope(shield=True):
-                await self._close_sandbox()
-            raise
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._close_sandbox)  # removing the sandbox overlaps the trial's last records
-            return await self._end(outcome, reason)
+        assert loaded is not None or failure is not None
+        return loaded, failure  # type: ignore[return-value]
 
     def _start_record(self, fingerprint: str) -> rec.TrialStarted:
         return rec.TrialStarted(trial_id=self.trial_id, series_id=self.plan.series_id, index=self.index,
@@ -243,8 +227,8 @@ class TrialRunner:
         try:
             loaded = await self.links.sim.load(self.plan.manifest, self.plan.seed, self.plan.budgets.trial_steps)
         except INFRA_ERRORS as e:
-            raise TrialIncomplete(f"infrastructure: the simulator could not load the scene: {type(e).__name__}: {e}") from None
-        self.timing["load"] += time.monotonic() - t0
+            raise TrialIncomplete("infrastructure", f"the simulator could not load the scene: {type(e).__name__}: {e}") from None
+        self.timing.load += time.monotonic() - t0
         self._sim_compute = await self.links.sim.compute_seconds()
         return loaded
 
@@ -252,8 +236,8 @@ class TrialRunner:
         """Physics + rendering seconds the simulator spent since the last call (added to timing)."""
         now = await self.links.sim.compute_seconds()
         physics, rendering = (max(0.0, a - b) for a, b in zip(now, self._sim_compute))
-        self.timing["physics"] += physics
-        self.timing["rendering"] += rendering
+        self.timing.physics += physics
+        self.timing.rendering += rendering
         self._sim_compute = now
         return physics + rendering
 
@@ -261,7 +245,7 @@ class TrialRunner:
         t0 = time.monotonic()
         opened = await self.links.bridge.open(self.trial_id, self.workspace_dir, self.plan.backend, self.plan.limits())
         self.opened = True
-        self.timing["sandbox_open"] = time.monotonic() - t0  # overlaps the scene load
+        self.timing.sandbox_open = time.monotonic() - t0  # overlaps the scene load
         facts = SandboxOpened(backend=opened.backend, image_digest=opened.image_digest, budgets=self.plan.budgets,
                               seed=self.plan.seed)
         await self.rec.event("trial_opened", self.trial_id, **facts.event_data())
@@ -299,11 +283,11 @@ class TrialRunner:
                                  media_type=part.media_type, data=base64.b64encode(data).decode())
         await self.rec.event("turn", self.trial_id, **turn_event_data(turn))
         await self.conversation.append(turn, digests, [data for _, data in images])
-        self.timing["context"] += time.monotonic() - t0
+        self.timing.context += time.monotonic() - t0
 
     # -- the decision loop
 
-    async def _loop(self) -> tuple[str, str]:
+    async def _loop(self) -> TrialEnd:
         budgets = self.plan.budgets
         while True:
             self._update_progress()
@@ -343,15 +327,14 @@ class TrialRunner:
             if isinstance(op, Finish):
                 return self._outcome("finish")
             if result.success:
-                return "success", "success_interval"
+                return participant_end("success_interval", True)
             if self.control_step >= budgets.trial_steps:
                 return self._outcome("step_budget")
             if budgets.decision_calls is not None and self.decisions >= budgets.decision_calls:
                 return self._outcome("decision_budget")
 
-    def _outcome(self, reason: str) -> tuple[str, str]:
-        achieved = self.success is not None and self.success.achieved
-        return ("success" if achieved else "failure"), reason
+    def _outcome(self, cause: rec.ParticipantCause) -> TrialEnd:
+        return participant_end(cause, self.success is not None and self.success.achieved)
 
     async def _decide(self, time_left: float) -> Decision | None:
         """One decision, or None when the active-time budget ran out while waiting for it."""
@@ -367,8 +350,9 @@ class TrialRunner:
                 raw = (e.error.data or {}).get("evidence")
                 self.overflow = msgspec.json.decode(raw) if isinstance(raw, str) else {}
                 await self.rec.event("context_overflow", self.trial_id, detail=e.error.detail, **self.overflow)
-            raise TrialIncomplete(f"{e.error.code}: {e.error.detail}") from None
-        self.timing["context"] += time.monotonic() - t0
+            cause = context_cause(e.error.code)
+            raise TrialIncomplete(cause, e.error.detail if cause == e.error.code else f"{e.error.code}: {e.error.detail}") from None
+        self.timing.context += time.monotonic() - t0
         self.offered_search = any(t.name == SEARCH_HISTORY for t in prepared.request.tools)
         if prepared.slide is not None:
             s = prepared.slide
@@ -380,7 +364,7 @@ class TrialRunner:
         n, self.decisions = self.decisions, self.decisions + 1
         t0 = time.monotonic()
         reply = await provider.decide(request, prepared.image_digests, images, within=time_left)
-        self.timing["provider"] += time.monotonic() - t0
+        self.timing.provider += time.monotonic() - t0
         match reply:
             case None:
                 await self.rec.event("decision_cut_by_time_budget", self.trial_id, decision=n)
@@ -388,10 +372,10 @@ class TrialRunner:
             case ProviderFailed(detail=detail, reason=reason, attempts=attempts):
                 await self._record_attempts(n, attempts, None)
                 self.recovery += sum(a.backoff_s for a in attempts)
-                raise TrialIncomplete(f"{reason}: {detail}")
+                raise TrialIncomplete(provider_cause(reason), detail)
             case Decided(decision=decision):
                 self.recovery += sum(a.backoff_s for a in decision.attempts)
-                self.timing["provider_http"] += sum(a.latency_s for a in decision.attempts)
+                self.timing.provider_http += sum(a.latency_s for a in decision.attempts)
                 await self._record_attempts(n, decision.attempts, decision)
                 await self._append(decision.turn)
                 await context.record_usage(decision.usage)
@@ -441,7 +425,7 @@ class TrialRunner:
                 case Exec(path=path):
                     return await self._exec(path)
                 case Observe(cameras=cameras, depth=depth):
-                    return await self._observe(cameras, depth)
+                    return await self.view.observe(cameras, depth)
                 case Wait(steps=steps):
                     return await self._wait(steps)
                 case SearchHistory(query=query):
@@ -469,9 +453,9 @@ class TrialRunner:
         # The path was checked above, so a refusal from the bridge (e.g. it lost the trial) is infrastructure.
         fb = await self.links.bridge.exec(self.trial_id, path, self.plan.budgets.script_seconds)
         rtt = time.monotonic() - t0
-        self.timing["script_sim"] += await self._sim_compute_since()  # physics + rendering the script asked for
-        self.timing["execution"] += fb.wall_seconds
-        self.timing["transport"] += max(0.0, rtt - fb.wall_seconds)
+        self.timing.script_sim += await self._sim_compute_since()  # physics + rendering the script asked for
+        self.timing.execution += fb.wall_seconds
+        self.timing.transport += max(0.0, rtt - fb.wall_seconds)
         status = await self._after_motion()
         feedback = ExecOutcome.of(fb, success_after=status.achieved)
         lines = [(f"exit status {fb.exit_status}; {fb.steps} control steps (trial total {status.control_step} of "
@@ -488,15 +472,9 @@ class TrialRunner:
                         step_end=status.control_step, success=status.achieved)
 
     async def _open(self, previous: dict[str, Any] | None) -> None:
-        """The trial's first message: the instruction, the task's goal images (seed 004's image goal), the
-        current camera images and sensor readings (seed 001), after the previous outcome; the interface
-        itself is in the pinned instructions."""
-        prefetched, self._opening = self._opening, None
-        goal = await self._goal(prefetched[0] if prefetched else None)
-        try:
-            obs, images, lines, _ = prefetched[1] if prefetched else await self._observation([], depth=False)
-        except RemoteError as e:
-            raise TrialIncomplete(f"infrastructure: the opening observation failed: {e.error.code}: {e.error.detail}") from None
+        """The trial's first message: the instruction, the task's goal images, the current camera images
+        and sensor readings, after the previous outcome; the interface itself is in the pinned instructions."""
+        goal, (obs, images, lines, _) = await self.view.opening()
         text = trial_opening(self.index, self.plan.trials, previous, instruction=self.instruction,
                              cameras=[im.camera for im in obs.images], sensors=lines,
                              interface=self.plan.budgets.interface,
@@ -505,79 +483,13 @@ class TrialRunner:
         await self._append(Turn(id=f"{self.trial_id}/u{self._next_turn()}", role="user", trial=self.index, parts=parts),
                            goal + images)
 
-    async def _prefetch_opening(self) -> None:
-        """Fetch what the opening shows (goal, camera images, sensors) right after the Load, while the sandbox
-        may still be starting: on docker its start (~0.35 s) then overlaps the opening's rendering instead of
-        preceding it. Nothing is recorded or sent here; on any failure ``_open`` fetches again as usual (and
-        reports that failure the usual way)."""
-        try:
-            self._opening = (await self.links.sim.goal(), await self._observation([], depth=False))
-        except Exception as e:  # noqa: BLE001 - an optimisation only: the opening asks again
-            log.info("opening_prefetch_failed", trial=self.trial_id, error=f"{type(e).__name__}: {e}")
-
-    async def _goal(self, stated: Any = None) -> list[tuple[ImagePart, bytes]]:
-        """The goal images the simulator states for the loaded task (its family owns its goals), checked
-        against the SHA-256 and size it states and recorded (event ``goal``); none for most families.
-        ``stated``: the simulator's answer, fetched already (``_prefetch_opening``)."""
-        try:
-            if stated is None:
-                stated = await self.links.sim.goal()
-        except RemoteError as e:
-            raise TrialIncomplete(f"infrastructure: the task's goal could not be read: {e.error.code}: {e.error.detail}") from None
-        goal = []
-        for image, data in stated:
-            part = image_part(data, image.name, image.media_type)
-            if (part.digest, part.width, part.height) != (image.sha256, image.width, image.height):
-                raise TrialIncomplete(f"infrastructure: goal image {image.name!r} arrived as {part.digest[:16]} "
-                                      f"{part.width}x{part.height}; the simulator stated {image.sha256[:16]} {image.width}x{image.height}")
-            goal.append((part, data))
-        if goal:
-            await self.rec.event("goal", self.trial_id, images=[
-                {"name": p.camera, "sha256": p.digest, "width": p.width, "height": p.height, "media_type": p.media_type}
-                for p, _ in goal])
-        return goal
-
-    async def _observation(self, cameras: list[str], depth: bool) -> tuple[
-            simp.Observation, list[tuple[ImagePart, bytes]], list[str], dict[str, str]]:
-        """Camera images (PNG) and the robot state now: image parts, ``key: [values]`` lines, depth notes by camera."""
-        t0 = time.monotonic()
-        obs, blobs = await self.links.sim.observe(cameras, depth)
-        rtt = time.monotonic() - t0
-        self.timing["transport"] += max(0.0, rtt - await self._sim_compute_since())
-        images, depth_notes = [], {}
-        for im in obs.images:
-            rgb = np.frombuffer(blobs[im.rgb_blob], np.uint8).reshape(im.height, im.width, 3)
-            png = encode_png(rgb)
-            images.append((image_part(png, im.camera), png))
-            if im.depth_blob is not None:
-                d = np.frombuffer(blobs[im.depth_blob], "<f4")
-                depth_notes[im.camera] = (f"; depth min {d.min():.3f} m, median {float(np.median(d)):.3f} m, "
-                                          f"max {d.max():.3f} m (full depth via robot.observe)")
-        state = [f"{key}: [{', '.join(f'{v:.4f}' for v in values)}]" for key, values in obs.state.values.items()]
-        return obs, images, state, depth_notes
-
-    async def _observe(self, cameras: list[str] | None, depth: bool) -> OpResult:
-        try:
-            obs, images, readings, depth_notes = await self._observation(cameras or [], depth)
-        except RemoteError as e:
-            return OpResult(text=f"observe refused: {e.error.detail}", error=True, feedback=Refused(error=e.error.detail))
-        lines = [f"control step {obs.control_step}, simulated time {obs.sim_time:.2f} s"]
-        lines += [f"camera {im.camera}: {im.width}x{im.height} RGB image attached{depth_notes.get(im.camera, '')}"
-                  for im in obs.images]
-        lines.append("robot state:")
-        lines += [f"  {line}" for line in readings]
-        return OpResult(text="\n".join(lines), images=images,
-                        feedback=Observed(cameras=[im.camera for im in obs.images], images=[p.digest for p, _ in images],
-                                          render_seconds=obs.render_seconds, control_step=obs.control_step,
-                                          renderer=obs.renderer))
-
     async def _wait(self, steps: int) -> OpResult:
         # The participant's number is bounded by the steps left before it reaches the simulator (which bounds it too).
         left = max(0, self.plan.budgets.trial_steps - self.control_step)
         await self._sim_compute_since()
         t0 = time.monotonic()
         result = await self.links.sim.wait(min(steps, left))
-        self.timing["waits"] += time.monotonic() - t0
+        self.timing.waits += time.monotonic() - t0
         await self._sim_compute_since()
         status = await self._after_motion()
         stopped = "trial_budget" if steps > left else result.stopped
@@ -593,7 +505,7 @@ class TrialRunner:
         call, step_start, name, one = self.decisions - 1, self.control_step, operation_name(op), type(op).one_action
         await self._sim_compute_since()
         run = await run_chunk(self.links.sim, self.spec, op.chunk(), self.plan.budgets.action_prefix, one_action=one)
-        self.timing["script_sim"] += await self._sim_compute_since()
+        self.timing.script_sim += await self._sim_compute_since()
         if run.refused:
             text = f"{name} refused, nothing executed: {run.problem}"
             if one:  # the harness's own check: the scene never saw it
@@ -601,42 +513,25 @@ class TrialRunner:
             if self.control_step:  # the sim may have rejected a row after none ran; keep the trace current
                 await self._after_motion()
             return OpResult(text=text, error=True, feedback=Refused(error=run.problem))
-        self.action_decisions += 1
-        self.executed_prefixes.append(run.executed)
         status = await self._after_motion()
-        if status.achieved and self.first_success is None:
-            self.first_success = (status.achieved_step, call)
+        self.evidence.accepted(run, status, call)
         if one:
             lines = [(f"{name}: one action of {run.requested} rows; {run.controls} control steps ran; stopped: {run.stopped}; "
                       f"control step {status.control_step} of {self.plan.budgets.trial_steps}")]
-            lines.append(await self._scene_account() or (f"rejected: {run.problem}" if run.problem else ""))
+            lines.append(await self.view.account() or (f"rejected: {run.problem}" if run.problem else ""))
         else:
             lines = [f"executed {run.executed} of {run.requested} actions" +
                      (f" (at most the first {run.executable} run per call)" if run.executable < run.requested else "") +
                      f"; stopped: {run.stopped}; control step {status.control_step} of {self.plan.budgets.trial_steps}"]
             if run.problem:
                 lines.append(f"action {run.executed} was rejected: {run.problem}")
-        result = await self._observe(None, False)
+        result = await self.view.observe(None, False)
         lines.append(result.text)
         return OpResult(text="\n".join(line for line in lines if line), error=bool(run.problem), images=result.images,
                         feedback=Acted(requested=run.requested, executable=run.executable, executed=run.executed,
                                        stopped=run.stopped, step_start=step_start, success_after=status.achieved,
                                        call=call, controls=run.controls, one_action=one),
                         step_end=status.control_step, success=status.achieved)
-
-    async def _scene_account(self) -> str:
-        """The family's own words on the action just taken (its task record's ``told``, read only), if it keeps one.
-
-        The family decides what the participant may learn (RoboPaint: the rejection's rule and
-        waypoint, waypoints completed, a protective stop, actions left; no paper or pigment figures).
-        """
-        try:
-            data, _ = await self.links.sim.task_record(None)
-        except RemoteError as e:
-            log.warning("scene_account_unavailable", trial=self.trial_id, code=e.error.code, detail=e.error.detail)
-            return ""
-        told = data.get("told") if isinstance(data, dict) else None
-        return told if isinstance(told, str) else ""
 
     async def _search(self, query: str) -> OpResult:
         if not self.offered_search:
@@ -651,56 +546,41 @@ class TrialRunner:
 
     # -- the end
 
-    async def _end(self, outcome: str, reason: str) -> rec.TrialEnded:
+    async def _end(self, end: TrialEnd) -> rec.TrialEnded:
         status = self.success
         try:
             with trio.CancelScope(shield=True):
                 if self.control_step or self.seq:
                     # Before the success query: a family may finalize on the end (RoboPaint saves the canvas).
-                    await record_task_record(self.links, self.trial_id, self.index, end_argument(outcome, reason))
+                    await record_task_record(self.links, self.trial_id, self.index, end_argument(end.outcome, end.reason))
                     status = await self.links.sim.success()
                     self.control_step, self.sim_time = status.control_step, status.sim_time
                     await self._take_states()
                     await self._sim_compute_since()
         except INFRA_ERRORS as e:
             log.warning("trial_end_query_failed", trial=self.trial_id, error=str(e))
-        if outcome != "incomplete" and status is not None and status.achieved and outcome == "failure":
-            outcome = "success"  # the interval was reached during the last operation
+        if end.outcome == "failure" and status is not None and status.achieved:
+            end = TrialEnd("success", end.cause, end.detail)  # the interval was reached during the last operation
         interval = None
         if status is not None and status.achieved and status.achieved_step is not None:
             interval = (status.achieved_step - status.interval + 1, status.achieved_step)
         if self.plan.budgets.interface == "actions":
             with trio.CancelScope(shield=True):
-                await self.rec.event("action_evidence", self.trial_id, **self.action_evidence())
-        self.timing["recovery"] = self.recovery
-        self.timing["recording"] = self.rec.seconds - self._recording_before
-        self.timing["wall"] = time.monotonic() - self.wall_started
+                await self.rec.event("action_evidence", self.trial_id, **self.evidence.figures(
+                    self.plan.budgets, policy_calls=self.decisions, controls=self.control_step))
+        self.timing.recovery = self.recovery
+        self.timing.recording = self.rec.seconds - self._recording_before
+        self.timing.wall = time.monotonic() - self.wall_started
         active = self.active_time()
         ended = rec.TrialEnded(
-            trial_id=self.trial_id, outcome=outcome, reason=reason, control_steps=self.control_step, sim_time=self.sim_time,
-            active_time=active, timing={k: round(v, 6) for k, v in self.timing.items()},
-            success_interval=interval if outcome != "incomplete" else None, ended_at=time.time())
+            trial_id=self.trial_id, outcome=end.outcome, reason=end.reason, cause=end.cause, detail=end.detail,
+            control_steps=self.control_step, sim_time=self.sim_time, active_time=active, timing=self.timing.record(),
+            success_interval=interval if end.outcome != "incomplete" else None, ended_at=time.time())
         with trio.CancelScope(shield=True):
             await self.rec.durable(ended)
-        log.info("trial_ended", outcome=outcome, reason=reason, control_steps=self.control_step, operations=self.seq,
-                 active_s=round(active, 3), wall_s=round(self.timing["wall"], 3), success_interval=interval)
+        log.info("trial_ended", outcome=end.outcome, cause=end.cause, reason=end.reason, control_steps=self.control_step,
+                 operations=self.seq, active_s=round(active, 3), wall_s=round(self.timing.wall, 3), success_interval=interval)
         self.progress.active_clock = None
-        self.progress.update(active_s=active, last_outcome=f"trial {self.index}: {outcome} ({reason})")
+        self.progress.update(active_s=active, last_outcome=f"trial {self.index}: {end.outcome} ({end.reason})",
+                             last_end=LastEnd(trial=self.index, outcome=end.outcome, cause=end.cause, detail=end.detail))
         return ended
-
-    def action_evidence(self) -> dict[str, Any]:
-        """Seed 002's per-trial figures: calls, action decisions, executed prefixes, first success (control, call)."""
-        b = self.plan.budgets
-        return {"identity": b.identity, "track": b.track, "policy_calls": self.decisions,
-                "action_decisions": self.action_decisions, "executed_prefixes": self.executed_prefixes,
-                "controls": self.control_step, "decision_calls": b.decision_calls, "action_prefix": b.action_prefix,
-                "first_success_control": self.first_success[0] if self.first_success else None,
-                "first_success_call": self.first_success[1] if self.first_success else None}
-
-
-def encode_png(rgb: np.ndarray) -> bytes:
-    """A camera image for the participant. Sub-filtered rows at zlib level 1: 2.5-3 ms per 256x256 frame
-    against 11-12 ms for Pillow's level 3, ~8% larger; on the trial's critical path twice per observe."""
-    return png.encode_rgb(rgb, level=1, row_filter=png.SUB)
-
-

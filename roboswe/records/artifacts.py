@@ -30,7 +30,9 @@ from roboswe.records.usage import run_price, usage_summary
 log = structlog.get_logger()
 
 VIDEO_INDEX_VERSION = 1
-RESULTS_SCHEMA_VERSION = 3  # 2: replay-agreed scoring, denominators, usage, context policy; 3: a failure scores 0 whatever its replay did (slots carry the divergence)
+# 2: replay-agreed scoring, denominators, usage, context policy; 3: a failure scores 0 whatever its replay did
+# (slots carry the divergence); 4: slots carry the typed cause of their attempt's end
+RESULTS_SCHEMA_VERSION = 4
 _PREFERRED_CODECS = ("libx264", "mpeg4")  # H.264 where the av wheel has it, MPEG-4 part 2 otherwise
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

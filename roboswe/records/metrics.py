@@ -43,6 +43,7 @@ from typing import Literal
 
 import msgspec
 
+from roboswe.protocol.recorder import TrialCause
 from roboswe.records.reader import RunReader, TrialView
 
 SCORING_RULES = ("RoboSWE-ADAPT scoring rules 2 (docs/scoring.md): unscored only for causes outside the participant; "
@@ -69,6 +70,7 @@ class TrialSlot(msgspec.Struct, frozen=True, kw_only=True):
     verdict: str | None = None  # its latest replay verdict
     divergence: str = ""  # the replay's first divergence (a mismatch), whether the slot is scored or not
     reason: str = ""
+    cause: TrialCause | None = None  # what ended the attempt (protocol/recorder.py); None: not started, or no cause recorded
     control_steps: int = 0
     sim_time: float = 0.0
 
@@ -194,8 +196,9 @@ def score_slot(index: int, attempts: Sequence[TrialView]) -> TrialSlot:
                   verdict=verification.verdict if verification else None,
                   divergence=verification.first_divergence if verification and verification.verdict == "mismatch" else "")
     if end is None:
-        return TrialSlot(**common, status="incomplete", reason="interrupted (no end recorded)")
-    common.update(outcome=end.outcome, reason=end.reason, control_steps=end.control_steps, sim_time=end.sim_time)
+        return TrialSlot(**common, status="incomplete", reason="interrupted (no end recorded)", cause="interrupted")
+    common.update(outcome=end.outcome, reason=end.reason, cause=end.cause, control_steps=end.control_steps,
+                  sim_time=end.sim_time)
     if end.outcome not in SCORED:  # incomplete (or an end still pending): outside the participant
         return TrialSlot(**common, status="incomplete")
     # an outcome counts only once it was replayed; a success only when the replay agreed with it

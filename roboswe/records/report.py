@@ -45,6 +45,9 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
                 "trial_id": view.trial_id, "index": view.start.index, "attempt": view.start.attempt,
                 "outcome": end.outcome if end else "incomplete",
                 "reason": end.reason if end else "interrupted (no end recorded)",
+                # the typed cause (None: an end recorded without one) and its words
+                "cause": (end.cause if end else "interrupted"),
+                "detail": (end.detail if end.cause is not None else end.reason) if end else "no end recorded",
                 "verdict": ver.verdict if ver else None,
                 "outcome_reproduced": ver.outcome_reproduced if ver else None,
                 "replay_outcome": ver.replay_outcome if ver else None,
@@ -198,7 +201,7 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
         table = Table(title=text(f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}{label}{protocol}"), title_justify="left")
         for col, just in (("trial", "right"), ("attempt", "right"), ("outcome", "left"), ("replay", "left"),
                           ("slot", "left"), ("steps", "right"), ("sim time s", "right"), ("active s", "right"),
-                          ("reason", "left")):
+                          ("cause", "left"), ("detail", "left")):
             table.add_column(col, justify=just)
         m = s["metrics"] or {}
         statuses = m.get("statuses") or []
@@ -208,7 +211,7 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
             style = SLOT_STYLES.get(slot, "dim")
             table.add_row(str(a["index"]), str(a["attempt"]), a["outcome"], BADGES.get(a["verdict"], a["verdict"]),
                           f"[{style}]{slot}[/{style}]", _fmt(a["control_steps"], "d"), _fmt(a["sim_time"]),
-                          _fmt(a["active_time"]), plain((a["reason"] or "")[:60], multiline=False))
+                          _fmt(a["active_time"]), a["cause"] or "-", plain((a["detail"] or "")[:60], multiline=False))
         console.print(table)
         for a in s["attempts"]:
             slot = statuses[a["index"] - 1] if last[a["index"]] == a["trial_id"] and statuses else "superseded"

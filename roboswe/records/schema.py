@@ -16,6 +16,7 @@ import msgspec
 
 from roboswe.protocol.recorder import (
     RECORD_TYPES,
+    TRIAL_CAUSES,
     ArtifactRecord,
     BlobRecord,
     CheckpointRecord,
@@ -32,7 +33,9 @@ from roboswe.protocol.recorder import (
 )
 
 DB_NAME = "run.sqlite"
-SCHEMA_VERSION = 2  # 2: verifications say outcome_reproduced and replay_outcome (was success_reproduced)
+# 2: verifications say outcome_reproduced and replay_outcome (was success_reproduced);
+# 3: trial ends carry a typed cause and its detail (readers decided on the reason's words before)
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE schema_version (
@@ -75,7 +78,9 @@ CREATE TABLE trial_ends (
     active_time REAL NOT NULL,
     timing TEXT NOT NULL,
     success_interval TEXT,
-    ended_at REAL NOT NULL
+    ended_at REAL NOT NULL,
+    cause TEXT CHECK (cause IN (@CAUSES@)),
+    detail TEXT NOT NULL
 );
 CREATE TABLE messages (
     message_id TEXT PRIMARY KEY,
@@ -177,7 +182,7 @@ CREATE TABLE artifacts (
     meta TEXT NOT NULL,
     created_at REAL NOT NULL
 );
-"""
+""".replace("@CAUSES@", ", ".join(f"'{c}'" for c in TRIAL_CAUSES))  # one closed set, written once
 
 TABLES: dict[type, str] = {
     RunRecord: "runs",

@@ -41,13 +41,14 @@ def test_a_refused_key_stops_the_run_after_the_first_trial_with_the_cause_in_ful
     assert "stopped after trial 1: it ended incomplete for a configuration problem" in proc.stderr
     assert "http_401" in proc.stderr and REFUSAL in proc.stderr  # the provider's words, not cut off
     assert f"roboswe run --resume {run_dir}" in proc.stderr
-    assert "trial 1 attempt 0: provider: anthropic: http_401" in proc.stdout and REFUSAL in proc.stdout  # below the table
+    assert ("trial 1 attempt 0: configuration: provider: anthropic: http_401" in proc.stdout  # below the table
+            and REFUSAL in proc.stdout)
     assert len(generations) == 1  # one refused call, not one per trial
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
         ended = [v for v in reader.trials(series.series_id) if v.end is not None]
-    assert [(v.end.outcome, v.end.reason.split(":")[0]) for v in ended] == [("incomplete", "provider")]
-    assert REFUSAL in ended[0].end.reason
+    assert [(v.end.outcome, v.end.cause) for v in ended] == [("incomplete", "configuration")]  # the typed cause
+    assert ended[0].end.detail.startswith("provider: anthropic: http_401") and REFUSAL in ended[0].end.detail
     assert not list((run_dir / "sock").glob("*.sock"))  # the actors were stopped and their sockets removed
     print(f"stopped after {seconds:.1f} s")
 
@@ -66,4 +67,4 @@ def test_a_missing_key_stops_the_run_after_the_first_trial(work_dir, admitted, m
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
         ended = [v for v in reader.trials(series.series_id) if v.end is not None]
-    assert [v.end.outcome for v in ended] == ["incomplete"]
+    assert [(v.end.outcome, v.end.cause) for v in ended] == [("incomplete", "configuration")]

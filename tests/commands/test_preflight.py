@@ -332,14 +332,3 @@ def test_demo_refuses_a_missing_image_before_minutes_of_admission(tmp_path, caps
     assert code == 2 and out == "" and not run_dir.exists()
     assert "roboswe demo: refused before starting anything" in err and "roboswe images build" in err
 
-
-def test_incomplete_reasons_that_every_later_trial_would_repeat_are_configuration_causes():
-    cause = preflight.configuration_cause
-    assert cause('provider: anthropic: http_401 after 1 attempt(s): HTTP 401: {"type":"error"}')
-    assert cause("provider: openai: http_404 after 1 attempt(s): HTTP 404: model not found")
-    assert cause("internal: context_manager: provider anthropic unavailable: provider anthropic: environment variable "
-                 "ANTHROPIC_API_KEY is empty or unset; export it")
-    assert not cause("provider: HTTP 503 after 3 attempt(s)")
-    assert not cause("infrastructure: the sandbox could not be opened: SandboxError: boom")
-    assert not cause("interrupted")
-    assert not cause("infrastructure: the sandbox could not be opened: APIError: HTTP 404 no such image")

@@ -125,10 +125,10 @@ async def test_a_series_whose_bridge_dies_under_a_waiting_trial_ends_it_interrup
                     await trio.sleep(0.05)
                 nursery.cancel_scope.cancel()
     # without the watch, trial 1 waits on to its 200-step budget (failure, step_budget) and is never re-run
-    assert [(e.outcome, e.reason.split(":")[0]) for e in ends[0]] == [
+    assert [(e.outcome, e.cause) for e in ends[0]] == [
         ("incomplete", "interrupted"), ("failure", "finish"), ("failure", "finish")], ends[0]
     one = ends[0][0]
-    assert one.reason.startswith("interrupted: PeerDead") and one.control_steps < 200, one
+    assert one.detail.startswith("PeerDead") and one.control_steps < 200, one
     with RunReader(run_dir) as reader:
         views = reader.trials(plan.series_id)
         assert [(v.start.index, v.start.attempt, v.start.recovers) for v in views] == [

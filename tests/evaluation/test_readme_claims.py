@@ -72,7 +72,7 @@ async def test_an_exchange_larger_than_the_budget_stops_the_series_with_its_evid
             resumed = await run_series(links, plan, Progress(), reader_factory(run_dir), retry_incomplete=True)
     assert len(ends) == 1 and resumed == []  # trials 2 and 3 never ran
     first = ends[0]
-    assert first.outcome == "incomplete" and first.reason.startswith("context_overflow: "), first.reason
+    assert (first.outcome, first.cause) == ("incomplete", "context_overflow") and first.detail, first.reason
     assert f"the input budget is {budget}" in first.reason
     # The participant decided once in trial 1 (the write); the request that would have carried its result
     # did not fit and was not sent in any cut-down form.

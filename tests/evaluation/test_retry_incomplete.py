@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import trio
 from roboswe.protocol.participant import Attempt, DecisionRequest, ProviderFailure
+from roboswe.protocol.recorder import INCOMPLETE_CAUSES, PARTICIPANT_CAUSES, TrialEnded
 
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import MAX_INCOMPLETE_RETRIES, retryable, run_series
@@ -44,6 +46,27 @@ class OutageAgent(ReachAgent):
         return super().decide(request)
 
 
+def ended(outcome: str, cause: str | None, reason: str = "") -> TrialEnded:
+    return TrialEnded(trial_id="run/s/t1a0", outcome=outcome, cause=cause, reason=reason, ended_at=time.time())
+
+
+# What --retry-incomplete re-runs, read from the cause alone: the words never decide.
+RETRIED = {"provider": True, "configuration": True, "infrastructure": True, "fingerprint_mismatch": True,
+           "internal": True, "interrupted": False, "context_overflow": False}
+
+
+@pytest.mark.parametrize("cause", INCOMPLETE_CAUSES)
+def test_retry_eligibility_reads_the_typed_cause_of_each_incomplete_end(cause):
+    assert set(RETRIED) == set(INCOMPLETE_CAUSES)  # a new cause must say whether it is retried
+    misleading = "provider: http_503" if not RETRIED[cause] else "interrupted: the words say otherwise"
+    assert retryable(ended("incomplete", cause, reason=misleading)) is RETRIED[cause]
+
+
+def test_participant_ends_and_ends_recorded_without_a_cause_are_never_retried():
+    assert not any(retryable(ended("failure", cause)) for cause in PARTICIPANT_CAUSES)
+    assert not retryable(ended("incomplete", None, reason="provider: HTTP 503"))  # an old record: no cause, no retry
+
+
 async def _series(run_dir, plan, agent, *, retry_incomplete: bool, verify: bool = False):
     with trio.fail_after(60):
         async with peers(run_dir, agent) as links:
@@ -70,7 +93,7 @@ async def test_a_provider_outage_slot_is_rerun_linked_on_resume_and_the_rerun_is
     agent = OutageAgent(down={2})
     ends = await _series(run_dir, plan, agent, retry_incomplete=False)
     assert [e.outcome for e in ends] == ["success", "incomplete", "success"]
-    assert ends[1].reason.startswith("provider: ") and retryable(ends[1].reason)
+    assert ends[1].cause == "provider" and ends[1].reason.startswith("provider: ") and retryable(ends[1])
 
     agent.down = set()  # the provider is back
     resumed = await _series(run_dir, plan, agent, retry_incomplete=True, verify=True)
@@ -114,7 +137,7 @@ async def test_a_failure_is_never_retried_nor_an_incomplete_slot_without_the_fla
     ends = await _series(run_dir, plan, WanderAgent(), retry_incomplete=False)
     assert [e.outcome for e in ends] == ["failure"]
     assert await _series(run_dir, plan, WanderAgent(), retry_incomplete=True) == []
-    assert not retryable("context_overflow: the request needs 9000 units") and retryable("infrastructure: PeerGone")
+    assert not retryable(ended("incomplete", "context_overflow")) and retryable(ended("incomplete", "infrastructure"))
 
     other_dir = tmp_path / "other"
     other_dir.mkdir()
@@ -201,8 +224,8 @@ async def test_a_simulator_that_lost_its_scene_mid_trial_interrupts_it_and_the_t
             links.sim.wait = wait
             ends = await run_series(links, plan, Progress(), reader_factory(run_dir))
     assert "the simulator was restarted under the trial" in ends[0].reason
-    assert failed and [(e.outcome, e.reason.split(":", 1)[0]) for e in ends] == [("incomplete", "interrupted"),
-                                                                                ("success", "success_interval")]
+    assert failed and [(e.outcome, e.cause) for e in ends] == [("incomplete", "interrupted"),
+                                                              ("success", "success_interval")]
     with RunReader(run_dir) as reader:
         old, new = reader.trials(plan.series_id)
     assert new.start.recovers == old.trial_id and new.start.index == old.start.index == 1
@@ -226,8 +249,8 @@ async def test_a_refused_key_starts_no_further_trial_and_resume_continues_the_se
     run_dir, plan = _setup(tmp_path, trials=3)
     agent = RefusedKeyAgent(down={1, 2, 3})
     ends = await _series(run_dir, plan, agent, retry_incomplete=False)
-    assert [(e.outcome, e.reason.split(":")[0]) for e in ends] == [("incomplete", "provider")]
-    assert "http_401" in ends[0].reason
+    assert [(e.outcome, e.cause) for e in ends] == [("incomplete", "configuration")]
+    assert "http_401" in ends[0].detail and ends[0].reason.startswith("configuration: provider: fake: http_401")
 
     agent.down = set()  # the key is fixed
     resumed = await _series(run_dir, plan, agent, retry_incomplete=False)

@@ -20,7 +20,7 @@ from roboswe.config import (
     load_config,
     worker_name,
 )
-from roboswe.evaluation.progress import Progress
+from roboswe.evaluation.progress import LastEnd, Progress
 
 
 def test_default_workers_is_one_per_two_cores_capped_by_memory():
@@ -112,8 +112,10 @@ def test_progress_shows_every_running_worker_and_shares_the_log():
     assert [(w.worker, w.task, w.trial) for w in message.running] == [(1, "a", 2), (2, "b", 1)]
     assert message.running[1].active_s == 12.5 and message.running[0].operation == "exec"
     assert message.line_count == 1 and message.lines[0].endswith("r/a: trial 2/5 starts")
-    two.update(last_outcome="trial 1: incomplete (provider)")  # the front end's configuration stop reads the job's
-    assert job.message().last_outcome == "trial 1: incomplete (provider)"
+    two.update(last_outcome="trial 1: incomplete (configuration)",  # the front end's configuration stop reads the job's
+               last_end=LastEnd(trial=1, outcome="incomplete", cause="configuration", detail="provider: http_401"))
+    assert job.message().last_outcome == "trial 1: incomplete (configuration)"
+    assert job.message().last_end.cause == "configuration" and job.message().running[-1].last_end.trial == 1
     job.worker_done(1)
     assert [w.worker for w in job.message().running] == [2]
 

@@ -53,7 +53,7 @@ def test_a_dead_worker_costs_only_its_own_trial(work_dir, admitted_three):
     with RunReader(run_dir) as reader:
         series = {s.task: s.series_id for s in reader.series()}
         hit_one, hit_again, hit_two = reader.trials(series["lift-b"])
-        assert (hit_one.end.outcome, hit_one.end.reason.split(":")[0]) == ("incomplete", "interrupted")
+        assert (hit_one.end.outcome, hit_one.end.cause) == ("incomplete", "interrupted")
         assert hit_one.end.ended_at - killed_at < SIMULATOR_DEADLINE
         # re-run as a linked attempt on the restarted worker, to its full budget like the other series' trial 1
         assert (hit_again.start.index, hit_again.start.attempt, hit_again.start.recovers) == (1, 1, hit_one.trial_id)

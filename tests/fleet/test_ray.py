@@ -93,7 +93,7 @@ def test_a_lost_node_costs_one_trial_rerun_on_the_other_node(cluster, work_dir, 
     assert [p["worker"] for p in lost] == [lost_worker]
     relinked = [p for p in placed if p["worker"] == lost_worker and p["at"] > killed_at]
     assert [p["node"] for p in relinked] == [head], placed
-    assert (hit.end.outcome, hit.end.reason.split(":")[0]) == ("incomplete", "interrupted")
+    assert (hit.end.outcome, hit.end.cause) == ("incomplete", "interrupted")
     assert (again.start.index, again.start.attempt, again.start.recovers) == (1, 1, hit.trial_id)
     assert (again.end.outcome, again.end.reason, again.end.control_steps) == ("failure", "step_budget", STEPS)
     assert again.start.started_at > relinked[0]["at"]

@@ -139,7 +139,8 @@ def test_bridge_provider_recorder_and_remote_simulator_killed_mid_trial_each_cos
         for index, actor in KILLS.items():
             first, again = (v for v in views if v.start.index == index)
             assert first.end.outcome == "incomplete", (actor, seen)
-            assert first.end.reason.startswith("interrupted: PeerDead") and actor in first.end.reason, (actor, seen)
+            assert first.end.cause == "interrupted" and first.end.detail.startswith("PeerDead"), (actor, seen)
+            assert actor in first.end.detail, (actor, seen)
             took[actor] = first.end.ended_at - killed_at[index]
             limit = REMOTE_DEADLINE if actor == "simulator" else KILL_DEADLINE
             assert 0 < took[actor] < limit, f"{actor}: trial {index} ended {took[actor]:.1f} s after the kill"

@@ -20,8 +20,9 @@ def start(index: int, attempt: int = 0, recovers: str | None = None) -> TrialSta
 
 
 def end(index: int, attempt: int = 0, outcome: str = "success", reason: str = "success_interval") -> TrialEnded:
-    return TrialEnded(trial_id=f"{SERIES}/t{index}a{attempt}", outcome=outcome, reason=reason, control_steps=50 * index,
-                      sim_time=2.5, active_time=3.0, ended_at=time.time())
+    cause, _, detail = reason.partition(": ")  # the end as trial.py records it: cause, detail, "cause: detail"
+    return TrialEnded(trial_id=f"{SERIES}/t{index}a{attempt}", outcome=outcome, reason=reason, cause=cause, detail=detail,
+                      control_steps=50 * index, sim_time=2.5, active_time=3.0, ended_at=time.time())
 
 
 @pytest.fixture

@@ -61,7 +61,7 @@ def test_simulator_killed_mid_trial_ends_it_incomplete_within_the_deadline_and_t
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
         one, again, two = reader.trials(series.series_id)
-        assert (one.end.outcome, one.end.reason.split(":")[0]) == ("incomplete", "interrupted"), one.end.reason
+        assert (one.end.outcome, one.end.cause) == ("incomplete", "interrupted"), one.end.reason
         assert one.end.ended_at - killed_at < SIMULATOR_DEADLINE, one.end.ended_at - killed_at
         assert one.end.control_steps < STEPS  # it did not run on to its budget
         # the death cost that attempt only: trial 1 ran again, linked to it, on the restarted simulator

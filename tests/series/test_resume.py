@@ -98,7 +98,7 @@ def test_a_restarted_context_manager_costs_one_incomplete_trial_and_the_conversa
         assert len(trials) == 4, seen
         one, two, again, three = trials
         assert one.end.outcome == "success" and three.end.outcome == "success"
-        assert two.end.outcome == "incomplete" and two.end.reason.startswith("interrupted"), two.end.reason
+        assert (two.end.outcome, two.end.cause) == ("incomplete", "interrupted"), two.end.reason
         assert (again.start.index, again.start.recovers, again.end.outcome) == (2, two.trial_id, "success")
         # the linked re-run restored the conversation from the records, as a resumed run does
         events = [e for _, e in reader.events() if e.event == "series_resumed"]

@@ -61,7 +61,7 @@ def test_provider_outage_makes_an_incomplete_slot_and_the_next_trial_runs(work_d
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
         first, second = reader.trials(series.series_id)
-        assert first.end.outcome == "incomplete" and first.end.reason.startswith("provider: HTTP 503")
+        assert (first.end.outcome, first.end.cause) == ("incomplete", "provider") and first.end.detail.startswith("HTTP 503")
         assert first.end.timing["recovery"] == pytest.approx(0.3)  # back-off is not active time
         failed = [m for m in reader.messages(first.trial_id) if m.error]
         assert [m.attempt for m in failed] == [1, 2, 3] and all("http_503" in m.error for m in failed)
@@ -107,7 +107,7 @@ def test_a_fingerprint_that_differs_from_the_admitted_reference_is_incomplete_be
         views = reader.trials(series.series_id)
         assert len(views) == 2  # the next trial still runs (and meets the same scene)
         for v in views:
-            assert v.end.outcome == "incomplete" and v.end.reason.startswith("fingerprint_mismatch")
+            assert (v.end.outcome, v.end.cause) == ("incomplete", "fingerprint_mismatch")
             assert v.start.fingerprint == task.fingerprint["digest"]
             assert reader.messages(v.trial_id) == [] and reader.operations(v.trial_id) == []
             assert reader.checkpoints(v.trial_id) == []  # no sandbox, no participant input

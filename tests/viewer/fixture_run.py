@@ -31,7 +31,7 @@ from roboswe.protocol.recorder import (
 )
 from roboswe.sim.physics_state import control_trace
 
-from roboswe.evaluation.trial import encode_png
+from roboswe.evaluation.observation import encode_png
 from roboswe.records.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,7 +220,7 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
             steps = EXEC_STEPS + WAIT_STEPS
             outcome = OUTCOMES[t]
             ended = b.tick(2.0)
-            store.put(TrialEnded(trial_id=trial_id, outcome=outcome, reason="finish",
+            store.put(TrialEnded(trial_id=trial_id, outcome=outcome, reason="finish", cause="finish",
                                  control_steps=steps, sim_time=steps / manifest.control_hz, active_time=4.0 + t,
                                  timing={"provider": 1.0 + 0.1 * t, "execution": 1.5, "transport": 0.05,
                                          "physics": 0.3, "rendering": 0.2, "waits": 0.1},
@@ -244,6 +244,8 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
                                    started_at=b.tick()))
             store.put(TrialEnded(trial_id=trial_id, outcome=outcome,
                                  reason="provider: http_500 x3" if outcome == "incomplete" else "finish",
+                                 cause="provider" if outcome == "incomplete" else "finish",
+                                 detail="http_500 x3" if outcome == "incomplete" else "",
                                  control_steps=40 * t, sim_time=2.0 * t, active_time=3.0,
                                  timing={"provider": 2.0, "execution": 0.5}, ended_at=b.tick(3)))
             if outcome == "failure":

@@ -32,6 +32,7 @@
         h += `<td class="cell s-${esc(status)}" data-slot="${t}" title="slot: ${esc(status)}">` +
           `<a class="trial-link" href="trial.html?t=${encodeURIComponent(a.key)}">${outcome(a.outcome)}</a><br>${badge(a.verdict)}` +
           `<div class="small slot">${UNSCORED.includes(status) ? "unscored: " + esc(status.replace("_", " ")) : "scored"}</div>` +
+          (a.outcome === "incomplete" && a.cause ? `<div class="small cause">cause: ${esc(a.cause)}</div>` : "") +
           `<div class="small">${num(a.control_steps, 0)} steps · ${num(a.sim_time, 1)} s sim</div>`;
         if (list.length > 1) {
           h += '<div class="small">earlier: ' + list.slice(0, -1).map((p) =>

@@ -346,7 +346,9 @@
       `<h1>${esc(trial.task)} — trial ${a.index} ${outcome(a.outcome)} ${badge(a.verdict)}</h1>` +
       (run.assets_notice ? `<p id="assets-notice" class="assets-notice">${esc(run.assets_notice)}</p>` : "") +
       `<p>${num(a.control_steps, 0)} control steps · ${num(a.sim_time)} s simulated · ${num(a.active_time)} s active · ` +
-      `${trial.operations} operations · reason: ${esc(a.reason || "–")}` +
+      `${trial.operations} operations · ` +
+      (a.cause ? `<span id="trial-cause">cause: ${esc(a.cause)}</span>${a.detail ? ` (${esc(a.detail)})` : ""}` :
+        `reason: ${esc(a.reason || "–")}`) +
       (a.success_interval ? ` · success held steps ${a.success_interval[0]}–${a.success_interval[1]}` : "") + "</p>" +
       (a.first_divergence ? `<p class="error">first divergence on replay: ${esc(a.first_divergence)}` +
         (a.outcome === "failure" ? " (the recorded failure still scores 0)" : "") + "</p>" : "") +
