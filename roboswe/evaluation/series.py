@@ -166,55 +166,17 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
     others (the job stages the first scene of the series this worker runs next).
     Raises RuntimeError when attempts keep being interrupted (more than MAX_RERUNS re-runs).
     """
-    run_dir = Path(plan.run_dir)
     recording = links.recorder
     with reader_factory() as reader:
         history = SeriesHistory.read(reader, plan.series_id, plan.trials, retry_incomplete=retry_incomplete)
         if not history.recorded:
-            await recording.durable(rec.SeriesRecord(
-                series_id=plan.series_id, run_id=plan.run_id, task=plan.task.id, model=plan.model, mode=plan.retain,
-                trials=plan.trials, created_at=time.time(),
-                pins={"budgets": msgspec.to_builtins(plan.budgets), "backend": plan.backend,
-                      "fingerprint": plan.reference_fingerprint, "manifest_digest": plan.task.manifest_digest,
-                      "seed": plan.seed, "assets": plan.assets}))
+            await recording.durable(series_record(plan))
         progress.update(task=plan.task.id, series_id=plan.series_id, mode=plan.retain, trials=plan.trials)
         if history.next_index > plan.trials:
             return []
-        if history.interrupted is not None and (history.interrupted.end is None or was_interrupted(history.interrupted.end)):
-            # The bridge may still hold the interrupted trial open (a restarted coordinator): its
-            # workspace is then a mounted volume that cannot be cleared until the trial is closed.
-            try:
-                await links.bridge.close(history.interrupted.trial_id)
-            except INFRA_ERRORS:
-                pass  # a fresh bridge has nothing open
-        workspace = fresh_dir(plan.workspace_dir())
-        interrupted_steps = 0
-        if history.interrupted is not None:
-            done = reader.operations(history.interrupted.trial_id)
-            interrupted_steps = done[-1].step_end if done else 0
-        turns: list[Turn] = []
-        images: dict[str, bytes] = {}
-        if history.next_index > 1 or history.interrupted is not None:
-            progress.say(f"{plan.series_id}: continuing at trial {history.next_index} "
-                         f"({len(history.kept)} ended trial(s) kept)")
-            if plan.retain == "retain":
-                restored = restore_workspace(reader, run_dir, history, workspace)
-                turns, images = recorded_conversation(reader, [v.trial_id for v in history.kept])
-                await recording.event("series_resumed", None, series=plan.series_id, next_index=history.next_index,
-                                      workspace_from=restored, turns=len(turns))
+        workspace, turns, images, interrupted_steps = await _continue_from(links, plan, progress, reader, history)
     if history.interrupted is not None:
-        old = history.interrupted
-        if old.end is None:
-            await recording.durable(rec.TrialEnded(trial_id=old.trial_id, outcome="incomplete", reason="interrupted",
-                                                   cause="interrupted", control_steps=interrupted_steps, ended_at=time.time()))
-        if old.end is not None and not was_interrupted(old.end):
-            await recording.event("trial_retried", old.trial_id, series=plan.series_id, index=old.start.index,
-                                  attempt=history.next_attempt, reason=old.end.reason, cause=old.end.cause,
-                                  later_slots_kept=history.only_slot)
-            progress.say(f"trial {old.start.index} attempt {old.start.attempt} ended incomplete ({old.end.reason}): "
-                         f"re-running it as attempt {history.next_attempt} (--retry-incomplete)")
-        else:
-            progress.say(f"trial {old.start.index} attempt {old.start.attempt} was interrupted: recorded incomplete, re-running")
+        await _close_attempt(links, plan, progress, history, interrupted_steps)
     conversation = Conversation(plan.series_id, links.context, recording, reader_factory)
     conversation.trial_ids = [v.trial_id for v in history.kept] if plan.retain == "retain" else []
     await conversation.reset(turns, images)
@@ -269,6 +231,63 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         return ends + await run_series(links, plan, progress, reader_factory, retry_incomplete=retry_incomplete,
                                        next_series=next_series)
     return ends
+
+
+def series_record(plan: SeriesPlan) -> rec.SeriesRecord:
+    """The series' row: its task, model, mode and pins (budgets, backend, fingerprint, manifest, seed, assets)."""
+    return rec.SeriesRecord(
+        series_id=plan.series_id, run_id=plan.run_id, task=plan.task.id, model=plan.model, mode=plan.retain,
+        trials=plan.trials, created_at=time.time(),
+        pins={"budgets": msgspec.to_builtins(plan.budgets), "backend": plan.backend,
+              "fingerprint": plan.reference_fingerprint, "manifest_digest": plan.task.manifest_digest,
+              "seed": plan.seed, "assets": plan.assets})
+
+
+async def _continue_from(links: Links, plan: SeriesPlan, progress: Progress, reader: RunReader,
+                         history: SeriesHistory) -> tuple[Path, list[Turn], dict[str, bytes], int]:
+    """The workspace, conversation (turns, images) and the interrupted attempt's steps the series goes on from."""
+    if history.interrupted is not None and (history.interrupted.end is None or was_interrupted(history.interrupted.end)):
+        # The bridge may still hold the interrupted trial open (a restarted coordinator): its
+        # workspace is then a mounted volume that cannot be cleared until the trial is closed.
+        try:
+            await links.bridge.close(history.interrupted.trial_id)
+        except INFRA_ERRORS:
+            pass  # a fresh bridge has nothing open
+    workspace = fresh_dir(plan.workspace_dir())
+    interrupted_steps = 0
+    if history.interrupted is not None:
+        done = reader.operations(history.interrupted.trial_id)
+        interrupted_steps = done[-1].step_end if done else 0
+    turns: list[Turn] = []
+    images: dict[str, bytes] = {}
+    if history.next_index > 1 or history.interrupted is not None:
+        progress.say(f"{plan.series_id}: continuing at trial {history.next_index} "
+                     f"({len(history.kept)} ended trial(s) kept)")
+        if plan.retain == "retain":
+            restored = restore_workspace(reader, Path(plan.run_dir), history, workspace)
+            turns, images = recorded_conversation(reader, [v.trial_id for v in history.kept])
+            await links.recorder.event("series_resumed", None, series=plan.series_id, next_index=history.next_index,
+                                       workspace_from=restored, turns=len(turns))
+    return workspace, turns, images, interrupted_steps
+
+
+async def _close_attempt(links: Links, plan: SeriesPlan, progress: Progress, history: SeriesHistory,
+                         interrupted_steps: int) -> None:
+    """Record the attempt about to be re-run as closed: an open one ends ``interrupted``; a retried one is announced."""
+    old = history.interrupted
+    assert old is not None
+    if old.end is None:
+        await links.recorder.durable(rec.TrialEnded(
+            trial_id=old.trial_id, outcome="incomplete", reason="interrupted", cause="interrupted",
+            control_steps=interrupted_steps, ended_at=time.time()))
+    if old.end is not None and not was_interrupted(old.end):
+        await links.recorder.event("trial_retried", old.trial_id, series=plan.series_id, index=old.start.index,
+                                   attempt=history.next_attempt, reason=old.end.reason, cause=old.end.cause,
+                                   later_slots_kept=history.only_slot)
+        progress.say(f"trial {old.start.index} attempt {old.start.attempt} ended incomplete ({old.end.reason}): "
+                     f"re-running it as attempt {history.next_attempt} (--retry-incomplete)")
+    else:
+        progress.say(f"trial {old.start.index} attempt {old.start.attempt} was interrupted: recorded incomplete, re-running")
 
 
 async def stage_next_scene(links: Links, plan: SeriesPlan) -> None:
