@@ -21,7 +21,7 @@ import trio
 
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series
-from roboswe.protocol.participant import DecisionRequest, Finish, ListFiles, WriteFile
+from roboswe.protocol.participant import DecisionRequest, Finish, ListFiles, ReadFile, WriteFile
 from roboswe.providers._estimate import estimate_request
 from roboswe.records.reader import RunReader
 
@@ -40,9 +40,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # ---- context overflow -----------------------------------------------------------------------------
 
 
-class OversizedWriteAgent:
-    """Trial 1: writes a file far larger than the input budget in one decision (the newest exchange, which
-    may not leave the request). Later trials list files and finish. Keeps every request it was given."""
+class OversizedReadAgent:
+    """Trial 1: writes a file far larger than the input budget (its arguments reach the conversation as a
+    bounded summary: providers/local.py), then reads it back: that exchange, the newest, is larger than the
+    budget and may not leave the request. Later trials list files and finish. Keeps every request it was given."""
 
     def __init__(self, chars: int):
         self.chars = chars
@@ -50,16 +51,16 @@ class OversizedWriteAgent:
 
     def decide(self, request: DecisionRequest):
         self.requests.append(request)
-        if request.trial == 1:
-            return WriteFile(path="big.txt", content="x" * self.chars)
         mine = sum(1 for t in request.conversation if t.role == "assistant" and t.trial == request.trial)
+        if request.trial == 1:
+            return WriteFile(path="big.txt", content="x" * self.chars) if mine == 0 else ReadFile(path="big.txt")
         return ListFiles() if mine == 0 else Finish(reason="done")
 
 
 async def test_an_exchange_larger_than_the_budget_stops_the_series_with_its_evidence_never_truncated(tmp_path):
     window, output = 24_000, 4096
     budget = window - output - 4096
-    agent = OversizedWriteAgent(chars=40 * budget)  # ~13 tokens per 40 chars: several budgets in one exchange
+    agent = OversizedReadAgent(chars=40 * budget)  # ~13 tokens per 40 chars: several budgets in one exchange
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     task = admitted_task(reach_manifest())
@@ -74,16 +75,16 @@ async def test_an_exchange_larger_than_the_budget_stops_the_series_with_its_evid
     first = ends[0]
     assert (first.outcome, first.cause) == ("incomplete", "context_overflow") and first.detail, first.reason
     assert f"the input budget is {budget}" in first.reason
-    # The participant decided once in trial 1 (the write); the request that would have carried its result
-    # did not fit and was not sent in any cut-down form.
+    # The participant decided twice in trial 1 (the write, the read); the request that would have carried the
+    # read's result did not fit and was not sent in any cut-down form.
     trial_one = [r for r in agent.requests if r.trial == 1]
-    assert len(trial_one) == 1
+    assert len(trial_one) == 2
     for request in agent.requests:  # every request the participant saw fits the budget by the harness's own estimate
         assert estimate_request(request) <= budget, (request.trial, estimate_request(request))
     with RunReader(run_dir) as reader:
         (view, *later) = reader.trials(plan.series_id)
         ops = reader.operations(view.trial_id)
-        assert [o.operation for o in ops] == ["write_file"] and ops[0].feedback.get("bytes") == 40 * budget
+        assert [o.operation for o in ops] == ["write_file", "read_file"] and ops[0].feedback.get("bytes") == 40 * budget
         assert (view.end.outcome, view.end.reason) == (first.outcome, first.reason)
         assert later == []
         (stopped,) = [e for _, e in reader.events(event="series_stopped")]
@@ -94,12 +95,13 @@ async def test_an_exchange_larger_than_the_budget_stops_the_series_with_its_evid
         assert evidence == {k: v for k, v in overflow.data.items() if k != "detail"}
         assert evidence["series"] == plan.series_id and evidence["trial"] == 1
         assert evidence["budget"] == budget and evidence["units"] > budget
-        # The indivisible exchange is the write and its result: the assistant turn that wrote big.txt and the
+        # The indivisible exchange is the read and its result: the assistant turn that read big.txt and the
         # user turn answering it, by their recorded turn ids, and alone larger than B.
         turns = {e.data["turn"]["id"]: e.data["turn"] for _, e in reader.events(event="turn", trial_id=view.trial_id)}
-        (write_exchange,) = [ids for ids in evidence["kept_exchanges"] if any(turns[i]["role"] == "assistant" for i in ids)]
-        assert [turns[i]["role"] for i in write_exchange] == ["assistant", "user"]
-        assert max(evidence["kept_units"]) > budget
+        (read_exchange,) = [ids for ids, units in zip(evidence["kept_exchanges"], evidence["kept_units"], strict=True)
+                            if units > budget]
+        assert [turns[i]["role"] for i in read_exchange] == ["assistant", "user"]
+        assert turns[read_exchange[0]]["parts"][0]["name"] == "read_file"
 
 
 # ---- run refuses a config without [provider] ----------------------------------------------------------
