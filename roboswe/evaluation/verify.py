@@ -102,22 +102,8 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
     verdict, divergence, reproduced, replay_outcome = "error", "", None, None
     opened = False
     try:
-        pinned = trial_budgets(reader, view)
-        start = next((c for c in reader.checkpoints(view.trial_id) if c.label == "trial_start"), None)
-        if start is None:
-            raise ReplayError(f"trial {view.trial_id} has no trial_start checkpoint")
-        try:
-            await trio.to_thread.run_sync(restore, load_manifest(start.manifest), BlobStore(run_dir / "blobs"), workspace)
-        except CheckpointError as e:
-            raise ReplayError(f"starting checkpoint {start.checkpoint_id} refused: {e}") from None
-        detail["checkpoint"] = start.checkpoint_id
+        pinned = await _fresh_start(links, reader, run_dir, view, manifest, reference_fingerprint, workspace, detail)
         budgets = pinned.budgets
-        loaded = await links.sim.load(manifest, pinned.seed, budgets.trial_steps)
-        fp = loaded.fingerprint.digest
-        detail["fingerprint"] = fp
-        if fp != view.start.fingerprint or fp != reference_fingerprint:
-            raise ReplayError(f"fresh scene fingerprint {fp[:16]} differs from the trial's {view.start.fingerprint[:16]} "
-                              f"/ the admitted {reference_fingerprint[:16]}")
         opened_msg = await links.bridge.open(replay_id, workspace, pinned.backend, ScriptLimits(
             steps=budgets.script_steps, seconds=budgets.script_seconds))
         opened = True
@@ -125,33 +111,7 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
         if opened_msg.image_digest != pinned.image_digest:
             raise ReplayError(f"sandbox image {opened_msg.image_digest[:16]} is not the trial's {pinned.image_digest[:16]}")
         divergence = await _replay_operations(links, reader, view, replay_id, workspace, budgets, detail)
-        recorded = task_record.recorded(reader, view.trial_id)
-        if recorded is not None:  # finalize the replayed scene as the trial ended (RoboPaint saves its canvas)
-            replayed, _ = await links.sim.task_record(recorded.get("end"))
-            detail["task_record"] = {"operations": task_record.summary(recorded, replayed)}
-            divergence = divergence or task_record.divergence(recorded, replayed, "operations")
-        status = await links.sim.success()
-        interval = [status.achieved_step - status.interval + 1, status.achieved_step] if status.achieved else None
-        original = list(view.end.success_interval) if view.end.success_interval else None
-        replay_outcome = "success" if status.achieved else "failure"
-        reproduced = (interval == original) and replay_outcome == view.end.outcome
-        detail["success"] = {"original": original, "replay": interval, "original_outcome": view.end.outcome,
-                             "control_steps": [view.end.control_steps, status.control_step]}
-        if not divergence and not reproduced:
-            divergence = f"success: original interval {original} ({view.end.outcome}), replay {interval}"
-        if not divergence and status.control_step != view.end.control_steps:
-            divergence = f"control steps: original {view.end.control_steps}, replay {status.control_step}"
-        await _collect_states(links, detail)
-        states_divergence = compare_states(reader, view, detail)
-        divergence = divergence or states_divergence
-        if recorded is not None:  # the action log alone, in another fresh scene
-            try:
-                replayed = await task_record.replay_action_log(links, recorded, manifest, pinned.seed, budgets.trial_steps,
-                                                               view.start.fingerprint)
-            except ValueError as e:
-                raise ReplayError(f"action-log replay: {e}") from None
-            detail["task_record"]["action_log"] = task_record.summary(recorded, replayed)
-            divergence = divergence or task_record.divergence(recorded, replayed, "action-log")
+        divergence, reproduced, replay_outcome = await _compare_end(links, reader, view, manifest, pinned, divergence, detail)
         verdict = "mismatch" if divergence else "verified"
     except ReplayError as e:
         detail["cause"] = str(e)
@@ -176,6 +136,60 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
     log.info("trial_verified", trial=view.trial_id, verdict=verdict, divergence=divergence, cause=detail.get("cause"),
              output_differences=len(detail.get("output_differences", [])))
     return record
+
+
+async def _fresh_start(links: Links, reader: RunReader, run_dir: Path, view: TrialView, manifest: dict[str, Any],
+                       reference_fingerprint: str, workspace: Path, detail: dict[str, Any]) -> SandboxOpened:
+    """The trial's starting workspace restored and its scene loaded fresh; what it ran under. Raises ReplayError."""
+    pinned = trial_budgets(reader, view)
+    start = next((c for c in reader.checkpoints(view.trial_id) if c.label == "trial_start"), None)
+    if start is None:
+        raise ReplayError(f"trial {view.trial_id} has no trial_start checkpoint")
+    try:
+        await trio.to_thread.run_sync(restore, load_manifest(start.manifest), BlobStore(run_dir / "blobs"), workspace)
+    except CheckpointError as e:
+        raise ReplayError(f"starting checkpoint {start.checkpoint_id} refused: {e}") from None
+    detail["checkpoint"] = start.checkpoint_id
+    loaded = await links.sim.load(manifest, pinned.seed, pinned.budgets.trial_steps)
+    fp = loaded.fingerprint.digest
+    detail["fingerprint"] = fp
+    if fp != view.start.fingerprint or fp != reference_fingerprint:
+        raise ReplayError(f"fresh scene fingerprint {fp[:16]} differs from the trial's {view.start.fingerprint[:16]} "
+                          f"/ the admitted {reference_fingerprint[:16]}")
+    return pinned
+
+
+async def _compare_end(links: Links, reader: RunReader, view: TrialView, manifest: dict[str, Any], pinned: SandboxOpened,
+                       divergence: str, detail: dict[str, Any]) -> tuple[str, bool, str]:
+    """After the operations: the family's record, the success interval, the control steps and every step's state
+    against the trial's. Returns (first divergence, outcome reproduced, replay outcome); raises ReplayError."""
+    recorded = task_record.recorded(reader, view.trial_id)
+    if recorded is not None:  # finalize the replayed scene as the trial ended (RoboPaint saves its canvas)
+        replayed, _ = await links.sim.task_record(recorded.get("end"))
+        detail["task_record"] = {"operations": task_record.summary(recorded, replayed)}
+        divergence = divergence or task_record.divergence(recorded, replayed, "operations")
+    status = await links.sim.success()
+    interval = [status.achieved_step - status.interval + 1, status.achieved_step] if status.achieved else None
+    original = list(view.end.success_interval) if view.end.success_interval else None
+    replay_outcome = "success" if status.achieved else "failure"
+    reproduced = (interval == original) and replay_outcome == view.end.outcome
+    detail["success"] = {"original": original, "replay": interval, "original_outcome": view.end.outcome,
+                         "control_steps": [view.end.control_steps, status.control_step]}
+    if not divergence and not reproduced:
+        divergence = f"success: original interval {original} ({view.end.outcome}), replay {interval}"
+    if not divergence and status.control_step != view.end.control_steps:
+        divergence = f"control steps: original {view.end.control_steps}, replay {status.control_step}"
+    await _collect_states(links, detail)
+    divergence = divergence or compare_states(reader, view, detail)
+    if recorded is not None:  # the action log alone, in another fresh scene
+        try:
+            replayed = await task_record.replay_action_log(links, recorded, manifest, pinned.seed,
+                                                           pinned.budgets.trial_steps, view.start.fingerprint)
+        except ValueError as e:
+            raise ReplayError(f"action-log replay: {e}") from None
+        detail["task_record"]["action_log"] = task_record.summary(recorded, replayed)
+        divergence = divergence or task_record.divergence(recorded, replayed, "action-log")
+    return divergence, reproduced, replay_outcome
 
 
 async def _replay_operations(links: Links, reader: RunReader, view: TrialView, replay_id: str, workspace: Path,
