@@ -119,11 +119,14 @@ async def test_anthropic_series_step_through_both_actors(actors):
                 reply = await context.request(PrepareRequest(system="You drive a robot.", trial=1))
                 prepared = reply.message
                 assert isinstance(prepared, Prepared)
-                base, turns = (len(c.body) // 4 for c in fake.counts())  # instructions+tools, then the new turn
+                # instructions+tools, then the new turn; a count the context manager asked again (the provider
+                # client slow to answer while it started, on a loaded machine) is the same body: counted once here
+                bodies = list(dict.fromkeys(c.body for c in fake.counts()))
+                base, turns = (len(body) // 4 for body in bodies)
                 assert prepared.count.exact_tokens == turns  # base + (turns - base)
                 assert prepared.count.method == "anthropic.count_tokens:per_message_sum"
                 assert prepared.count.budget == 100000 - 8000 - 4096
-                assert len(fake.counts()) == 2  # counted through the provider client, with the key
+                assert len(bodies) == 2  # counted through the provider client, with the key
                 assert "sk-actor-SECRET" in str(fake.counts()[0].headers), fake.counts()[0].headers
                 request = join_images(prepared.request, prepared.image_digests, reply.blobs)
                 assert request.images == {part.digest: IMAGE}
