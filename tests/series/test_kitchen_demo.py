@@ -124,6 +124,7 @@ def test_bwrap_series_closes_the_drawer_verified_with_videos_reusing_its_script(
 
 
 @pytest.mark.docker
+@pytest.mark.exhaustive  # the kitchen on bwrap is the default run's case; docker series: test_docker_series, hostile
 def test_docker_trial_closes_the_drawer_verified_with_a_video(docker_run, kit_admitted):
     check_verified_trials_with_videos(docker_run, kit_admitted, 1, "docker")
 
