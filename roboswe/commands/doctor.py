@@ -28,7 +28,7 @@ Status = Literal["ok", "warn", "fail", "absent"]
 RENDER_TIMEOUT_S = 90.0  # a loaded 2-core machine needs seconds just to import mujoco and make an EGL context
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromedriver")  # what the viewer tests drive
 KEY_VARIABLES = {k: _providers.provider_entry(k).key_env for k in _providers.hosted_kinds()}  # from the registry
-ASSET_VARIABLES = {"GR1 assets": "GR1_ASSETS"}  # RoboCasa's have their own lookup (check_robocasa_assets)
+ASSET_VARIABLES = {"GR1 assets": "ROBOCASA_GR1_ASSETS"}  # sim/gr1/native.py ENV_VAR; RoboCasa's have their own lookup (check_robocasa_assets)
 
 
 class Check(msgspec.Struct, frozen=True, kw_only=True):

@@ -62,6 +62,9 @@ def test_a_stale_image_and_a_hanging_renderer_are_required_failures(tmp_path):
 
 def test_optional_checks_say_absent_or_warn_not_fail(tmp_path):
     assert doctor.check_keys({}).status == "absent"
+    from roboswe.sim.gr1.native import ENV_VAR
+
+    assert doctor.ASSET_VARIABLES["GR1 assets"] == ENV_VAR  # the variable the native backend reads
     assert doctor.check_assets("GR1 assets", "GR1_ASSETS", {}).status == "absent"
     missing = doctor.check_robocasa_assets({"ROBOCASA_ASSETS": str(tmp_path / "nope")})
     assert missing.status == "warn" and not missing.required
