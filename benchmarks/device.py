@@ -12,7 +12,7 @@ Two steps, so the measuring side needs only mujoco and numpy (a lent GPU machine
       the physics throughput of N independent processes (control steps per second, all processes
       together), the upper bound on how series workers scale on the machine's cores.
 
-Prints a markdown table; README's Performance section is pasted from it.
+Prints a markdown table; docs/performance.md is pasted from it.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ and in this process (after the actors, so they do not share the CPU):
   env.step     the upstream env.step(hold) alone, and backend.step (validation, predicate, state log)
 ``--cold`` adds one first Load of the kitchen with an empty NUMBA_CACHE_DIR (numba compiles).
 The kitchen runs on the offline kit (placeholder assets): indicative of RoboCasa's code path,
-not of a real kitchen's meshes and textures. Prints a markdown table (README, Performance).
+not of a real kitchen's meshes and textures. Prints a markdown table (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Everything is measured in one run, interleaved in rounds so background load hits
              the sandbox -> bridge -> simulator -> back cost alone, which robot.step adds to env.step;
              "legacy": the same against a stand-in that answers Step without the new state (as
              simulators before StepResult.values did), so the bridge asks GetState after each step
-Prints a markdown table (the README's Performance section is pasted from it).
+Prints a markdown table (docs/performance.md is pasted from it).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Measured in one run, interleaved in rounds so background load hits both sides al
   actor      Step request/reply over ipc to a simulator actor process, one action per request
   actor x10  Step with a chunk of 10 actions per request (cost per control step)
 and observe latency per allowed camera (RGB + depth where exposed), in process and over ipc.
-Prints a markdown table (the README's Performance section is pasted from it).
+Prints a markdown table (docs/performance.md is pasted from it).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ video or not). Three ways, alternated per repeat to spread machine noise:
 - inline: the loop itself renders the 2 video cameras every 2nd step (what the design avoids).
 
 It also reports the control-path cost of the state log (one snapshot per step) and the
-worker's rendering throughput. Prints a Markdown table for README "Performance".
+worker's rendering throughput. Prints a Markdown table for docs/performance.md.
 """
 
 from __future__ import annotations
