@@ -484,19 +484,18 @@ class TrialRunner:
                            goal + images)
 
     async def _wait(self, steps: int) -> OpResult:
-        # The participant's number is bounded by the steps left before it reaches the simulator (which bounds it too).
-        left = max(0, self.plan.budgets.trial_steps - self.control_step)
+        # `steps` is within the tool schema's maximum; the simulator bounds it by the steps left before any work
+        # (sim/backend.py ControlLoop.wait) and says "trial_budget" when it asked for more than were left.
         await self._sim_compute_since()
         t0 = time.monotonic()
-        result = await self.links.sim.wait(min(steps, left))
+        result = await self.links.sim.wait(steps)
         self.timing.waits += time.monotonic() - t0
         await self._sim_compute_since()
         status = await self._after_motion()
-        stopped = "trial_budget" if steps > left else result.stopped
         text = f"waited {result.applied} control steps (trial total {status.control_step} of {self.plan.budgets.trial_steps})"
-        if stopped == "trial_budget":
-            text += f"; the trial's step budget is used up (asked for {steps}, {left} were left)"
-        return OpResult(text=text, feedback=Waited(applied=result.applied, stopped=stopped, success_after=status.achieved),
+        if result.stopped == "trial_budget":
+            text += f"; the trial's step budget is used up (asked for {steps}, {result.applied} were left)"
+        return OpResult(text=text, feedback=Waited(applied=result.applied, stopped=result.stopped, success_after=status.achieved),
                         step_end=status.control_step, success=status.achieved)
 
     async def _act(self, op: ActionOperation) -> OpResult:
