@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import structlog
@@ -28,6 +29,7 @@ from roboswe.protocol import PROTOCOL_VERSION, Decoded, DecodeError, Message
 from roboswe.protocol.control import Error
 from roboswe.protocol.sim import SIM_ROBOT_CODEC
 
+from ._client import Client
 from ._errors import PeerDead, ProtocolError, RemoteError
 
 log = structlog.get_logger()
@@ -217,3 +219,23 @@ class RobotStreamLink:
         if stream is not None:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
+
+
+@asynccontextmanager
+async def robot_link(name: str, endpoint: str, heartbeat_interval: float, liveness: int, curve: Any,
+                    transport: str = "auto") -> AsyncIterator[Any]:
+    """The bridge door's way to the simulator's robot endpoint (``bridge.door.SimLink``): its unix stream
+    when the simulator is on this host and serves one (fewer wake-ups per step), else the ZeroMQ
+    endpoint (remote, CURVE). ``transport`` "zmq" always takes ZeroMQ."""
+    path = stream_path(endpoint)
+    if transport == "auto" and curve is None and path is not None and os.path.exists(path):
+        link = RobotStreamLink(path, name)
+        try:
+            yield link.request
+        finally:
+            await link.aclose()
+        return
+    async with Client(name, endpoint, SIM_ROBOT_CODEC, peer="simulator", heartbeat_interval=heartbeat_interval,
+                      liveness=liveness, curve=curve) as sim:
+        yield sim.request
+

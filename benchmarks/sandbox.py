@@ -93,7 +93,7 @@ def _sim_hops(before: dict, after: dict, prefix: str) -> dict[str, float]:
 async def bench(args, manifest, inproc, results: dict) -> None:
     import trio
     from roboswe.actors import Client
-    from roboswe.actors.sandbox_bridge import open_trial
+    from roboswe.bridge.trial import open_trial
     from roboswe.actors.simulator import robot_endpoint
     from roboswe.protocol.bridge import ScriptLimits
     from roboswe.protocol.control import Shutdown, StatisticsRequest
@@ -166,7 +166,7 @@ async def bench(args, manifest, inproc, results: dict) -> None:
 
 async def _overhead(args, image, backends, run_dir: Path, results: dict) -> None:
     import trio
-    from roboswe.actors.sandbox_bridge import open_trial
+    from roboswe.bridge.trial import open_trial
     from roboswe.protocol.bridge import ScriptLimits
 
     sys.path.insert(0, str(ROOT))

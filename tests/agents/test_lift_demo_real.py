@@ -126,7 +126,7 @@ async def run_trial(participant, real: RealTrial, conversation: list[Turn], tria
 
 @pytest.mark.parametrize("seed", [0, pytest.param(7, marks=pytest.mark.exhaustive)])  # a second seed: pre-release
 async def test_demo_participant_lifts_the_cube_on_the_real_stack(seed, image, run_dir, simulator):
-    from roboswe.actors.sandbox_bridge import open_trial
+    from roboswe.bridge.trial import open_trial
     from roboswe.sim.manifest import load_manifest
 
     manifest = load_manifest(ROOT / "configs" / "tasks" / "lift-panda.toml")

@@ -78,7 +78,7 @@ TEST_WORKSPACE_MB = 64  # small, so filling it is quick
 
 @pytest.fixture
 async def trial(backend, image, scratch, nursery):
-    from roboswe.actors.sandbox_bridge import open_trial
+    from roboswe.bridge.trial import open_trial
 
     robot = ToyRobot()
     endpoint = f"ipc://{scratch}/sim.sock"

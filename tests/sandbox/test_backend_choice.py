@@ -11,7 +11,7 @@ from .stand_in_sim import ToyRobot, serve_toy_robot
 
 
 async def test_a_trial_opened_without_a_backend_runs_on_the_one_this_machine_should_choose(image, scratch, nursery):
-    from roboswe.actors.sandbox_bridge import open_trial
+    from roboswe.bridge.trial import open_trial
 
     expected = "docker" if backend_class("docker").available() is None and image.docker_tag else "bwrap"
     endpoint = f"ipc://{scratch}/sim.sock"

@@ -452,7 +452,7 @@ async def test_the_workspace_is_a_filesystem_of_fixed_size(trial):
 
 
 async def test_closing_a_trial_leaves_its_files_in_a_plain_directory(backend, image, scratch, nursery):
-    from roboswe.actors.sandbox_bridge import open_trial
+    from roboswe.bridge.trial import open_trial
     from roboswe.sandbox.volume import VOLUME_DIR, available
 
     from .conftest import Trial

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 import trio
-from roboswe.actors.sandbox_bridge import MAX_CONNECTIONS
+from roboswe.bridge.trial import MAX_CONNECTIONS
 from structlog.testing import capture_logs
 
 from .test_hostile import _still_serving

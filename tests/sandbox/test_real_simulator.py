@@ -68,7 +68,7 @@ async def _snapshot(sim) -> tuple:
 
 
 async def test_forged_requests_leave_the_real_scene_unchanged(backend, image, run_dir, simulator):
-    from roboswe.actors.sandbox_bridge import open_trial
+    from roboswe.bridge.trial import open_trial
     from roboswe.actors.simulator import robot_endpoint
     from roboswe.sim.manifest import load_manifest
 
