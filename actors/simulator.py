@@ -82,13 +82,34 @@ def _hops(sent_at: float, arrived: float, stamps: list[float], actions: int) -> 
 
     Reported under ``Statistics.extra`` as ``hop.step1.*`` (one action) or ``hop.stepN.*`` (a
     chunk): seconds summed per hop, and ``count``; benchmarks/sandbox.py prints them per step.
-    ``stamps``: physics start, physics end, and (over ZeroMQ) back on the loop.
+    ``stamps``: physics start and end; the call's end is now (back on the loop over ZeroMQ, on the
+    connection thread over the stream).
     """
     prefix = "hop.step1." if actions == 1 else "hop.stepN."
-    done = stamps[2] if len(stamps) > 2 else time.monotonic()
+    done = time.monotonic()
     return {prefix + "count": 1.0, prefix + "bridge_to_sim": arrived - sent_at,
             prefix + "sim_before_physics": stamps[0] - arrived, prefix + "physics": stamps[1] - stamps[0],
             prefix + "sim_after_physics": done - stamps[1]}
+
+
+class RobotCall:
+    """One accepted robot request: the scene call that answers it and, for a Step, its hop stamps (``_hops``)."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple = (), *, renders: bool = False,
+                 stamped: tuple[float, int] | None = None):
+        self.fn = fn
+        self.renders = renders  # needs the GL context: only the scene thread may run it
+        self.arrived = time.monotonic()
+        self._stamped = stamped  # (the request envelope's sent_at, actions in the chunk)
+        self._stamps: list[float] = []  # physics start and end, appended by the stepping call
+        self.args = (*args, self._stamps) if stamped else args
+
+    def accounted(self, accounting: dict[str, float]) -> dict[str, float]:
+        """The scene call's accounting, plus this Step's hops once its physics ran (stamped now: back on the caller)."""
+        if self._stamped is None or len(self._stamps) != 2:
+            return accounting
+        sent_at, actions = self._stamped
+        return {**accounting, **_hops(sent_at, self.arrived, self._stamps, actions)}
 
 
 class _SceneThread:
@@ -152,14 +173,12 @@ class SimulatorService:
         """Add a scene call's accounting; any thread (the stream's threads add theirs without waking the loop)."""
         self.accounts.add_all(accounting)
 
-    # --- the robot stream (actors/_robot_stream.py): called on its connection threads ---------------
+    # --- the robot endpoint: one call path, two transports -------------------------------------
 
-    def answer_robot_stream(self, decoded: Decoded[SimRobotMessage]) -> Any:
-        """A robot call from a local bridge, answered on the calling thread.
-
-        Everything but Observe runs right here under the scene lock (physics has no thread
-        affinity); Observe renders on the scene thread, which owns the GL context.
-        """
+    def robot_call(self, decoded: Decoded[SimRobotMessage]) -> RobotCall | Error:
+        """What a robot request runs on the scene, or the Error that refuses it (anything outside the
+        bridge's subset, an empty Step). Both transports take this path: ZeroMQ (``handle_robot``) and
+        the local unix stream (``answer_robot_stream``)."""
         message = decoded.message
         if not isinstance(message, SimRobotRequest):
             kind = type(message).__name__
@@ -168,28 +187,17 @@ class SimulatorService:
         s = self.session
         match message:
             case Observe(cameras=cameras, depth=depth):
-                reply, accounting = self.scene.submit(self._guarded, s.observe, cameras, depth).result()
+                return RobotCall(s.observe, (cameras, depth), renders=True)
             case Step(actions=actions) if actions:
-                arrived = time.monotonic()
-                stamps: list[float] = []
-                reply, accounting = self._guarded(self._stamped_step, actions, stamps)
-                if len(stamps) == 2:
-                    accounting = {**accounting, **_hops(decoded.envelope.sent_at, arrived, stamps, len(actions))}
+                return RobotCall(self._stamped_step, (actions,), stamped=(decoded.envelope.sent_at, len(actions)))
             case Step():
                 return Error(code="invalid_action", detail="Step needs at least one action")
             case GetSpec():
-                reply, accounting = self._guarded(s.spec)
+                return RobotCall(s.spec)
             case GetState():
-                reply, accounting = self._guarded(s.state)
+                return RobotCall(s.state)
             case _:
                 assert_never(message)
-        self._unsent.accounting = accounting  # handed to the loop once the reply is out (after_robot_reply)
-        return reply
-
-    def after_robot_reply(self) -> None:
-        accounting, self._unsent.accounting = getattr(self._unsent, "accounting", None), None
-        if accounting:
-            self._account(accounting)
 
     def _stamped_step(self, actions: list[list[float]], stamps: list[float]) -> Any:
         stamps.append(time.monotonic())
@@ -199,40 +207,35 @@ class SimulatorService:
             stamps.append(time.monotonic())
 
     async def handle_robot(self, decoded: Decoded[SimRobotMessage]) -> SimRobotReply | tuple[SimRobotReply, list[bytes]]:
-        """The bridge's subset; anything else that decodes here is refused."""
-        s = self.session
-        message = decoded.message
-        if isinstance(message, Step) and message.actions:
-            return await self._robot_step(decoded.envelope.sent_at, message.actions)
-        if not isinstance(message, SimRobotRequest):
-            kind = type(message).__name__
-            log.warning("robot_request_refused", kind=kind, sender=decoded.envelope.sender)
-            return Error(code="refused", detail=f"the robot endpoint does not accept {kind}")
-        match message:
-            case GetSpec():
-                return await self._call(s.spec)
-            case GetState():
-                return await self._call(s.state)
-            case Observe(cameras=cameras, depth=depth):
-                return await self._call(s.observe, cameras, depth)
-            case Step(actions=actions):
-                if not actions:
-                    return Error(code="invalid_action", detail="Step needs at least one action")
-                return await self._call(s.step, actions)
-            case _:
-                assert_never(message)
-
-    async def _robot_step(self, sent_at: float, actions: list[list[float]]) -> SimRobotReply:
-        """A bridge Step over ZeroMQ, with its hops stamped like the stream's (see ``_hops``)."""
-        arrived = time.monotonic()
-        stamps: list[float] = []
+        """A robot call over ZeroMQ: run on the scene thread, one request at a time with the control endpoint's."""
+        call = self.robot_call(decoded)
+        if isinstance(call, Error):
+            return call
         async with self._lock:
-            reply, accounting = await self.scene.run(self._guarded, self._stamped_step, actions, stamps)
-        if len(stamps) == 2:
-            stamps.append(time.monotonic())
-            accounting = {**accounting, **_hops(sent_at, arrived, stamps, len(actions))}
-        self._account(accounting)
+            reply, accounting = await self.scene.run(self._guarded, call.fn, *call.args)
+        self._account(call.accounted(accounting))
         return reply
+
+    def answer_robot_stream(self, decoded: Decoded[SimRobotMessage]) -> Any:
+        """A robot call from a local bridge (actors/_robot_stream.py), answered on the calling connection thread.
+
+        Everything but Observe runs right here under the scene lock (physics has no thread
+        affinity); Observe renders on the scene thread, which owns the GL context.
+        """
+        call = self.robot_call(decoded)
+        if isinstance(call, Error):
+            return call
+        if call.renders:
+            reply, accounting = self.scene.submit(self._guarded, call.fn, *call.args).result()
+        else:
+            reply, accounting = self._guarded(call.fn, *call.args)
+        self._unsent.accounting = call.accounted(accounting)  # handed to the loop once the reply is out (after_robot_reply)
+        return reply
+
+    def after_robot_reply(self) -> None:
+        accounting, self._unsent.accounting = getattr(self._unsent, "accounting", None), None
+        if accounting:
+            self._account(accounting)
 
     async def handle_control(self, decoded: Decoded[SimControlMessage]) -> SimReply | tuple[SimReply, list[bytes]]:
         s = self.session
