@@ -1,0 +1,135 @@
+"""The RLE Index: task reward ×100 → family (mean of its tasks) → workflow (mean of its families) →
+overall (mean of the four workflows, equally weighted).
+
+Every level says how many of its parts are present (k/n), the mean over the present ones, and a
+lower bound that counts a missing part as 0; the overall figure exists only when all four
+workflows are present (else it is "partial"). A gated report is a measured zero, a missing one is
+missing. One function, ``rle_index``, computes the numbers; the report text, ``--json`` and the
+viewer all show its result.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from .manifest import WORKFLOWS, load_task, task_names
+from .report import RewardReport
+
+
+class PoolingError(ValueError):
+    """Reports that cannot be pooled (different salts, versions of one task, placeholder with real)."""
+
+
+class TaskEntry(msgspec.Struct, frozen=True, kw_only=True):
+    task: str
+    status: str  # scored | gated | missing
+    reward: float | None  # in [0, 1]; None when missing
+    score: float | None  # reward × 100
+
+
+class Level(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    present: int
+    total: int
+    mean: float | None  # over the present parts; None when none is present
+    lower_bound: float  # missing parts count as 0
+    parts: tuple[str, ...] = ()
+
+
+class RleIndex(msgspec.Struct, frozen=True, kw_only=True):
+    tasks: tuple[TaskEntry, ...]
+    families: tuple[Level, ...]
+    workflows: tuple[Level, ...]
+    overall: float | None  # None: "partial"
+    overall_level: Level
+    protocols: tuple[str, ...]
+    salt_sha256: str | None
+    placeholder: bool
+
+
+def _level(name: str, parts: list[tuple[str, float | None, float]]) -> Level:
+    """``parts``: (name, mean or None when missing, lower bound)."""
+    present = [m for _, m, _ in parts if m is not None]
+    return Level(name=name, present=len(present), total=len(parts),
+                 mean=sum(present) / len(present) if present else None,
+                 lower_bound=sum(lb for _, _, lb in parts) / len(parts) if parts else 0.0,
+                 parts=tuple(p for p, _, _ in parts))
+
+
+def _check_poolable(reports: list[RewardReport]) -> None:
+    salts = {r.salt_sha256 for r in reports}
+    if len(salts) > 1:
+        raise PoolingError(f"the reports were drawn with {len(salts)} different salts; an index pools one salt")
+    if len({r.placeholder for r in reports}) > 1:
+        kit = sorted(r.task for r in reports if r.placeholder)
+        raise PoolingError(f"placeholder assets ({', '.join(kit)}) are never pooled with real ones")
+    seen: dict[str, RewardReport] = {}
+    for r in reports:
+        if r.task in seen:
+            other = seen[r.task]
+            why = "different protocol versions" if other.protocol != r.protocol else "two reports"
+            raise PoolingError(f"task {r.task}: {why} ({other.protocol}, {r.protocol}); pass one run per task")
+        seen[r.task] = r
+
+
+def rle_index(reports: list[RewardReport], catalogue: dict[str, tuple[str, str]] | None = None) -> RleIndex:
+    """The index over ``reports``; ``catalogue`` maps task → (family, workflow), default the shipped tasks
+    plus any reported task (so every family counts its known tasks as its n)."""
+    _check_poolable(reports)
+    catalogue = dict(catalogue if catalogue is not None else _shipped())
+    for r in reports:
+        catalogue.setdefault(r.task, (r.family, r.workflow))
+    by_task = {r.task: r for r in reports}
+    entries = []
+    for task in sorted(catalogue):
+        r = by_task.get(task)
+        if r is None or r.status == "missing":
+            entries.append(TaskEntry(task=task, status="missing", reward=None, score=None))
+        else:
+            entries.append(TaskEntry(task=task, status=r.status, reward=r.reward, score=r.score))
+    score = {e.task: e.score for e in entries}
+    families = []
+    for fam in sorted({f for f, _ in catalogue.values()}):
+        tasks = sorted(t for t, (f, _) in catalogue.items() if f == fam)
+        families.append(_level(fam, [(t, score[t], score[t] or 0.0) for t in tasks]))
+    family_of = {lvl.name: lvl for lvl in families}
+    workflows = []
+    for wf in WORKFLOWS:
+        fams = sorted({f for f, w in catalogue.values() if w == wf})
+        workflows.append(_level(wf, [(f, family_of[f].mean, family_of[f].lower_bound) for f in fams]))
+    overall_level = _level("overall", [(w.name, w.mean, w.lower_bound) for w in workflows])
+    overall = overall_level.mean if overall_level.present == len(WORKFLOWS) else None
+    return RleIndex(tasks=tuple(entries), families=tuple(families), workflows=tuple(workflows), overall=overall,
+                    overall_level=overall_level, protocols=tuple(sorted({r.protocol for r in reports})),
+                    salt_sha256=reports[0].salt_sha256 if reports else None,
+                    placeholder=bool(reports) and reports[0].placeholder)
+
+
+def _shipped() -> dict[str, tuple[str, str]]:
+    out = {}
+    for name in task_names():
+        t = load_task(name)
+        out[t.id] = (t.protocol.family, t.protocol.workflow)
+    return out
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:6.2f}"
+
+
+def render_index(index: RleIndex) -> str:
+    """The index as text: the same numbers ``--json`` prints."""
+    lines = [f"RLE Index  (protocol {', '.join(index.protocols) or '—'}"
+             f"{'; PLACEHOLDER assets' if index.placeholder else ''})", ""]
+    lines.append(f"{'task':<28}{'status':<9}{'score':>7}")
+    lines += [f"{e.task:<28}{e.status:<9}{_fmt(e.score):>7}" for e in index.tasks]
+    lines.append("")
+    lines.append(f"{'level':<44}{'present':>8}{'mean':>8}{'lower':>8}")
+    for kind, levels in (("family", index.families), ("workflow", index.workflows)):
+        for lvl in levels:
+            lines.append(f"{kind + ' ' + lvl.name:<44}{f'{lvl.present}/{lvl.total}':>8}{_fmt(lvl.mean):>8}{_fmt(lvl.lower_bound):>8}")
+    o = index.overall_level
+    verdict = _fmt(index.overall) if index.overall is not None else "partial"
+    lines.append(f"{'overall':<44}{f'{o.present}/{o.total}':>8}{_fmt(o.mean):>8}{_fmt(o.lower_bound):>8}")
+    lines.append(f"RLE Index: {verdict.strip()}")
+    return "\n".join(lines)
