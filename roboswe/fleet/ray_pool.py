@@ -33,6 +33,7 @@ import trio
 
 from roboswe.actors import Actor, Client, CurveClientKeys, new_key_pair
 from roboswe.evaluation.peers import RESTART_WAIT, Bridge, Links, Recorder, Simulator
+from roboswe.fleet.capacity import Infeasible, NodeCapacity, plan_workers
 from roboswe.fleet.node import TOKEN_FILE, Placement, WorkerHost, WorkerSpec, boot_id
 from roboswe.fleet.roster import RosterFile
 from roboswe.protocol import bridge as bridgep
@@ -53,8 +54,8 @@ class FleetUnavailable(RuntimeError):
     """Ray is not installed, the cluster cannot be reached, or no node can take a worker."""
 
 
-def connect(address: str) -> dict[str, float]:
-    """Join the cluster at ``address`` ("auto" or HOST:PORT) as a driver; returns its total resources."""
+def connect(address: str) -> None:
+    """Join the cluster at ``address`` ("auto" or HOST:PORT) as a driver."""
     try:
         import ray
     except ImportError:
@@ -65,7 +66,6 @@ def connect(address: str) -> dict[str, float]:
             ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level="WARNING")
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise FleetUnavailable(f"--ray {address}: cannot join the cluster: {e}") from None
-    return ray.cluster_resources()
 
 
 def _reachable(address: str, seconds: float = 5.0) -> None:
@@ -80,15 +80,23 @@ def _reachable(address: str, seconds: float = 5.0) -> None:
                                "`ray start --head` (its --port, 6379 by default) or auto") from None
 
 
-def cluster_resources(address: str) -> dict[str, float]:
-    """The cluster's total resources, asked by a short-lived driver (the command, before any actor starts)."""
+def cluster_nodes(address: str) -> list[NodeCapacity]:
+    """The cluster's alive nodes and what each holds, asked by a short-lived driver (the command, before
+    any actor starts): a worker must fit on one node, so the totals alone would mislead (capacity.py)."""
     try:
-        return connect(address)
+        connect(address)
+        return _alive_nodes()
     finally:
         import sys
 
         if "ray" in sys.modules:
             sys.modules["ray"].shutdown()
+
+
+def _alive_nodes() -> list[NodeCapacity]:
+    import ray
+
+    return [NodeCapacity.from_ray(n) for n in ray.nodes() if n.get("Alive")]
 
 
 class RayFleet:
@@ -115,8 +123,14 @@ class RayFleet:
         from roboswe.sandbox.images import load_image
 
         self.nursery = nursery
-        resources = await trio.to_thread.run_sync(connect, self.address)
+        await trio.to_thread.run_sync(connect, self.address)
         import ray
+
+        nodes = _alive_nodes()
+        try:  # again: the cluster may have shrunk since the command planned the workers
+            plan_workers(nodes, self.fleet, tasks=1)
+        except Infeasible as e:
+            raise FleetUnavailable(f"--ray {self.address}: {e}") from None
 
         token_path = Path(self.actor.run_dir) / TOKEN_FILE
         token_path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,7 +143,7 @@ class RayFleet:
                       "heartbeat_liveness": max(transport.heartbeat_liveness, 5),
                       "log_level": self.actor.config.logging.level}
         self._host_class = ray.remote(WorkerHost)
-        log.info("ray_joined", address=self.address, resources=resources)
+        log.info("ray_joined", address=self.address, nodes=[n.describe() for n in nodes])
         self.roster.write()
         nursery.start_soon(self._sample)
 

@@ -47,6 +47,20 @@ def _placements(reader: RunReader) -> list[dict]:
     return [dict(e.data) for _, e in reader.events(event="worker_placed")]
 
 
+def test_a_worker_no_node_can_hold_is_refused_at_once_before_any_actor_starts(cluster, work_dir, admitted_three):
+    # The cluster has 3 CPUs in all but 2 on its largest node: a 3-CPU worker would wait in Ray's queue forever.
+    path = write_config(work_dir, "ray-infeasible", extra="[fleet]\nray_cpus = 3\n")
+    run_dir = work_dir / "ray-infeasible-run"
+    t0 = time.monotonic()
+    out = roboswe("run", str(admitted_three), "--config", str(path), "--out", str(run_dir), "--no-video",
+                  "--ray", cluster.address, "--tasks", "lift-a", timeout=300)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "each worker asks for 3 CPU ([fleet] ray_cpus) and the largest node" in out.stderr, out.stderr
+    assert "(2 CPU," in out.stderr and "lower [fleet] ray_cpus to at most 2" in out.stderr, out.stderr
+    assert time.monotonic() - t0 < 120  # a refusal, not a wait
+    assert not (run_dir / "run.sqlite").exists() and not (run_dir / "supervisor.json").exists()
+
+
 def test_a_lost_node_costs_one_trial_rerun_on_the_other_node(cluster, work_dir, admitted_three):
     nodes = {n["id"]: n for n in cluster.nodes()}
     head = next(i for i, n in nodes.items() if n["head"])
