@@ -184,9 +184,11 @@ def _workers(args: argparse.Namespace, config: Any, remote_sim: str | None, *, r
         workers, source = args.workers, "--workers"
     elif config.fleet.workers is not None:
         workers, source = config.fleet.workers, "[fleet] workers"
-    elif ray:
-        workers, source = _cluster_workers(ray, config.fleet.ray_cpus, tasks)
-    else:
+    if ray:  # every count is checked against what one node holds: Ray never splits a worker across nodes
+        asked = workers if args.workers is not None or config.fleet.workers is not None else None
+        workers, rule = _cluster_workers(ray, config.fleet, tasks, asked)
+        source = rule if asked is None else f"{source}; {rule}"
+    elif args.workers is None and config.fleet.workers is None:
         workers, rule = default_workers()
         source = f"default: {rule}"
     if remote_sim and workers > 1:
@@ -198,18 +200,18 @@ def _workers(args: argparse.Namespace, config: Any, remote_sim: str | None, *, r
     return workers
 
 
-def _cluster_workers(address: str, cpus_per_worker: float, tasks: int) -> tuple[int, str]:
-    """Workers a Ray cluster holds now (its CPUs at ``cpus_per_worker`` each, at most one per task); refuses
-    (UsageError) when Ray is missing or the cluster does not answer."""
-    from roboswe.fleet.ray_pool import FleetUnavailable, cluster_resources
+def _cluster_workers(address: str, fleet: Any, tasks: int, asked: int | None) -> tuple[int, str]:
+    """Workers the Ray cluster's nodes hold (each worker on one node, at most one per task); refuses
+    (UsageError) when Ray is missing, the cluster does not answer, or no node can hold one worker."""
+    from roboswe.fleet.capacity import Infeasible, plan_workers
+    from roboswe.fleet.ray_pool import FleetUnavailable, cluster_nodes
 
     try:
-        cpus = cluster_resources(address).get("CPU", 0.0)
+        return plan_workers(cluster_nodes(address), fleet, tasks, asked)
     except FleetUnavailable as e:
         raise UsageError(str(e)) from None
-    workers = max(1, min(tasks, 64, int(cpus // cpus_per_worker)))
-    return workers, (f"default: {workers} = min({tasks} task(s), the cluster's {cpus:g} CPUs // {cpus_per_worker:g} "
-                     "[fleet] ray_cpus); set [fleet] workers or --workers to change it")
+    except Infeasible as e:
+        raise UsageError(f"--ray {address}: no node can hold a worker: {e}") from None
 
 
 def fleet_actors(actors: tuple[str, ...], workers: int) -> tuple[str, ...]:
