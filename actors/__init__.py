@@ -59,7 +59,9 @@ from ._curve import generate_key_dir as generate_key_dir
 from ._curve import new_key_pair as new_key_pair
 from ._curve import server_keys as server_keys
 from ._endpoints import actor_endpoints as actor_endpoints
+from ._endpoints import robot_endpoint as robot_endpoint
 from ._endpoints import socket_dir as socket_dir
+from ._endpoints import stream_path as stream_path
 from ._entry import Actor as Actor
 from ._entry import actor_main as actor_main
 from ._entry import refuse_unhandled as refuse_unhandled

@@ -1,4 +1,6 @@
-"""Where each actor of a run listens: ipc sockets inside the run dir unless configured."""
+"""Where each actor of a run listens (ipc sockets inside the run dir unless configured), and the endpoints
+derived from one: the simulator's robot endpoint and, beside an ipc one, its unix stream. Every process
+derives them here, so the coordinator, the bridge and the simulator agree."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from roboswe.config import ACTOR_NAMES, RunConfig, actor_kind
 
 # Unix socket paths are limited to 107 bytes (sun_path); keep a margin.
 _MAX_IPC_PATH = 100
+ROBOT_SUFFIX = "-robot"
+STREAM_SUFFIX = ".stream"
 
 
 def socket_dir(run_dir: str | Path) -> Path:
@@ -44,3 +48,28 @@ class Endpoints(dict):
 def actor_endpoints(run_dir: str | Path, config: RunConfig) -> dict[str, str]:
     """actor name -> ZeroMQ endpoint, the same answer in every process of the run."""
     return Endpoints(socket_dir(run_dir), config.transport.endpoints)
+
+
+def robot_endpoint(control_endpoint: str) -> str:
+    """Where the robot endpoint listens, given the control endpoint (same rule on every host).
+
+    ipc://DIR/simulator.sock -> ipc://DIR/simulator-robot.sock; tcp://HOST:PORT -> tcp://HOST:PORT+1
+    (tcp port 0 stays 0: the OS picks one and the server reports it).
+    """
+    if control_endpoint.startswith("ipc://"):
+        path = control_endpoint[6:]
+        stem, dot, ext = path.rpartition(".")
+        return f"ipc://{stem}{ROBOT_SUFFIX}.{ext}" if dot else f"ipc://{path}{ROBOT_SUFFIX}"
+    if control_endpoint.startswith("tcp://"):
+        host, _, port = control_endpoint[6:].rpartition(":")
+        return f"tcp://{host}:{int(port) + 1 if int(port) else 0}"
+    raise ValueError(f"simulator endpoint {control_endpoint!r}: expected ipc:// or tcp://")
+
+
+def stream_path(robot_endpoint: str) -> str | None:
+    """The stream socket beside an ipc robot endpoint (``ipc://DIR/x-robot.sock`` -> ``DIR/x-robot.stream``); None for tcp."""
+    if not robot_endpoint.startswith("ipc://"):
+        return None
+    path = robot_endpoint[6:]
+    stem, dot, _ext = path.rpartition(".")
+    return (stem if dot else path) + STREAM_SUFFIX

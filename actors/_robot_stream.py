@@ -30,6 +30,7 @@ from roboswe.protocol.control import Error
 from roboswe.protocol.sim import SIM_ROBOT_CODEC
 
 from ._client import Client
+from ._endpoints import stream_path
 from ._errors import PeerDead, ProtocolError, RemoteError
 
 log = structlog.get_logger()
@@ -37,16 +38,6 @@ log = structlog.get_logger()
 MAX_REQUEST = 4 << 20  # a StepMany of the allow-list's 1000 rows is well under this
 MAX_REPLY = 256 << 20  # an Observe of every camera with depth
 MAX_CONNECTIONS = 16  # one per open trial of the bridges on this host
-STREAM_SUFFIX = ".stream"
-
-
-def stream_path(robot_endpoint: str) -> str | None:
-    """The stream socket beside an ipc robot endpoint (``ipc://DIR/x-robot.sock`` -> ``DIR/x-robot.stream``); None for tcp."""
-    if not robot_endpoint.startswith("ipc://"):
-        return None
-    path = robot_endpoint[6:]
-    stem, dot, _ext = path.rpartition(".")
-    return (stem if dot else path) + STREAM_SUFFIX
 
 
 Answer = Callable[[Decoded[Any]], "Message | tuple[Message, Sequence[bytes]]"]

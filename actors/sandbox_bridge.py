@@ -12,7 +12,7 @@ from typing import Any
 
 import structlog
 import trio
-from roboswe.actors import Actor, actor_main, client_keys
+from roboswe.actors import Actor, actor_main, client_keys, robot_endpoint
 from roboswe.bridge.trial import TrialSandbox, open_trial
 from roboswe.protocol import Decoded, Message
 from roboswe.protocol.bridge import (
@@ -35,14 +35,6 @@ def _sim_curve(keys_dir: str | None) -> Any:
     return client_keys(keys_dir) if keys_dir else None
 
 
-def _sim_robot_endpoint(actor: Actor) -> str:
-    from roboswe.actors.simulator import (
-        robot_endpoint,  # lazy: the simulator module imports sim/
-    )
-
-    return robot_endpoint(actor.endpoints["simulator"])
-
-
 async def main(actor: Actor, *, workspace_mb: int | None = WORKSPACE_MB) -> None:
     """The bridge's message loop; ``workspace_mb`` None: trials get no sized workspace volume (a fleet worker on
     another host than the coordinator: a loop mount there would hide the coordinator's writes to the shared run dir)."""
@@ -58,7 +50,7 @@ async def main(actor: Actor, *, workspace_mb: int | None = WORKSPACE_MB) -> None
 
         async def hold_trial(msg: OpenTrial, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
             close, closed = trio.Event(), trio.Event()
-            endpoint = msg.sim_endpoint or _sim_robot_endpoint(actor)
+            endpoint = msg.sim_endpoint or robot_endpoint(actor.endpoints["simulator"])
             transport = actor.config.transport
             started = False
             try:

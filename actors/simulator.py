@@ -2,7 +2,7 @@
 
 - ``control`` (the actor's endpoint): the coordinator's door. Everything in
   ``SimControlMessage``: Load, Wait, SuccessQuery, TakeStates, plus the robot subset.
-- ``robot`` (``robot_endpoint(control)``): the sandbox bridge's door. Its codec decodes only
+- ``robot`` (``actors._endpoints.robot_endpoint(control)``): the sandbox bridge's door. Its codec decodes only
   ``SimRobotMessage`` (GetSpec, GetState, Observe, Step), so a reset or a grading request
   from that side does not even parse.
 
@@ -27,7 +27,8 @@ from typing import Any, TypeVar, assert_never
 import structlog
 import trio
 from roboswe.actors import Accounts, Actor, CurveServerKeys, Server, actor_main
-from roboswe.actors._robot_stream import RobotStreamServer, stream_path
+from roboswe.actors._endpoints import robot_endpoint, stream_path
+from roboswe.actors._robot_stream import RobotStreamServer
 from roboswe.protocol import Decoded
 from roboswe.protocol.control import Error, Ok
 from roboswe.protocol.sim import (
@@ -57,25 +58,6 @@ from roboswe.sim.session import SimSession
 log = structlog.get_logger()
 
 T = TypeVar("T")
-
-ROBOT_SUFFIX = "-robot"
-
-
-def robot_endpoint(control_endpoint: str) -> str:
-    """Where the robot endpoint listens, given the control endpoint (same rule on every host).
-
-    ipc://DIR/simulator.sock -> ipc://DIR/simulator-robot.sock; tcp://HOST:PORT -> tcp://HOST:PORT+1
-    (tcp port 0 stays 0: the OS picks one and the server reports it).
-    """
-    if control_endpoint.startswith("ipc://"):
-        path = control_endpoint[6:]
-        stem, dot, ext = path.rpartition(".")
-        return f"ipc://{stem}{ROBOT_SUFFIX}.{ext}" if dot else f"ipc://{path}{ROBOT_SUFFIX}"
-    if control_endpoint.startswith("tcp://"):
-        host, _, port = control_endpoint[6:].rpartition(":")
-        return f"tcp://{host}:{int(port) + 1 if int(port) else 0}"
-    raise ValueError(f"simulator endpoint {control_endpoint!r}: expected ipc:// or tcp://")
-
 
 def _hops(sent_at: float, arrived: float, stamps: list[float], actions: int) -> dict[str, float]:
     """One robot Step's hops (CLOCK_MONOTONIC, comparable across processes on one host) as accounts.

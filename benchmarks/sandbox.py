@@ -92,9 +92,8 @@ def _sim_hops(before: dict, after: dict, prefix: str) -> dict[str, float]:
 
 async def bench(args, manifest, inproc, results: dict) -> None:
     import trio
-    from roboswe.actors import Client
+    from roboswe.actors import Client, robot_endpoint
     from roboswe.bridge.trial import open_trial
-    from roboswe.actors.simulator import robot_endpoint
     from roboswe.protocol.bridge import ScriptLimits
     from roboswe.protocol.control import Shutdown, StatisticsRequest
     from roboswe.protocol.sim import SIM_CODEC, Load

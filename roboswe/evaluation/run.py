@@ -85,7 +85,7 @@ async def run_job(actor: Actor, progress: Progress) -> None:
     With ``job.ray`` each worker's simulator and bridge are placed on a Ray cluster's node
     (roboswe/fleet); its context manager stays here, and a worker is released once no series is left.
     """
-    from roboswe.actors.simulator import robot_endpoint
+    from roboswe.actors import robot_endpoint
 
     job = read_job(actor.run_dir)
     progress.update(job=job.kind)

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from roboswe.actors import Client
-from roboswe.actors.simulator import robot_endpoint
+from roboswe.actors import Client, robot_endpoint
 from roboswe.protocol.control import Shutdown
 from roboswe.protocol.participant import (
     DecisionRequest,

@@ -68,8 +68,8 @@ async def _snapshot(sim) -> tuple:
 
 
 async def test_forged_requests_leave_the_real_scene_unchanged(backend, image, run_dir, simulator):
+    from roboswe.actors import robot_endpoint
     from roboswe.bridge.trial import open_trial
-    from roboswe.actors.simulator import robot_endpoint
     from roboswe.sim.manifest import load_manifest
 
     manifest = load_manifest(ROOT / "configs" / "tasks" / "lift-panda.toml")

@@ -9,9 +9,8 @@ import time
 import numpy as np
 import pytest
 import trio
-from roboswe.actors import Client, RemoteError
-from roboswe.actors._robot_stream import RobotStreamLink, stream_path
-from roboswe.actors.simulator import robot_endpoint
+from roboswe.actors import Client, RemoteError, robot_endpoint, stream_path
+from roboswe.actors._robot_stream import RobotStreamLink
 from roboswe.protocol.control import Ok, Shutdown, Statistics, StatisticsRequest
 from roboswe.protocol.sim import (
     SIM_CODEC,
