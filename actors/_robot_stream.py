@@ -101,18 +101,10 @@ class RobotStreamServer:
             threading.Thread(target=self._serve, args=(conn,), name="sim-robot-conn", daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
-        def receive_exactly(n: int) -> bytes:
-            buf = bytearray()
-            while len(buf) < n:
-                chunk = conn.recv(min(n - len(buf), 1 << 20))
-                if not chunk:
-                    raise EOFError
-                buf += chunk
-            return bytes(buf)
-
+        reader = wire.FrameReader(MAX_REQUEST, what="request", chunk=1 << 20)
         try:
             while True:
-                frames = wire.read_message(receive_exactly, MAX_REQUEST)
+                frames = wire.read_message(conn.recv, reader)
                 reply, correlation = self._reply_to(frames)
                 message, blobs = reply if isinstance(reply, tuple) else (reply, ())
                 _env, out = SIM_ROBOT_CODEC.encode(message, sender=self.name, correlation_id=correlation, blobs=blobs)
@@ -156,16 +148,16 @@ class RobotStreamLink:
         self.path = path
         self.name = name
         self._stream: trio.SocketStream | None = None
-        self._buffer = bytearray()
+        self._reader = wire.FrameReader(MAX_REPLY, what="reply", read_ahead=True)  # a reply usually in one read
 
     async def request(self, message: Message, blobs: Sequence[bytes] = ()) -> Decoded[Any]:
         env, frames = SIM_ROBOT_CODEC.encode(message, sender=self.name, blobs=blobs)
         try:
             if self._stream is None:
                 self._stream = await trio.open_unix_socket(self.path)
-                self._buffer.clear()
+                self._reader.clear()
             await self._stream.send_all(wire.encode(frames))
-            reply = await self._receive()
+            reply = await wire.receive_message(self._stream.receive_some, self._reader)
         except (OSError, EOFError, trio.BrokenResourceError, trio.ClosedResourceError) as e:
             await self.aclose()
             raise PeerDead("simulator", self.path, 0.0) from e
@@ -183,30 +175,9 @@ class RobotStreamLink:
             raise RemoteError(decoded.message)
         return decoded
 
-    async def _receive(self) -> list[bytes]:
-        assert self._stream is not None
-        need = wire.HEADER.size
-        while len(self._buffer) < need:
-            chunk = await self._stream.receive_some(1 << 16)
-            if not chunk:
-                raise EOFError
-            self._buffer += chunk
-        total, count = wire.header(bytes(self._buffer[: wire.HEADER.size]))
-        if total > MAX_REPLY:
-            raise wire.FrameError(f"a reply of {total} bytes exceeds {MAX_REPLY}")
-        need = wire.HEADER.size + total
-        while len(self._buffer) < need:
-            chunk = await self._stream.receive_some(max(need - len(self._buffer), 1 << 16))
-            if not chunk:
-                raise EOFError
-            self._buffer += chunk
-        body = bytes(self._buffer[wire.HEADER.size : need])
-        del self._buffer[:need]
-        return wire.split(body, count)
-
     async def aclose(self) -> None:
         stream, self._stream = self._stream, None
-        self._buffer.clear()
+        self._reader.clear()
         if stream is not None:
             with trio.CancelScope(shield=True):
                 await stream.aclose()

@@ -71,21 +71,13 @@ class _Connection:
             raise BridgeError("no bridge: this module only works inside a roboswe sandbox (ROBOSWE_BRIDGE unset)")
         self.token = _os.environ.get("ROBOSWE_TOKEN", "")
         self.socket = _connect(path)
-
-    def _receive_exactly(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.socket.recv(min(n - len(buf), 1 << 20))
-            if not chunk:
-                raise EOFError
-            buf += chunk
-        return bytes(buf)
+        self.reader = _wire.FrameReader(chunk=1 << 20)
 
     def call(self, message):
         _env, frames = _codec.encode(message, sender="robot")
         try:
             self.socket.sendall(_wire.encode(frames))
-            reply_frames = _wire.read_message(self._receive_exactly)
+            reply_frames = _wire.read_message(self.socket.recv, self.reader)
         except _socket.timeout:
             raise BridgeError(f"no answer from the bridge within {_TIMEOUT_MS / 1000:.0f} s") from None
         except (OSError, EOFError, _wire.FrameError) as e:

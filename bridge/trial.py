@@ -178,16 +178,17 @@ class TrialSandbox:
 
     async def _serve_connection(self, stream: trio.SocketStream, scope: trio.CancelScope) -> None:
         """Answer one connection's requests in order until it closes, breaks the framing or the script ends."""
+        reader = wire.FrameReader(HARD_MAX_REQUEST, what="request")  # exact reads: nothing read ahead
         try:
             with scope:
                 async with stream:
                     while True:
                         try:
-                            request = await _receive_request(stream)
+                            request = await wire.receive_message(stream.receive_some, reader)
                         except EOFError:
                             return
                         except wire.FrameError as e:
-                            kind = "oversized" if "exceeds" in str(e) else "garbage"
+                            kind = "oversized" if isinstance(e, wire.FrameTooLarge) else "garbage"
                             self._refuse(kind, f"{e}; the connection is closed")
                             await self._send(stream, refusal_error(str(e)), [], None)
                             return
@@ -273,24 +274,6 @@ class TrialSandbox:
         elif self.refused_total > MAX_LOGGED_REFUSALS:
             return
         log.warning("bridge_refused", trial=self.trial, kind=kind, reason=reason, script=session.script if session else None)
-
-
-async def _receive_exactly(stream: trio.SocketStream, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = await stream.receive_some(min(n - len(buf), 1 << 16))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return bytes(buf)
-
-
-async def _receive_request(stream: trio.SocketStream) -> list[bytes]:
-    """One request; raises FrameError before reading a body over HARD_MAX_REQUEST, EOFError at the end."""
-    total, count = wire.header(await _receive_exactly(stream, wire.HEADER.size))
-    if total > HARD_MAX_REQUEST:
-        raise wire.FrameError(f"a request of {total} bytes exceeds {HARD_MAX_REQUEST} bytes")
-    return wire.split(await _receive_exactly(stream, total), count)
 
 
 def _correlation(request: list[bytes]) -> str | None:

@@ -9,8 +9,12 @@ stream socket as::
     count x (u32 length, bytes)
 
 all big-endian. The bridge reads the header, refuses a message whose ``total`` exceeds its
-cap before reading any of it, and then reads exactly ``total`` bytes: a peer cannot make
-the bridge buffer more than one capped message per connection, however it sends.
+cap before reading any of it (``FrameTooLarge``), and then reads exactly ``total`` bytes: a
+peer cannot make the bridge buffer more than one capped message per connection, however it sends.
+
+``FrameReader`` is the one reader of this framing, at both ends of the bridge socket and of the
+simulator's robot stream; ``read_message`` drives it from a blocking socket, ``receive_message``
+from an async stream (a trio one, without this module importing trio).
 """
 
 from __future__ import annotations
@@ -24,6 +28,15 @@ MAX_FRAMES = 64
 
 class FrameError(ValueError):
     """Bytes that are not a well-formed message; the message says what was wrong."""
+
+
+class FrameTooLarge(FrameError):
+    """A message announcing more bytes than the reader's cap: refused before any of its body is read."""
+
+    def __init__(self, total: int, limit: int, what: str = "message"):
+        super().__init__(f"a {what} of {total} bytes exceeds {limit} bytes")
+        self.total = total
+        self.limit = limit
 
 
 def encode(frames) -> bytes:
@@ -64,9 +77,73 @@ def split(body: bytes, count: int) -> list[bytes]:
     return frames
 
 
-def read_message(receive_exactly, max_bytes: int | None = None) -> list[bytes]:
-    """Read one message with ``receive_exactly(n) -> bytes`` (blocking); raises FrameError, EOFError."""
-    total, count = header(receive_exactly(HEADER.size))
-    if max_bytes is not None and total > max_bytes:
-        raise FrameError(f"a message of {total} bytes exceeds {max_bytes} bytes")
-    return split(receive_exactly(total), count)
+class FrameReader:
+    """Messages out of a byte stream, whatever pieces the bytes arrive in (no I/O of its own).
+
+    ``max_bytes``: a message announcing more raises FrameTooLarge as soon as its header is in.
+    ``wanted()`` says how many bytes to ask the transport for next: exactly what the message
+    still lacks, at most ``chunk`` at once, so a hostile peer's next message is never read ahead;
+    with ``read_ahead`` (a trusted peer) at least ``chunk``, so a small reply takes one read.
+    """
+
+    def __init__(self, max_bytes: int | None = None, *, what: str = "message", chunk: int = 1 << 16,
+                 read_ahead: bool = False):
+        self.max_bytes = max_bytes
+        self.what = what
+        self.chunk = chunk
+        self.read_ahead = read_ahead
+        self._buffer = bytearray()
+        self._announced: tuple[int, int] | None = None  # (total, count) of the message being read
+
+    def clear(self) -> None:
+        """Forget a partly read message (its connection was closed)."""
+        self._buffer.clear()
+        self._announced = None
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+
+    def wanted(self) -> int:
+        announced = self._announced
+        need = HEADER.size + (announced[0] if announced else 0) - len(self._buffer)
+        return max(need, self.chunk) if self.read_ahead else min(need, self.chunk)
+
+    def next_message(self) -> list[bytes] | None:
+        """The next whole message, or None until more bytes are fed; raises FrameError, FrameTooLarge."""
+        if self._announced is None:
+            if len(self._buffer) < HEADER.size:
+                return None
+            total, count = header(bytes(self._buffer[: HEADER.size]))
+            if self.max_bytes is not None and total > self.max_bytes:
+                raise FrameTooLarge(total, self.max_bytes, self.what)
+            self._announced = (total, count)
+        total, count = self._announced
+        end = HEADER.size + total
+        if len(self._buffer) < end:
+            return None
+        body = bytes(self._buffer[HEADER.size : end])
+        del self._buffer[:end]
+        self._announced = None
+        return split(body, count)
+
+
+def read_message(receive, reader: FrameReader | None = None) -> list[bytes]:
+    """One message from a blocking ``receive(n)`` (at most n bytes, b"" at the end, like ``socket.recv``);
+    raises FrameError, FrameTooLarge, EOFError. Pass the connection's reader when it has a cap."""
+    reader = reader or FrameReader()
+    while (message := reader.next_message()) is None:
+        data = receive(reader.wanted())
+        if not data:
+            raise EOFError
+        reader.feed(data)
+    return message
+
+
+async def receive_message(receive_some, reader: FrameReader) -> list[bytes]:
+    """``read_message`` for an async stream (``await receive_some(n)``, e.g. a trio SocketStream's)."""
+    while (message := reader.next_message()) is None:
+        data = await receive_some(reader.wanted())
+        if not data:
+            raise EOFError
+        reader.feed(data)
+    return message
