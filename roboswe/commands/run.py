@@ -75,66 +75,76 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
 
     Raises UsageError (bad arguments) or PreflightRefused (the run could not work); both before anything is written.
     """
-    import msgspec
-
-    from roboswe.commands.run_dirs import new_run_dir
-    from roboswe.config import ConfigError, load_config
-    from roboswe.evaluation.admission import AdmissionError, read_admitted
-    from roboswe.evaluation.job import CONFIG_COPY, Job, read_job, write_job
-    from roboswe.evaluation.series_config import BudgetLoosened, effective_budgets
-
     if args.resume is not None:
-        run_dir = args.resume.resolve()
-        try:
-            job = read_job(run_dir)
-        except (FileNotFoundError, ValueError) as e:
-            raise UsageError(f"--resume {run_dir}: {e}") from None
-        config_path = run_dir / CONFIG_COPY
-        if args.config is not None and args.config.read_bytes() != config_path.read_bytes():
-            raise UsageError(f"--config {args.config} differs from the config this run started with ({config_path}); "
-                             "a resumed run keeps its config: drop --config")
-        admitted_path = args.admitted or Path(job.admitted_path)
-        try:
-            admitted = read_admitted(admitted_path)
-        except AdmissionError as e:
-            raise UsageError(str(e)) from None
-        if admitted.digest != job.admitted_sha256:
-            raise UsageError(f"{admitted_path} is not the admitted file this run started with "
-                             f"(digest {admitted.digest[:16]}… vs {job.admitted_sha256[:16]}…)")
-        try:
-            config = load_config(config_path)
-        except ConfigError as e:
-            raise UsageError(str(e)) from None
-        _preflight(args, config, config_path, [admitted.task(t).task_manifest() for t in job.tasks], job.backend,
-                   run_dir, remote_sim=bool(job.sim_endpoint))
-        ray = getattr(args, "ray", None) or job.ray  # a resumed --ray run may name the cluster anew
-        if args.workers is not None:
-            workers = _workers(args, config, job.sim_endpoint, ray=ray, tasks=len(job.tasks))
-        else:
-            workers = job.workers
-        job = msgspec.structs.replace(job, kind="run", admitted_path=str(admitted_path.resolve()),
-                                      verify=job.verify and not args.no_verify, videos=job.videos and not args.no_video,
-                                      trials=[], workers=workers, ray=ray,
-                                      retry_incomplete=getattr(args, "retry_incomplete", False))
-        write_job(run_dir, job)
-        return run_dir, config, config_path
-
+        return _prepare_resume(args)
     if args.admitted is None:
         raise UsageError("give ADMITTED.json (from `roboswe admit`), or --resume RUN_DIR")
     if getattr(args, "retry_incomplete", False):  # a Namespace built in code (the demo) may lack it
         raise UsageError("--retry-incomplete re-runs the incomplete trials of an existing run: "
                          "use it with --resume RUN_DIR")
+    return _prepare_new(args)
+
+
+def _load(path: Path | None) -> Any:
+    """The run config at ``path`` (None: the default config); a bad one is a UsageError."""
+    from roboswe.config import ConfigError, load_config
+
     try:
-        config = load_config(args.config)
+        return load_config(path)
     except ConfigError as e:
         raise UsageError(str(e)) from None
-    if config.provider is None:
-        raise UsageError(f"{args.config or 'the default config'} has no [provider] section: say who decides, "
-                         "e.g. configs/runs/demo.toml (kind = \"python\")")
+
+
+def _admitted(path: Path) -> Any:
+    """The admission file at ``path``; a bad one is a UsageError."""
+    from roboswe.evaluation.admission import AdmissionError, read_admitted
+
     try:
-        admitted = read_admitted(args.admitted)
+        return read_admitted(path)
     except AdmissionError as e:
         raise UsageError(str(e)) from None
+
+
+def _prepare_resume(args: argparse.Namespace) -> tuple[Path, Any, Path]:
+    """--resume: the run's own job, config copy and admitted file (checked against its digest), updated by the flags."""
+    import msgspec
+
+    from roboswe.evaluation.job import CONFIG_COPY, read_job, write_job
+
+    run_dir = args.resume.resolve()
+    try:
+        job = read_job(run_dir)
+    except (FileNotFoundError, ValueError) as e:
+        raise UsageError(f"--resume {run_dir}: {e}") from None
+    config_path = run_dir / CONFIG_COPY
+    if args.config is not None and args.config.read_bytes() != config_path.read_bytes():
+        raise UsageError(f"--config {args.config} differs from the config this run started with ({config_path}); "
+                         "a resumed run keeps its config: drop --config")
+    admitted_path = args.admitted or Path(job.admitted_path)
+    admitted = _admitted(admitted_path)
+    if admitted.digest != job.admitted_sha256:
+        raise UsageError(f"{admitted_path} is not the admitted file this run started with "
+                         f"(digest {admitted.digest[:16]}… vs {job.admitted_sha256[:16]}…)")
+    config = _load(config_path)
+    _preflight(args, config, config_path, [admitted.task(t).task_manifest() for t in job.tasks], job.backend,
+               run_dir, remote_sim=bool(job.sim_endpoint))
+    ray = getattr(args, "ray", None) or job.ray  # a resumed --ray run may name the cluster anew
+    if args.workers is not None:
+        workers = _workers(args, config, job.sim_endpoint, ray=ray, tasks=len(job.tasks))
+    else:
+        workers = job.workers
+    job = msgspec.structs.replace(job, kind="run", admitted_path=str(admitted_path.resolve()),
+                                  verify=job.verify and not args.no_verify, videos=job.videos and not args.no_video,
+                                  trials=[], workers=workers, ray=ray,
+                                  retry_incomplete=getattr(args, "retry_incomplete", False))
+    write_job(run_dir, job)
+    return run_dir, config, config_path
+
+
+def _chosen_tasks(args: argparse.Namespace, config: Any, admitted: Any) -> list[str]:
+    """--tasks (default: every admitted task), each admitted and within budgets the config does not loosen."""
+    from roboswe.evaluation.series_config import BudgetLoosened, effective_budgets
+
     available = [t.id for t in admitted.admitted_tasks()]
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else available
     for t in tasks:
@@ -147,6 +157,20 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
             effective_budgets(config.series, admitted.task(t).task_manifest())
         except BudgetLoosened as e:
             raise UsageError(f"{args.config}: {e}") from None
+    return tasks
+
+
+def _prepare_new(args: argparse.Namespace) -> tuple[Path, Any, Path]:
+    """A new run: check config, admitted file, tasks and flags, run preflight, then write the run directory."""
+    from roboswe.commands.run_dirs import new_run_dir
+    from roboswe.evaluation.job import CONFIG_COPY, Job, write_job
+
+    config = _load(args.config)
+    if config.provider is None:
+        raise UsageError(f"{args.config or 'the default config'} has no [provider] section: say who decides, "
+                         "e.g. configs/runs/demo.toml (kind = \"python\")")
+    admitted = _admitted(args.admitted)
+    tasks = _chosen_tasks(args, config, admitted)
     run_dir = (args.out or new_run_dir()).resolve()
     if args.sim and not args.sim.startswith("tcp://"):
         raise UsageError(f"--sim {args.sim!r}: expected tcp://HOST:PORT of `roboswe sim serve`")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -20,8 +20,8 @@ import trio
 
 from roboswe.actors import Actor, Client, CurveClientKeys
 from roboswe.config import RunConfig, worker_name
-from roboswe.evaluation.admission import read_admitted
-from roboswe.evaluation.job import read_job
+from roboswe.evaluation.admission import Admitted, read_admitted
+from roboswe.evaluation.job import Job, read_job
 from roboswe.evaluation.peers import (
     Bridge,
     Context,
@@ -85,191 +85,223 @@ async def run_job(actor: Actor, progress: Progress) -> None:
     With ``job.ray`` each worker's simulator and bridge are placed on a Ray cluster's node
     (roboswe/fleet); its context manager stays here, and a worker is released once no series is left.
     """
-    from roboswe.actors import robot_endpoint
-
     job = read_job(actor.run_dir)
     progress.update(job=job.kind)
     admitted = read_admitted(job.admitted_path)
     if admitted.digest != job.admitted_sha256:
         raise RuntimeError(f"{job.admitted_path} is not the admitted file this run started with "
                            f"(digest {admitted.digest[:16]} vs {job.admitted_sha256[:16]})")
-    config = actor.config
-    series_config = config.series
-    workers = max(1, job.workers)
-    if job.sim_endpoint and workers > 1:
-        raise RuntimeError(f"job.json: workers = {workers} with a remote simulator ({job.sim_endpoint}); "
+    if job.sim_endpoint and job.workers > 1:
+        raise RuntimeError(f"job.json: workers = {job.workers} with a remote simulator ({job.sim_endpoint}); "
                            "a remote simulator serves one series at a time: run with --workers 1")
-    curve = sim_curve(job.sim_keys)
     async with contextlib.AsyncExitStack() as stack:
-
-        async def link(client: Client) -> Client:
-            # Peers start alongside the coordinator: wait for each one's Ready (bounded by ready_timeout).
-            await stack.enter_async_context(client)
-            with trio.fail_after(config.supervisor.ready_timeout):
-                await client.wait_connected()
-            return client
-
-        # Shared by every worker: one SQLite writer, one holder of the provider key.
-        recorder_client = await link(actor.client("recorder", rec.RECORDER_CODEC, handshake=False))
-        recording = Recorder(recorder_client, job.run_id)
-        provider_client = None
-        if job.kind == "run":
-            provider_client = await link(actor.client("provider_client", PROVIDER_CODEC, handshake=False))
-
-        async def head_links(number: int, links: Links) -> Links:
-            # What stays on this machine: the recorder and provider (shared), the worker's context window.
-            if job.kind == "run":
-                links.provider = Provider(provider_client)
-                context_name = worker_name("context_manager", number, workers)
-                links.context = Context(await link(actor.client(context_name, CONTEXT_CODEC, handshake=False)))
-            return links
-
-        pool: list[Any] = []
-        fleet = None
-        if job.ray:  # each worker's simulator and bridge on a cluster node, placed by Ray (roboswe/fleet)
-            from roboswe.fleet.ray_pool import FleetLinks, RayFleet, RayWorker
-
-            fleet = RayFleet(job.ray, actor, job.run_id, recording)
-            await fleet.open(await stack.enter_async_context(trio.open_nursery()))
-            stack.push_async_callback(fleet.close, pool)  # before the nursery closes: it ends the links' holders
-            for number in range(1, workers + 1):
-                links = FleetLinks(sim=None, bridge=None, recorder=Recorder(recorder_client, job.run_id))  # type: ignore[arg-type]
-                pool.append(RayWorker(fleet, number, await head_links(number, links)))
+        run = JobRun(actor, progress, job, admitted, stack)
+        await run.link_shared()
+        if job.ray:
+            await run.place_fleet()
         else:
-            from roboswe.fleet.node import boot_id
+            await run.link_local_workers()
+        run.open_videos()
+        await run.record_start()
+        await run.dispatch()
+        if run.videos is not None:
+            progress.update(state="videos", detail="rendering trial videos")
+            await run.videos.record(run.recording)
+        await store_results(actor, run.recording, job.run_id, job.tasks, job.kind, progress)
 
-            roster = RosterFile(actor.run_dir, job.run_id, LOCAL, boot_id())
-            for number in range(1, workers + 1):
-                sim_name = worker_name("simulator", number, workers)
-                sim_endpoint = job.sim_endpoint or actor.endpoints[sim_name]
-                if job.sim_endpoint:
-                    sim_client = _remote(actor, sim_endpoint, simp.SIM_CODEC, curve)
-                else:
-                    sim_client = actor.client(sim_name, simp.SIM_CODEC, curve=curve, handshake=False)
-                bridge_client = actor.client(worker_name("sandbox_bridge", number, workers), bridgep.BRIDGE_CODEC,
-                                             handshake=False)
-                # Facades are per worker (each keeps its own waiting figures); the clients under them are shared.
-                links = Links(
-                    sim=Simulator(await link(sim_client)),
-                    bridge=Bridge(await link(bridge_client), sim_endpoint=robot_endpoint(sim_endpoint), sim_keys=job.sim_keys),
-                    recorder=Recorder(recorder_client, job.run_id))
-                pool.append(Worker(number, await head_links(number, links), roster))
-        videos = None
-        if job.kind == "run" and job.videos:  # trial videos are rendered from the recorded states in a worker process
+
+class JobRun:
+    """One job's run, step by step: link the peers, build the worker pool, record the run, hand series to workers.
+
+    The series queue (``pending``) is in the job's order; a worker in its last trial may claim the next
+    series early (``claim_and_stage``), so the dispatcher and the workers both take from it.
+    """
+
+    def __init__(self, actor: Actor, progress: Progress, job: Job, admitted: Admitted,
+                 stack: contextlib.AsyncExitStack):
+        self.actor, self.progress, self.job, self.admitted, self.stack = actor, progress, job, admitted, stack
+        self.config = actor.config
+        self.workers = max(1, job.workers)
+        self.curve = sim_curve(job.sim_keys)
+        self.model = _model_pin(self.config)
+        self.pool: list[Any] = []
+        self.fleet: Any = None  # a RayFleet when the workers are placed on a cluster
+        self.videos: Any = None  # SeriesVideos when the job renders trial videos
+        self.provider_client: Client | None = None
+        self.done = 0
+        self.pending = collections.deque(job.tasks)
+        # Free workers, and one None: the wake-up when a claim took the queue's last series (claim_and_stage).
+        self.free_send, self.free_receive = trio.open_memory_channel[Any](self.workers + 1)
+
+    def reader(self) -> RunReader:
+        return RunReader(self.actor.run_dir)
+
+    async def link(self, client: Client) -> Client:
+        # Peers start alongside the coordinator: wait for each one's Ready (bounded by ready_timeout).
+        await self.stack.enter_async_context(client)
+        with trio.fail_after(self.config.supervisor.ready_timeout):
+            await client.wait_connected()
+        return client
+
+    async def link_shared(self) -> None:
+        """Shared by every worker: one SQLite writer, one holder of the provider key."""
+        self.recorder_client = await self.link(self.actor.client("recorder", rec.RECORDER_CODEC, handshake=False))
+        self.recording = Recorder(self.recorder_client, self.job.run_id)
+        if self.job.kind == "run":
+            self.provider_client = await self.link(self.actor.client("provider_client", PROVIDER_CODEC,
+                                                                     handshake=False))
+
+    async def head_links(self, number: int, links: Links) -> Links:
+        # What stays on this machine: the recorder and provider (shared), the worker's context window.
+        if self.job.kind == "run":
+            links.provider = Provider(self.provider_client)
+            context_name = worker_name("context_manager", number, self.workers)
+            links.context = Context(await self.link(self.actor.client(context_name, CONTEXT_CODEC, handshake=False)))
+        return links
+
+    async def place_fleet(self) -> None:
+        """Each worker's simulator and bridge on a cluster node, placed by Ray (roboswe/fleet)."""
+        from roboswe.fleet.ray_pool import FleetLinks, RayFleet, RayWorker
+
+        self.fleet = RayFleet(self.job.ray, self.actor, self.job.run_id, self.recording)
+        await self.fleet.open(await self.stack.enter_async_context(trio.open_nursery()))
+        self.stack.push_async_callback(self.fleet.close, self.pool)  # before the nursery closes: it ends the links' holders
+        for number in range(1, self.workers + 1):
+            links = FleetLinks(sim=None, bridge=None, recorder=Recorder(self.recorder_client, self.job.run_id))  # type: ignore[arg-type]
+            self.pool.append(RayWorker(self.fleet, number, await self.head_links(number, links)))
+
+    async def link_local_workers(self) -> None:
+        """Each worker's simulator (or the one remote simulator) and sandbox bridge, started by this run's supervisor."""
+        from roboswe.actors import robot_endpoint
+        from roboswe.fleet.node import boot_id
+
+        job, actor = self.job, self.actor
+        roster = RosterFile(actor.run_dir, job.run_id, LOCAL, boot_id())
+        for number in range(1, self.workers + 1):
+            sim_name = worker_name("simulator", number, self.workers)
+            sim_endpoint = job.sim_endpoint or actor.endpoints[sim_name]
+            if job.sim_endpoint:
+                sim_client = _remote(actor, sim_endpoint, simp.SIM_CODEC, self.curve)
+            else:
+                sim_client = actor.client(sim_name, simp.SIM_CODEC, curve=self.curve, handshake=False)
+            bridge_client = actor.client(worker_name("sandbox_bridge", number, self.workers), bridgep.BRIDGE_CODEC,
+                                         handshake=False)
+            # Facades are per worker (each keeps its own waiting figures); the clients under them are shared.
+            links = Links(
+                sim=Simulator(await self.link(sim_client)),
+                bridge=Bridge(await self.link(bridge_client), sim_endpoint=robot_endpoint(sim_endpoint),
+                              sim_keys=job.sim_keys),
+                recorder=Recorder(self.recorder_client, job.run_id))
+            self.pool.append(Worker(number, await self.head_links(number, links), roster))
+
+    def open_videos(self) -> None:
+        if self.job.kind == "run" and self.job.videos:  # rendered from the recorded states in a worker process
             from roboswe.records.video import SeriesVideos
 
-            videos = SeriesVideos(actor.run_dir, job.run_id)
-            stack.callback(videos.close)
+            self.videos = SeriesVideos(self.actor.run_dir, self.job.run_id)
+            self.stack.callback(self.videos.close)
 
-        def reader() -> RunReader:
-            return RunReader(actor.run_dir)
+    async def record_start(self) -> None:
+        """A new run's record (its pins), or a resumed run's event."""
+        if self.job.kind != "run":
+            return
+        with self.reader() as r:
+            has_run = any(x.run_id == self.job.run_id for x in r.runs())
+        if not has_run:
+            await self.recording.durable(rec.RunRecord(
+                run_id=self.job.run_id, created_at=time.time(), admitted_sha256=self.admitted.digest,
+                roboswe_version=_version(), config=_run_config(self.job, self.config, self.admitted, self.workers)))
+        else:
+            await self.recording.event("run_resumed", None, pid=os.getpid(), workers=self.workers)
 
-        with reader() as r:
-            has_run = any(x.run_id == job.run_id for x in r.runs())
-        if job.kind == "run" and not has_run:
-            await recording.durable(rec.RunRecord(
-                run_id=job.run_id, created_at=time.time(), admitted_sha256=admitted.digest,
-                roboswe_version=_version(),
-                config={"run_config": msgspec.to_builtins(config, builtin_types=()), "config_sha256": job.config_sha256,
-                        "tasks": job.tasks, "backend": job.backend, "sim_endpoint": job.sim_endpoint,
-                        "admitted_path": job.admitted_path, "host": admitted.host, "workers": workers, "ray": job.ray}))
-        elif job.kind == "run":
-            await recording.event("run_resumed", None, pid=os.getpid(), workers=workers)
-        model = _model_pin(config)
-        progress.update(series_total=len(job.tasks), state="running")
-        done = 0
+    def plan_for(self, task_id: str) -> SeriesPlan:
+        job, series_config = self.job, self.config.series
+        task = self.admitted.task(task_id)
+        series_id = f"{job.run_id}/{task_id}" + ("" if series_config.retain == "retain" else "/fresh")
+        return SeriesPlan(run_id=job.run_id, series_id=series_id, task=task,
+                          budgets=effective_budgets(series_config, task.task_manifest()), trials=series_config.trials,
+                          retain=series_config.retain, backend=job.backend, model=self.model,
+                          run_dir=str(self.actor.run_dir))
 
-        def plan_for(task_id: str) -> SeriesPlan:
-            task = admitted.task(task_id)
-            series_id = f"{job.run_id}/{task_id}" + ("" if series_config.retain == "retain" else "/fresh")
-            return SeriesPlan(run_id=job.run_id, series_id=series_id, task=task,
-                              budgets=effective_budgets(series_config, task.task_manifest()), trials=series_config.trials,
-                              retain=series_config.retain, backend=job.backend, model=model, run_dir=str(actor.run_dir))
+    async def claim_and_stage(self, worker: Any) -> None:
+        # The worker's last trial has its scene: it takes the next series in the queue now, and the
+        # simulator builds that series' first scene while this trial (and the replay after it) runs.
+        if worker.claimed is None and self.pending:
+            worker.claimed = self.pending.popleft()
+            if not self.pending:
+                self.free_send.send_nowait(None)  # the dispatcher may be waiting for a worker it no longer needs
+        if worker.claimed is not None:
+            await stage_next_scene(worker.links, self.plan_for(worker.claimed))
 
-        def next_series(worker: Any) -> Callable[[], Awaitable[None]]:
-            async def claim_and_stage() -> None:
-                # The worker's last trial has its scene: it takes the next series in the queue now, and the
-                # simulator builds that series' first scene while this trial (and the replay after it) runs.
-                if worker.claimed is None and pending:
-                    worker.claimed = pending.popleft()
-                    if not pending:
-                        free_send.send_nowait(None)  # the dispatcher may be waiting for a worker it no longer needs
-                if worker.claimed is not None:
-                    await stage_next_scene(worker.links, plan_for(worker.claimed))
-            return claim_and_stage
+    async def one_series(self, task_id: str, worker: Any) -> None:
+        """Run ``task_id`` on ``worker``, then any series it claimed meanwhile; then free or release it."""
+        while True:
+            await self.series_on(task_id, worker)
+            if worker.claimed is None:
+                break
+            task_id, worker.claimed = worker.claimed, None  # taken during its last trial (claim_and_stage)
+        if not self.pending:
+            await worker.release()  # no series left for it: a Ray worker's resources go back to the cluster
+        else:
+            self.free_send.send_nowait(worker)
 
-        async def one_series(task_id: str, worker: Any, free: trio.MemorySendChannel[Worker | None]) -> None:
-            while True:
-                await series_on(task_id, worker)
-                if worker.claimed is None:
-                    break
-                task_id, worker.claimed = worker.claimed, None  # taken during its last trial (next_series)
-            if not pending:
-                await worker.release()  # no series left for it: a Ray worker's resources go back to the cluster
-            else:
-                free.send_nowait(worker)
+    async def series_on(self, task_id: str, worker: Any) -> None:
+        job, progress = self.job, self.progress
+        links = worker.links
+        # A task's context is its own copy, so the series id bound here is on this series' events only.
+        shown = progress if self.workers == 1 else progress.for_worker(worker.number)
+        plan = self.plan_for(task_id)
+        task, series_id = plan.task, plan.series_id
+        structlog.contextvars.bind_contextvars(series=series_id, worker=worker.number)
+        worker.series = series_id
+        if job.kind == "run":
+            await run_series(links, plan, shown, self.reader, retry_incomplete=job.retry_incomplete,
+                             next_series=functools.partial(self.claim_and_stage, worker))
+            await links.recorder.durable()  # commit this series' control traces before the worker reads them
+            if self.videos is not None:
+                self.videos.submit_series(series_id, task.task_manifest())
+        if job.kind == "verify" or job.verify:
+            with self.reader() as r:
+                await verify_series(links, r, shown, self.actor.run_dir, series_id, task.manifest,
+                                    plan.reference_fingerprint, only_unverified=job.kind == "run",
+                                    trial_ids=job.trials or None)
+        self.done += 1
+        worker.series = None
+        progress.update(series_done=self.done)
+        if self.workers > 1:
+            progress.worker_done(worker.number)
 
-        async def series_on(task_id: str, worker: Any) -> None:
-            nonlocal done
-            links = worker.links
-            # A task's context is its own copy, so the series id bound here is on this series' events only.
-            shown = progress if workers == 1 else progress.for_worker(worker.number)
-            plan = plan_for(task_id)
-            task, series_id = plan.task, plan.series_id
-            structlog.contextvars.bind_contextvars(series=series_id, worker=worker.number)
-            worker.series = series_id
-            if job.kind == "run":
-                await run_series(links, plan, shown, reader, retry_incomplete=job.retry_incomplete,
-                                 next_series=next_series(worker))
-                await links.recorder.durable()  # commit this series' control traces before the worker reads them
-                if videos is not None:
-                    videos.submit_series(series_id, task.task_manifest())
-            if job.kind == "verify" or job.verify:
-                with reader() as r:
-                    await verify_series(links, r, shown, actor.run_dir, series_id, task.manifest,
-                                        plan.reference_fingerprint, only_unverified=job.kind == "run",
-                                        trial_ids=job.trials or None)
-            done += 1
-            worker.series = None
-            progress.update(series_done=done)
-            if workers > 1:
-                progress.worker_done(worker.number)
+    async def place(self, worker: Any) -> None:
+        await worker.place()  # Ray queues it while the cluster has no room
+        self.progress.say(f"worker {worker.number}: on node {worker.placement.host} ({worker.placement.node_id[:12]})")
+        self.free_send.send_nowait(worker)
 
-        async def place(worker: Any, free: trio.MemorySendChannel[Worker | None]) -> None:
-            await worker.place()  # Ray queues it while the cluster has no room
-            progress.say(f"worker {worker.number}: on node {worker.placement.host} ({worker.placement.node_id[:12]})")
-            free.send_nowait(worker)
-
-        # Free workers, and one None: the wake-up when a claim took the queue's last series (next_series).
-        free_send, free_receive = trio.open_memory_channel[Worker | None](workers + 1)
-        pending = collections.deque(job.tasks)  # in the job's order; a worker may claim the next one early
+    async def dispatch(self) -> None:
+        """Hand the queue's series, in the job's order, to workers as they come free; then release the idle ones."""
+        self.progress.update(series_total=len(self.job.tasks), state="running")
         async with trio.open_nursery() as nursery:
             async with trio.open_nursery() as placing:
-                for worker in pool:
-                    if fleet is None:
-                        free_send.send_nowait(worker)
+                for worker in self.pool:
+                    if self.fleet is None:
+                        self.free_send.send_nowait(worker)
                     else:
-                        placing.start_soon(place, worker, free_send)
-                while pending:  # in the job's order; each series waits for a free worker
-                    worker = await free_receive.receive()
+                        placing.start_soon(self.place, worker)
+                while self.pending:  # each series waits for a free worker
+                    worker = await self.free_receive.receive()
                     if worker is None:
                         continue
-                    if not pending:  # claimed meanwhile by a worker in its last trial
-                        free_send.send_nowait(worker)
+                    if not self.pending:  # claimed meanwhile by a worker in its last trial
+                        self.free_send.send_nowait(worker)
                         break
-                    nursery.start_soon(one_series, pending.popleft(), worker, free_send)
+                    nursery.start_soon(self.one_series, self.pending.popleft(), worker)
                 placing.cancel_scope.cancel()  # every series has a worker: the rest are not needed
             while True:  # idle workers (placed, or local): give their resources back now
                 try:
-                    idle = free_receive.receive_nowait()
+                    idle = self.free_receive.receive_nowait()
                 except trio.WouldBlock:
                     break
                 if idle is not None:
                     nursery.start_soon(idle.release)
-        if videos is not None:
-            progress.update(state="videos", detail="rendering trial videos")
-            await videos.record(recording)
-        await store_results(actor, recording, job.run_id, job.tasks, job.kind, progress)
 
 
 async def store_results(actor: Actor, recorder: Recorder, run_id: str, tasks: list[str], kind: str,
@@ -294,6 +326,13 @@ def _remote(actor: Actor, endpoint: str, codec: Codec[Any], curve: CurveClientKe
     return Client(actor.name, endpoint, codec, peer="simulator", curve=curve, accounts=actor.accounts,
                   heartbeat_interval=actor.config.transport.heartbeat_interval,
                   liveness=actor.config.transport.heartbeat_liveness, handshake=False)
+
+
+def _run_config(job: Job, config: RunConfig, admitted: Admitted, workers: int) -> dict[str, Any]:
+    """The run's pins as its RunRecord keeps them."""
+    return {"run_config": msgspec.to_builtins(config, builtin_types=()), "config_sha256": job.config_sha256,
+            "tasks": job.tasks, "backend": job.backend, "sim_endpoint": job.sim_endpoint,
+            "admitted_path": job.admitted_path, "host": admitted.host, "workers": workers, "ray": job.ray}
 
 
 def _model_pin(config: RunConfig) -> str:

@@ -196,48 +196,8 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
     if summary.get("assets_notice"):
         console.print(summary["assets_notice"], style="bold yellow", soft_wrap=True, markup=False)
     for s in summary["series"]:
-        label = f"  ·  assets={s['assets']}" if s.get("assets") not in (None, "unlabelled") else ""
-        protocol = f"  ·  protocol {s['protocol']}" if s.get("protocol") else ""
-        table = Table(title=text(f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}{label}{protocol}"), title_justify="left")
-        for col, just in (("trial", "right"), ("attempt", "right"), ("outcome", "left"), ("replay", "left"),
-                          ("slot", "left"), ("steps", "right"), ("sim time s", "right"), ("active s", "right"),
-                          ("cause", "left"), ("detail", "left")):
-            table.add_column(col, justify=just)
-        m = s["metrics"] or {}
-        statuses = m.get("statuses") or []
-        last = {a["index"]: a["trial_id"] for a in s["attempts"]}  # the attempt that fills each slot
-        for a in s["attempts"]:
-            slot = statuses[a["index"] - 1] if last[a["index"]] == a["trial_id"] and statuses else "superseded"
-            style = SLOT_STYLES.get(slot, "dim")
-            table.add_row(str(a["index"]), str(a["attempt"]), a["outcome"], BADGES.get(a["verdict"], a["verdict"]),
-                          f"[{style}]{slot}[/{style}]", _fmt(a["control_steps"], "d"), _fmt(a["sim_time"]),
-                          _fmt(a["active_time"]), a["cause"] or "-", plain((a["detail"] or "")[:60], multiline=False))
-        console.print(table)
-        for a in s["attempts"]:
-            slot = statuses[a["index"] - 1] if last[a["index"]] == a["trial_id"] and statuses else "superseded"
-            for note in replay_notes(a, slot):
-                console.print(plain(f"  trial {a['index']} attempt {a['attempt']}: {note}"), soft_wrap=True)
-        if m:
-            y = " ".join("·" if v is None else str(v) for v in m["y"])
-            unscored = ", ".join(f"{k} {v}" for k, v in m["unscored"].items() if v) or "none"
-            console.print(f"  y = [{y}]   A = {_fmt(m['A'])}   Q = {_fmt(m['Q'])}   "
-                          f"(lower bounds {_fmt(m['A_lower'])} / {_fmt(m['Q_lower'])})   first success = "
-                          f"{_fmt(m['first_success'], 'd')}   class = {m['trajectory'] or '-'}   "
-                          f"completed = {m['completed']}   unscored: {unscored}")
-            eff = m["efficiency"]
-            if eff["control_steps"]:
-                console.print(f"  efficiency (verified successes): steps {eff['control_steps']}  "
-                              f"first/last = {_fmt(eff['steps_ratio'])}")
-    denom = summary["denominators"]
-    console.print(f"[bold]admitted tasks[/bold] ({len(denom['admitted'])}): {text(', '.join(denom['admitted']) or '-')}")
-    if denom["excluded"]:
-        for task, why in denom["excluded"].items():
-            console.print(plain(f"  excluded {task}: {why}"), soft_wrap=True)
-    console.print(plain(f"  exclusions from: {denom['source']}"))
-    if summary.get("predicate_reviews"):
-        console.print("[bold]predicate review[/bold] (the success function, its source sha256, what it checks):")
-        for task, review in sorted(summary["predicate_reviews"].items()):
-            console.print(review_line(task, review), soft_wrap=True, markup=False)
+        _print_series(s, console)
+    _print_denominators(summary, console)
     for d in summary["datasets"]:
         console.print(f"[bold]{text(d['model'])} · mode={text(d['mode'])}:[/bold] {text(d['headline'])}", soft_wrap=True)
         table = Table(title=text(f"metrics  ·  {d['model']}  ·  mode={d['mode']}"), title_justify="left")
@@ -251,7 +211,74 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
     console.print(f"intervals: {b['method']}, {b['resamples']} resamples, seed {b['seed']}; proportions: {b['proportions']}")
     print_usage(summary, console)
     print_context(summary, console)
-    timing = summary["timing"]
+    _print_timing(summary["timing"], console)
+    if summary["verifications"]:
+        console.print("replay verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["verifications"].items())))
+
+
+def _print_series(s: dict[str, Any], console: Any) -> None:
+    """One series: its attempts table, what each replay found, its figures."""
+    from rich.markup import escape as text
+    from rich.table import Table
+
+    from roboswe.terminal import plain
+
+    label = f"  ·  assets={s['assets']}" if s.get("assets") not in (None, "unlabelled") else ""
+    protocol = f"  ·  protocol {s['protocol']}" if s.get("protocol") else ""
+    table = Table(title=text(f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}{label}{protocol}"), title_justify="left")
+    for col, just in (("trial", "right"), ("attempt", "right"), ("outcome", "left"), ("replay", "left"),
+                      ("slot", "left"), ("steps", "right"), ("sim time s", "right"), ("active s", "right"),
+                      ("cause", "left"), ("detail", "left")):
+        table.add_column(col, justify=just)
+    m = s["metrics"] or {}
+    statuses = m.get("statuses") or []
+    last = {a["index"]: a["trial_id"] for a in s["attempts"]}  # the attempt that fills each slot
+    for a in s["attempts"]:
+        slot = statuses[a["index"] - 1] if last[a["index"]] == a["trial_id"] and statuses else "superseded"
+        style = SLOT_STYLES.get(slot, "dim")
+        table.add_row(str(a["index"]), str(a["attempt"]), a["outcome"], BADGES.get(a["verdict"], a["verdict"]),
+                      f"[{style}]{slot}[/{style}]", _fmt(a["control_steps"], "d"), _fmt(a["sim_time"]),
+                      _fmt(a["active_time"]), a["cause"] or "-", plain((a["detail"] or "")[:60], multiline=False))
+    console.print(table)
+    for a in s["attempts"]:
+        slot = statuses[a["index"] - 1] if last[a["index"]] == a["trial_id"] and statuses else "superseded"
+        for note in replay_notes(a, slot):
+            console.print(plain(f"  trial {a['index']} attempt {a['attempt']}: {note}"), soft_wrap=True)
+    if m:
+        y = " ".join("·" if v is None else str(v) for v in m["y"])
+        unscored = ", ".join(f"{k} {v}" for k, v in m["unscored"].items() if v) or "none"
+        console.print(f"  y = [{y}]   A = {_fmt(m['A'])}   Q = {_fmt(m['Q'])}   "
+                      f"(lower bounds {_fmt(m['A_lower'])} / {_fmt(m['Q_lower'])})   first success = "
+                      f"{_fmt(m['first_success'], 'd')}   class = {m['trajectory'] or '-'}   "
+                      f"completed = {m['completed']}   unscored: {unscored}")
+        eff = m["efficiency"]
+        if eff["control_steps"]:
+            console.print(f"  efficiency (verified successes): steps {eff['control_steps']}  "
+                          f"first/last = {_fmt(eff['steps_ratio'])}")
+
+
+def _print_denominators(summary: dict[str, Any], console: Any) -> None:
+    """The admitted tasks, each exclusion and why, and the predicate reviews."""
+    from rich.markup import escape as text
+
+    from roboswe.terminal import plain
+
+    denom = summary["denominators"]
+    console.print(f"[bold]admitted tasks[/bold] ({len(denom['admitted'])}): {text(', '.join(denom['admitted']) or '-')}")
+    if denom["excluded"]:
+        for task, why in denom["excluded"].items():
+            console.print(plain(f"  excluded {task}: {why}"), soft_wrap=True)
+    console.print(plain(f"  exclusions from: {denom['source']}"))
+    if summary.get("predicate_reviews"):
+        console.print("[bold]predicate review[/bold] (the success function, its source sha256, what it checks):")
+        for task, review in sorted(summary["predicate_reviews"].items()):
+            console.print(review_line(task, review), soft_wrap=True, markup=False)
+
+
+def _print_timing(timing: dict[str, Any], console: Any) -> None:
+    """Where the trials' time went, each component against the trial wall (or active) time."""
+    from rich.table import Table
+
     table = Table(title="where time went (all trials)", title_justify="left",
                   caption="components overlap: physics and rendering a script asks for are inside its execution; "
                           "provider_http (the provider's API) is inside provider (the decision round trip)",
@@ -268,8 +295,6 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
     table.add_row("[bold]active time[/bold]", f"{active:.2f}", "")
     table.add_row("simulated time", f"{timing.get('sim_time', 0.0):.2f}", "")
     console.print(table)
-    if summary["verifications"]:
-        console.print("replay verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["verifications"].items())))
 
 
 def _tokens(u: dict[str, Any]) -> list[str]:

@@ -254,10 +254,10 @@ def _export_events(reader: RunReader, site: Path, trial_id: str) -> tuple[dict[s
     return images, events
 
 
-def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str, Any], attempt: dict[str, Any],
-                  artifacts: list[Any], blobs: Any, exported_blobs: set[str], chunk: int, load_manifest: Any,
-                  evidence: bool = True) -> None:
-    trial_id, key = attempt["trial_id"], attempt["key"]
+def _export_checkpoints(reader: RunReader, site: Path, trial_id: str, blobs: Any, exported_blobs: set[str],
+                        load_manifest: Any) -> tuple[list[dict[str, Any]], dict[int | None, Any]]:
+    """The trial's checkpoints as the viewer lists them, and each one's manifest by the operation it followed;
+    each file's content is written once per site (``exported_blobs``)."""
     checkpoints = []
     manifests: dict[int | None, Any] = {}
     for cp in reader.checkpoints(trial_id):
@@ -281,6 +281,13 @@ def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str
         checkpoints.append({"id": cp.checkpoint_id, "label": cp.label, "op_seq": cp.op_seq,
                             "manifest_sha256": cp.manifest_sha256, "created_at": cp.created_at,
                             "files": files, "refused": [msgspec.to_builtins(r) for r in manifest.refused]})
+    return checkpoints, manifests
+
+
+def _export_operations(reader: RunReader, site: Path, trial_id: str, key: str, chunk: int,
+                       manifests: dict[int | None, Any], blobs: Any) -> list[dict[str, Any]]:
+    """Write the trial's operations in chunks of ``chunk`` rows (each with its decision, diff and workspace
+    changes); returns the chunks' index."""
     workspace = _Workspace(blobs)
     if None in manifests and blobs is not None:
         workspace.load(manifests[None])
@@ -293,32 +300,45 @@ def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str
         if not ops:
             break
         messages = _responses(reader, [op.message_id for op in ops if op.message_id])
-        rows = []
-        for op in ops:
-            row = {"seq": op.seq, "operation": op.operation, "arguments": _clip(op.arguments),
-                   "feedback": _clip(op.feedback), "step_start": op.step_start, "step_end": op.step_end,
-                   "started_at": op.started_at, "ended_at": op.ended_at,
-                   "summary": summary(op.operation, op.arguments, op.feedback, task_record=task_record,
-                                      scene=next(moves, None) if reached_scene(op.operation, op.feedback) else None)}
-            m = messages.get(op.message_id) if op.message_id else None
-            if m is not None:
-                response = m.pop("response")
-                row["message"] = {**m, "parts": _clip(readable_parts(m["provider"], response))}
-            if op.operation == "write_file" and isinstance(op.arguments.get("content"), str):
-                path = str(op.arguments.get("path", ""))
-                content = op.arguments["content"]
-                row["diff"] = _clip(_diff(path, workspace.files.get(path), content))
-                workspace.files[path] = content
-            if op.seq in manifests and blobs is not None:
-                before = dict(workspace.files)
-                workspace.load(manifests[op.seq])  # what the workspace really holds after this operation
-                if op.operation != "write_file":  # e.g. files an exec'd script wrote
-                    row["workspace_changes"] = _clip(_changes(before, workspace.files))
-            rows.append(row)
+        rows = [_operation_row(op, messages, workspace, manifests, blobs, task_record, moves) for op in ops]
         _write_data(site, f"data/t/{key}/ops-{n}.js", f"t/{key}/ops/{n}", rows)
         chunks.append({"n": n, "first_seq": ops[0].seq, "last_seq": ops[-1].seq, "count": len(ops),
                        "step_min": min(o.step_start for o in ops), "step_max": max(o.step_end for o in ops)})
         after, n = ops[-1].seq, n + 1
+    return chunks
+
+
+def _operation_row(op: Any, messages: dict[str, Any], workspace: _Workspace, manifests: dict[int | None, Any],
+                   blobs: Any, task_record: Any, moves: Any) -> dict[str, Any]:
+    """One operation as the viewer shows it; ``workspace`` follows the trial's files operation by operation."""
+    row = {"seq": op.seq, "operation": op.operation, "arguments": _clip(op.arguments),
+           "feedback": _clip(op.feedback), "step_start": op.step_start, "step_end": op.step_end,
+           "started_at": op.started_at, "ended_at": op.ended_at,
+           "summary": summary(op.operation, op.arguments, op.feedback, task_record=task_record,
+                              scene=next(moves, None) if reached_scene(op.operation, op.feedback) else None)}
+    m = messages.get(op.message_id) if op.message_id else None
+    if m is not None:
+        response = m.pop("response")
+        row["message"] = {**m, "parts": _clip(readable_parts(m["provider"], response))}
+    if op.operation == "write_file" and isinstance(op.arguments.get("content"), str):
+        path = str(op.arguments.get("path", ""))
+        content = op.arguments["content"]
+        row["diff"] = _clip(_diff(path, workspace.files.get(path), content))
+        workspace.files[path] = content
+    if op.seq in manifests and blobs is not None:
+        before = dict(workspace.files)
+        workspace.load(manifests[op.seq])  # what the workspace really holds after this operation
+        if op.operation != "write_file":  # e.g. files an exec'd script wrote
+            row["workspace_changes"] = _clip(_changes(before, workspace.files))
+    return row
+
+
+def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str, Any], attempt: dict[str, Any],
+                  artifacts: list[Any], blobs: Any, exported_blobs: set[str], chunk: int, load_manifest: Any,
+                  evidence: bool = True) -> None:
+    trial_id, key = attempt["trial_id"], attempt["key"]
+    checkpoints, manifests = _export_checkpoints(reader, site, trial_id, blobs, exported_blobs, load_manifest)
+    chunks = _export_operations(reader, site, trial_id, key, chunk, manifests, blobs)
     meta = {
         "trial_id": trial_id, "key": key, "series_id": series["series_id"], "task": series["task"],
         "model": series["model"], "mode": series["mode"], "trials": series["trials"], "attempt": attempt,
