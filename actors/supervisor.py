@@ -11,7 +11,6 @@ dies. Death is noticed by process exit (at once) or heartbeat loss (liveness win
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import signal
 import subprocess
@@ -20,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import structlog
 import trio
 
@@ -34,6 +34,42 @@ from ._errors import PeerDead
 log = structlog.get_logger()
 
 STATE_FILE = "supervisor.json"
+
+
+class ActorState(msgspec.Struct, kw_only=True):
+    """One actor as ``supervisor.json`` records it."""
+
+    pid: int | None
+    state: str  # starting | ready | restarting | stopping | stopped | failed
+    restarts: int
+    endpoint: str
+    started_at: float | None
+    last_heartbeat: float | None  # wall time
+    last_exit: str | None
+
+
+class SupervisorState(msgspec.Struct, kw_only=True):
+    """``DIR/supervisor.json``: the supervisor's state, rewritten whole (atomically) as it changes and every second."""
+
+    supervisor_pid: int
+    state: str  # starting | running | stopping | stopped | failed
+    failure: str | None
+    updated_at: float | None = None  # wall time of the write (hand-written files in tests leave it out)
+    run_dir: str | None = None
+    actors: dict[str, ActorState]
+
+
+class SupervisorStateError(ValueError):
+    """A ``supervisor.json`` that is not the supervisor's state (truncated, hand-edited, another program's)."""
+
+
+def read_state(run_dir: Path) -> SupervisorState:
+    """The run's supervisor state; raises FileNotFoundError without one, SupervisorStateError for a malformed one."""
+    path = run_dir / STATE_FILE
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=SupervisorState)
+    except msgspec.DecodeError as e:  # ValidationError included
+        raise SupervisorStateError(f"{path} is not a supervisor state file: {e}") from None
 
 
 class SupervisorFailed(Exception):
@@ -318,22 +354,15 @@ class Supervisor:
             self._write_state()
 
     def _write_state(self) -> None:
-        state = {
-            "supervisor_pid": os.getpid(),
-            "state": self.state,
-            "failure": self.failure,
-            "updated_at": time.time(),
-            "run_dir": str(self.run_dir),
-            "actors": {
-                s.name: {
-                    "pid": s.pid, "state": s.state, "restarts": s.restarts, "endpoint": s.endpoint,
-                    "started_at": s.started_at, "last_heartbeat": s.last_heartbeat, "last_exit": s.last_exit,
-                }
-                for s in self.slots.values()
-            },
-        }
+        state = SupervisorState(
+            supervisor_pid=os.getpid(), state=self.state, failure=self.failure, updated_at=time.time(),
+            run_dir=str(self.run_dir),
+            actors={s.name: ActorState(pid=s.pid, state=s.state, restarts=s.restarts, endpoint=s.endpoint,
+                                       started_at=s.started_at, last_heartbeat=s.last_heartbeat, last_exit=s.last_exit)
+                    for s in self.slots.values()},
+        )
         tmp = self.run_dir / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
+        tmp.write_bytes(msgspec.json.format(msgspec.json.encode(state), indent=1))
         tmp.replace(self.run_dir / STATE_FILE)
 
 

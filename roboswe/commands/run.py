@@ -298,9 +298,10 @@ def run_verify(args: argparse.Namespace) -> int:
     try:
         job = read_job(run_dir)
         config = load_config(run_dir / CONFIG_COPY)
+        active = _run_active(run_dir)
     except (FileNotFoundError, ValueError, ConfigError) as e:
         return _fail("verify", str(e))
-    if _run_active(run_dir):
+    if active:
         return _fail("verify", f"{run_dir} is still running (supervisor.json); verify it after the run stops")
     trials = [t.strip() for t in args.trials.split(",")] if args.trials else []
     write_job(run_dir, msgspec.structs.replace(job, kind="verify", trials=trials))
@@ -320,17 +321,16 @@ def _elsewhere(job: Any) -> tuple[str, ...]:
 
 
 def _run_active(run_dir: Path) -> bool:
-    import json
+    """Whether the run's supervisor lives and is starting or running; raises SupervisorStateError (a
+    ValueError) for a malformed supervisor.json."""
+    from roboswe.actors.supervisor import read_state
 
-    state = run_dir / "supervisor.json"
-    if not state.exists():
-        return False
     try:
-        data = json.loads(state.read_text())
-        os.kill(int(data["supervisor_pid"]), 0)
-    except (OSError, ValueError, KeyError):
+        state = read_state(run_dir)
+        os.kill(state.supervisor_pid, 0)
+    except OSError:  # no state file, or its supervisor is gone
         return False
-    return data.get("state") in ("starting", "running")
+    return state.state in ("starting", "running")
 
 
 def drive(run_dir: Path, config: Any, config_path: Path, actors: tuple[str, ...], command: str) -> tuple[int, Any]:

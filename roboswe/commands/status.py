@@ -11,11 +11,14 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roboswe.fleet.roster import LOCAL, read_roster
 from roboswe.sandbox import pid_alive
 from roboswe.terminal import echo, plain, terminal_console
+
+if TYPE_CHECKING:
+    from roboswe.actors.supervisor import SupervisorState
 
 STALE = "stale (run gone)"
 WORKER_PROCESSES = ("simulator", "sandbox_bridge")  # a Ray worker's; a local worker has WORKER_ACTORS
@@ -29,7 +32,7 @@ def add_arguments_status(parser: argparse.ArgumentParser) -> None:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from roboswe.actors.supervisor import STATE_FILE
+    from roboswe.actors.supervisor import STATE_FILE, SupervisorStateError, read_state
     from roboswe.commands.run_dirs import latest_run_dir
 
     try:
@@ -38,9 +41,12 @@ def run_status(args: argparse.Namespace) -> int:
         echo(f"roboswe status: {e}", file=sys.stderr)
         return 2
     try:
-        state = json.loads((run_dir / STATE_FILE).read_text())
+        state = read_state(run_dir)
     except FileNotFoundError:
         echo(f"roboswe status: {run_dir / STATE_FILE} not found; was this run started with `roboswe up`?", file=sys.stderr)
+        return 2
+    except SupervisorStateError as e:
+        echo(f"roboswe status: {e}", file=sys.stderr)
         return 2
     report = status_report(run_dir, state)
     if args.json or not sys.stdout.isatty():
@@ -50,25 +56,26 @@ def run_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def status_report(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
+def status_report(run_dir: Path, state: SupervisorState) -> dict[str, Any]:
     """What `roboswe status` shows: the supervisor's actors (asked for Statistics while the run lives) and the workers."""
-    supervisor_alive = pid_alive(state.get("supervisor_pid"))
-    if not supervisor_alive and state["state"] in ("starting", "running", "stopping"):
-        state["state"] = "dead (supervisor gone)"
-    statistics = _query_statistics(state) if supervisor_alive and state["state"] == "running" else {}
+    supervisor_alive = pid_alive(state.supervisor_pid)
+    shown = state.state
+    if not supervisor_alive and shown in ("starting", "running", "stopping"):
+        shown = "dead (supervisor gone)"
+    statistics = _query_statistics(state) if supervisor_alive and shown == "running" else {}
     now = time.time()
     rows = []
-    for name, actor in state["actors"].items():
+    for name, actor in state.actors.items():
         rows.append({
             "actor": name,
-            "pid": actor["pid"],
-            "state": actor["state"],
-            "heartbeat_age": None if actor["last_heartbeat"] is None else round(now - actor["last_heartbeat"], 2),
-            "restarts": actor["restarts"],
+            "pid": actor.pid,
+            "state": actor.state,
+            "heartbeat_age": None if actor.last_heartbeat is None else round(now - actor.last_heartbeat, 2),
+            "restarts": actor.restarts,
             **_figures(statistics.get(name)),
-            "last_exit": actor["last_exit"],
+            "last_exit": actor.last_exit,
         })
-    report = {"run_dir": str(run_dir), "state": state["state"], "failure": state.get("failure"), "actors": rows}
+    report = {"run_dir": str(run_dir), "state": shown, "failure": state.failure, "actors": rows}
     roster = _workers(run_dir, rows, supervisor_alive, now)
     if roster is not None:
         report["workers_address"], report["workers"] = roster
@@ -220,7 +227,7 @@ def _cell(value: Any) -> Any:
     return plain(str(value))
 
 
-def _query_statistics(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _query_statistics(state: SupervisorState) -> dict[str, dict[str, Any]]:
     """Ask every ready actor for its Statistics, 2 s in all; silent actors are left out."""
     import msgspec
     import trio
@@ -229,7 +236,7 @@ def _query_statistics(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     from roboswe.logs import configure_logging
     from roboswe.protocol.control import CONTROL_CODEC, StatisticsRequest
 
-    ready = {name: actor["endpoint"] for name, actor in state["actors"].items() if actor["state"] == "ready"}
+    ready = {name: actor.endpoint for name, actor in state.actors.items() if actor.state == "ready"}
     if not ready:
         return {}
     configure_logging(run_dir=None, console=False, level="error")

@@ -13,8 +13,10 @@ import os
 import subprocess
 import time
 
+import msgspec
 import pytest
 from rich.console import Console
+from roboswe.actors.supervisor import SupervisorState
 
 from roboswe.commands.status import (
     RAY_NOTE,
@@ -34,10 +36,10 @@ def _statistics(actor: str, pid: int, handled: int) -> dict:
             "waiting": {}, "errors": 0, "extra": {}}
 
 
-def _supervisor_state(pid: int) -> dict:
+def _supervisor_state(pid: int) -> SupervisorState:
     actor = {"pid": 4242, "state": "starting", "restarts": 0, "endpoint": "ipc:///nowhere", "started_at": 0.0,
              "last_heartbeat": None, "last_exit": None}
-    return {"supervisor_pid": pid, "state": "running", "failure": None, "actors": {"coordinator": actor}}
+    return msgspec.convert({"supervisor_pid": pid, "state": "running", "failure": None, "actors": {"coordinator": actor}}, SupervisorState)
 
 
 @pytest.fixture
@@ -81,7 +83,7 @@ def test_the_roster_file_is_replaced_whole_and_follows_each_worker(tmp_path, ros
 
 
 def test_status_lists_ray_workers_beside_the_actors_with_their_sampled_figures(tmp_path, roster, capsys):
-    (tmp_path / "supervisor.json").write_text(json.dumps(_supervisor_state(os.getpid())))
+    (tmp_path / "supervisor.json").write_bytes(msgspec.json.encode(_supervisor_state(os.getpid())))
     assert run_status(argparse.Namespace(run_dir=tmp_path, json=True)) == 0
     report = json.loads(capsys.readouterr().out)
     assert [a["actor"] for a in report["actors"]] == ["coordinator"]
@@ -120,20 +122,27 @@ def test_workers_of_a_run_whose_coordinator_or_supervisor_is_gone_show_stale(tmp
         return [w["state"] for w in report["workers"]]
 
     live = _supervisor_state(os.getpid())
-    assert states(status_report(tmp_path, dict(live))) == ["running", "lost", "released"]
+    assert states(status_report(tmp_path, live)) == ["running", "lost", "released"]
     dead_supervisor = status_report(tmp_path, _supervisor_state(gone.pid))
     assert dead_supervisor["state"] == "dead (supervisor gone)"
     assert states(dead_supervisor) == [STALE, STALE, "released"]
 
     roster.roster.writer_pid = gone.pid  # the coordinator died (a restarted one writes its own roster)
     roster.write()
-    assert states(status_report(tmp_path, dict(live))) == [STALE, STALE, "released"]
+    assert states(status_report(tmp_path, live)) == [STALE, STALE, "released"]
     roster.roster.writer_boot_id = "another machine"  # its pid means nothing here: the supervisor decides
     roster.write()
-    assert states(status_report(tmp_path, dict(live))) == ["running", "lost", "released"]
+    assert states(status_report(tmp_path, live)) == ["running", "lost", "released"]
 
     (tmp_path / WORKERS_FILE).write_text('{"run_id": 3}')
-    [unreadable] = status_report(tmp_path, dict(live))["workers"]
+    [unreadable] = status_report(tmp_path, live)["workers"]
     assert unreadable["state"].startswith("unreadable roster:")
     (tmp_path / WORKERS_FILE).unlink()
-    assert "workers" not in status_report(tmp_path, dict(live))  # no --ray: actors only, as before
+    assert "workers" not in status_report(tmp_path, live)  # no --ray: actors only, as before
+
+
+def test_a_malformed_supervisor_state_file_is_refused_with_what_is_wrong(tmp_path, capsys):
+    (tmp_path / "supervisor.json").write_text('{"supervisor_pid": "4242", "state": "running", "failure": null, "actors": {}}')
+    assert run_status(argparse.Namespace(run_dir=tmp_path, json=True)) == 2
+    err = capsys.readouterr().err
+    assert "supervisor.json is not a supervisor state file" in err and "$.supervisor_pid" in err

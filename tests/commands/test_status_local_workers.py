@@ -14,9 +14,11 @@ import json
 import os
 import subprocess
 
+import msgspec
 import pytest
 import trio
 from rich.console import Console
+from roboswe.actors.supervisor import SupervisorState
 
 from roboswe.commands import status
 from roboswe.commands.status import STALE, print_report, run_status, status_report
@@ -27,10 +29,10 @@ from roboswe.fleet.roster import LOCAL, RosterFile, read_roster
 WORKER_ACTORS = ("simulator", "sandbox_bridge", "context_manager")
 
 
-def _supervisor_state(pid: int, names: list[str]) -> dict:
+def _supervisor_state(pid: int, names: list[str]) -> SupervisorState:
     actors = {name: {"pid": 5000 + i, "state": "ready", "restarts": 0, "endpoint": f"ipc:///nowhere/{name}",
                      "started_at": 0.0, "last_heartbeat": None, "last_exit": None} for i, name in enumerate(names)}
-    return {"supervisor_pid": pid, "state": "running", "failure": None, "actors": actors}
+    return msgspec.convert({"supervisor_pid": pid, "state": "running", "failure": None, "actors": actors}, SupervisorState)
 
 
 def _statistics(handled: int) -> dict:
@@ -41,8 +43,8 @@ def _statistics(handled: int) -> dict:
 @pytest.fixture
 def answering(monkeypatch):
     """Every ready actor answers StatisticsRequest; actor number i has handled 100 + i messages."""
-    def query(state: dict) -> dict:
-        return {name: _statistics(100 + i) for i, name in enumerate(state["actors"])}
+    def query(state: SupervisorState) -> dict:
+        return {name: _statistics(100 + i) for i, name in enumerate(state.actors)}
 
     monkeypatch.setattr(status, "_query_statistics", query)
 
@@ -78,7 +80,7 @@ def test_the_job_s_local_workers_keep_their_series_in_the_roster(tmp_path, two_w
 
 def test_status_groups_each_local_worker_s_actors_under_it(tmp_path, two_workers, answering, capsys):
     names = ["coordinator", "recorder"] + [f"{kind}.{n}" for n in (1, 2) for kind in WORKER_ACTORS]
-    (tmp_path / "supervisor.json").write_text(json.dumps(_supervisor_state(os.getpid(), names)))
+    (tmp_path / "supervisor.json").write_bytes(msgspec.json.encode(_supervisor_state(os.getpid(), names)))
     assert run_status(argparse.Namespace(run_dir=tmp_path, json=True)) == 0
     report = json.loads(capsys.readouterr().out)
     assert [a["actor"] for a in report["actors"]] == names  # --json keeps every actor's row
