@@ -28,6 +28,10 @@ class CountRecord(msgspec.Struct, frozen=True, kw_only=True):
     images: int = 0  # image blocks in the request
     images_dropped: int = 0  # older images replaced by a placeholder to stay within the provider's per-request limit
     attempts: list[Attempt] = msgspec.field(default_factory=list)  # count-endpoint exchanges behind this count
+    # The request's history was rewritten (`rewrite` says how: a slide, images left out) and the model
+    # checks each thinking block's prefix: these retained turns were sent from here on without their thinking.
+    rewrite: str = ""
+    thinking_removed: list[str] = msgspec.field(default_factory=list)
 
 
 class SlideRecord(msgspec.Struct, frozen=True, kw_only=True):

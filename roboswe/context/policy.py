@@ -9,8 +9,9 @@ removed still exceed B, that is a ContextOverflow carrying the evidence -- never
 silent truncation. The trial then ends ``incomplete`` (``context_overflow``) and its series
 stops: the remaining slots stay missing, and the evidence is in the records (the trial's
 ``context_overflow`` event and the series' ``series_stopped`` event; roboswe/evaluation/series.py).
-The archive keeps every turn; after the first slide the participant
-may search it (`search_history`).
+The archive keeps every turn; the participant may search what left the request
+(`search_history`, offered from the first request so the tool list never changes; before the first
+slide it answers that nothing has left yet).
 
 Units: a provider's exact count where it has a count endpoint (Anthropic, Google); for
 OpenRouter the proxy ceil(m*N) + 8192, m starting at 1.30 and raised after each response
@@ -18,7 +19,9 @@ to max(m, 1.1*U/N), never lowered within the series; for local estimates (OpenAI
 `python` kind) ceil(e*N) with e starting at 1.0 and raised the same way, so an
 estimate that turned out low is corrected upward for the rest of the series.
 
-Counting is cached per turn: each new turn is counted once (all new turns of a request in
+For a model that binds thinking to its prefix (its profile's prefix_check) every request is counted
+whole by the provider: a turn's thinking is sent or left out depending on what came before it, so
+per-turn counts could not add up exactly. Otherwise counting is cached per turn: each new turn is counted once (all new turns of a request in
 one call, with the same instructions and tools, minus the cached count of instructions
 and tools alone), and a request's size is the cached sum, so a long series does not
 re-count its history on every request. Near the budget (above 95% of B) and after every
@@ -109,9 +112,10 @@ class Prepared(msgspec.Struct, frozen=True, kw_only=True):
     slide: SlideRecord | None = None
 
 
-def input_budget(context_window: int, max_output_tokens: int) -> int:
-    """B = C - O - S; raises ValueError when nothing would be left for input."""
-    budget = context_window - max_output_tokens - SAFETY_ALLOWANCE
+def input_budget(context_window: int, max_output_tokens: int, max_input_tokens: int | None = None) -> int:
+    """B = min(C - O, the model's input cap) - S; raises ValueError when nothing would be left for input."""
+    room = context_window - max_output_tokens
+    budget = min(room, max_input_tokens or room) - SAFETY_ALLOWANCE
     if budget <= 0:
         raise ValueError(
             f"context_window {context_window} leaves no input budget after max_output_tokens {max_output_tokens} "
@@ -134,8 +138,15 @@ class ContextWindow:
         slide_min_units: int = SLIDE_MIN_UNITS,
         max_images: int | None = None,
         max_request_bytes: int | None = None,
+        max_input_tokens: int | None = None,
+        bound_thinking: bool = False,
     ):
-        self.budget = input_budget(context_window, max_output_tokens)
+        self.budget = input_budget(context_window, max_output_tokens, max_input_tokens)
+        # The model checks each thinking block's prefix (its profile): per-turn counts of its turns cannot
+        # be exact, so every request is counted whole, and after a rewrite the retained turns lose their thinking.
+        self.bound_thinking = bound_thinking
+        self._rewrite = ""  # how the history was rewritten since the last prepared request ("" none)
+        self._thinking_removed: list[str] = []
         self.counter = counter
         self.series = series
         self.clock = clock
@@ -222,6 +233,11 @@ class ContextWindow:
         key = _request_key(request)
         if self._last is not None and self._last[0] == key and (self._last[1].method.endswith(WHOLE) or not actual):
             return self._last[1]
+        if self.bound_thinking:  # per-turn counts cannot be exact: the thinking a turn carries depends on its prefix
+            whole = await self._counted(request)
+            count = msgspec.structs.replace(whole, method=whole.method + WHOLE)
+            self._last = (key, count)
+            return count
         base = self._bases.get(key[:2])
         if base is None:  # instructions + tool schemas (+ request framing)
             base = await self._counted(msgspec.structs.replace(request, conversation=[], images={}))
@@ -267,10 +283,37 @@ class ContextWindow:
         conversation, stripped = self.image_limit.apply(conversation, self._image_sizes)
         for turn_id in stripped:  # counted again as sent, without their images
             self._turn_tokens.pop(turn_id, None)
-        request = DecisionRequest(system=system, tools=offered_tools(search_history=bool(self.slides), interface=interface),
+        if stripped:
+            self._rewrote(f"images of {len(stripped)} older turn(s) replaced by placeholders")
+            if self._thinking_removed:  # the assistant turns as they now stand in the active request
+                current = {t.id: t for t in self.active}
+                conversation = [current.get(t.id, t) if t.role == "assistant" else t for t in conversation]
+        # search_history is offered from the first request, so the tool list (part of every thinking block's
+        # prefix and of the cached prefix) never changes within a series; before a slide it answers that
+        # nothing has left the conversation yet (SearchUnavailable).
+        request = DecisionRequest(system=system, tools=offered_tools(search_history=True, interface=interface),
                                   conversation=conversation, trial=trial, series=self.series)
         wanted = request.referenced_images()
         return msgspec.structs.replace(request, images={d: self.images[d] for d in wanted if d in self.images})
+
+    def _rewrote(self, how: str) -> None:
+        """The history before the newest turns changed (`how`): for a model that binds thinking to its
+        prefix, every retained turn's thinking is removed from the active request for good (the archive
+        keeps it), so the request is append-only again from here; what was removed and why goes with
+        the next count record (the trial's ``request_count`` event)."""
+        self._rewrite = f"{self._rewrite}; {how}" if self._rewrite else how
+        if not self.bound_thinking:
+            return
+        from roboswe.providers._common import without_thinking
+
+        for i, turn in enumerate(self.active):
+            bare = without_thinking(turn)
+            if bare is not None:
+                self.active[i] = bare
+                self._turn_tokens.pop(turn.id, None)
+                self._thinking_removed.append(turn.id)
+        if self._thinking_removed:
+            log.info("thinking_removed", series=self.series, turns=len(self._thinking_removed), why=self._rewrite)
 
     def _notice(self) -> Turn:
         removed = len(self.archive) - len(self.active)
@@ -331,7 +374,9 @@ class ContextWindow:
                 before_units=before, after_units=0, removed_units=removed_units, budget=self.budget,
                 method=count.method, multiplier=self._scale(count), number=len(self.slides) + 1,
             )
-            self.slides.append(pending_slide)  # the request after a slide offers search_history
+            self.slides.append(pending_slide)
+            self._rewrite, self._thinking_removed = "", []  # this attempt's removal (an earlier one was undone)
+            self._rewrote(f"slide {pending_slide.number}: {len(removed)} older turn(s) left the request")
             request = self._request(system, trial, interface)
             try:
                 after_count = await self._count(request, actual=True)
@@ -375,8 +420,9 @@ class ContextWindow:
             base_tokens=count.tokens, multiplier=self._scale(count), budget=self.budget,
             turns=len(request.conversation), images=sum(image_count(t) for t in request.conversation),
             images_dropped=self.image_limit.dropped_images, attempts=self._count_attempts,
+            rewrite=self._rewrite, thinking_removed=self._thinking_removed,
         )
-        self._count_attempts = []
+        self._count_attempts, self._rewrite, self._thinking_removed = [], "", []
         self.counts.append(record)
         self._last_prepared = count
         return Prepared(request=request, count=record, slide=slide)
@@ -387,7 +433,8 @@ class ContextWindow:
         """Case-insensitive literal search over archived turns, oldest first, bounded;
         raises SearchUnavailable before the first slide and ValueError for an empty query."""
         if not self.slides:
-            raise SearchUnavailable("search_history is offered only after the first context slide")
+            raise SearchUnavailable("search_history finds turns only after the first context slide removed them from "
+                                    "this conversation; there has been no slide yet, so every earlier turn is still in it")
         if not query.strip():
             raise ValueError("search_history needs a non-empty query")
         needle = query.lower()

@@ -11,9 +11,13 @@ from ._config import MissingKey as MissingKey
 from ._config import MissingSDK as MissingSDK
 from ._config import ProviderConfig as ProviderConfig
 from ._config import decode_provider_config as decode_provider_config
+from ._config import effective_limits as effective_limits
 from ._config import images_per_request as images_per_request
 from ._config import request_bytes as request_bytes
 from ._estimate import estimate_request as estimate_request
+from ._profiles import ModelProfile as ModelProfile
+from ._profiles import model_profile as model_profile
+from ._profiles import profile_lines as profile_lines
 from ._registry import Participant as Participant
 from ._registry import ProviderEntry as ProviderEntry
 from ._registry import create_participant as create_participant

@@ -13,6 +13,8 @@ from roboswe.protocol.participant import (
     MAX_ARGUMENT_DEPTH,
     DecisionRequest,
     ImagePart,
+    OpaquePart,
+    ReasoningPart,
     Turn,
     clean_text,
     json_depth,
@@ -189,3 +191,22 @@ def merge_roles(messages: list[dict[str, Any]], content_key: str = "content") ->
         else:
             out.append(m)
     return out
+
+
+THINKING_KINDS = ("thinking", "redacted_thinking")  # Anthropic's thinking blocks (OpaquePart kinds, native block types)
+
+
+def without_thinking(turn: Turn) -> Turn | None:
+    """An assistant turn without its Anthropic thinking blocks (native bytes and parts alike), or None
+    when it has none. After a context rewrite (a slide, images left out) a model with preserved
+    thinking would refuse them: their prefix changed (docs: preserved-thinking/prefix-checks, "after
+    trimming older turns, remove thinking from the retained turns")."""
+    if turn.role != "assistant" or not any(isinstance(p, OpaquePart) and p.kind in THINKING_KINDS for p in turn.parts):
+        return None
+    parts = [p for p in turn.parts if not (isinstance(p, OpaquePart) and p.kind in THINKING_KINDS)
+             and not isinstance(p, ReasoningPart)]
+    native = turn.native
+    if native and turn.provider == "anthropic":
+        blocks = [b for b in json.loads(native) if not (isinstance(b, dict) and b.get("type") in THINKING_KINDS)]
+        native = json.dumps(blocks).encode()
+    return msgspec.structs.replace(turn, parts=parts, native=native)

@@ -41,6 +41,9 @@ class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     count_model: str = ""
     count_api_key_env: str = ""
     count_base_url: str | None = None
+    # Prompt caching where the provider offers it (Anthropic automatic caching, cache_control breakpoints
+    # for Claude behind OpenRouter, OpenAI's prompt_cache_key per series); false sends none of it.
+    cache: bool = True
     # [provider.price]: per million tokens, pinned with the run; absent means cost is not reported
     price: Price | None = None
     # kind = "python": the local participant class ("package.module:Class") and its options.
@@ -54,11 +57,25 @@ class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 
     @property
     def input_budget(self) -> int:
-        """B = C - O - S (S = 4096): the most request tokens a decision may use."""
-        return self.context_window - self.max_output_tokens - SAFETY_ALLOWANCE
+        """B = min(C - O, the model's input cap) - S (S = 4096): the most request tokens a decision may use."""
+        return effective_limits(self)[1]
 
 
 SAFETY_ALLOWANCE = 4096
+
+
+def effective_limits(config: ProviderConfig) -> tuple[int, int]:
+    """(C, B) for the config's model: the window C is the config's, capped by the model profile's;
+    B = min(C - O, the profile's input cap) - S (the GPT-5 family takes at most 272k input tokens
+    of its 400k window: a request between the two is refused)."""
+    from ._profiles import model_profile
+
+    profile = model_profile(config)
+    window = min(config.context_window, profile.context_window or config.context_window)
+    room = window - config.max_output_tokens
+    if profile.max_input_tokens:
+        room = min(room, profile.max_input_tokens)
+    return window, room - SAFETY_ALLOWANCE
 
 def images_per_request(config: ProviderConfig) -> int | None:
     """The most image blocks one request may carry (the config's, else the provider's documented

@@ -47,6 +47,8 @@ from ._registry import Participant
 
 log = structlog.get_logger()
 
+STOP = "stop"  # OpaquePart kind: the provider's stop field of a reply whose stop was the model's outcome
+
 # Headers kept in the evidence; everything else (notably credentials) is dropped.
 _KEPT_HEADERS = ("content-type", "retry-after", "retry-after-ms", "request-id", "x-request-id")
 
@@ -341,12 +343,28 @@ class HostedParticipant(Participant):
             model, stop = unmask(model, table), unmask(stop, table)
         return turn, usage, model, stop
 
+    # The stop reasons that are the model's outcome, not a glitch of the service: the value as
+    # read_response returns it (a prefix: OpenAI's "incomplete: <reason>") -> what the participant is told.
+    # Such a reply is a decision (recorded, the participant told in the next message), never resent unchanged.
+    OUTCOME_STOPS: typing.ClassVar[dict[str, str]] = {}
+    STOP_FIELD: typing.ClassVar[str] = "stop_reason"  # the provider's own name of the field, kept on the turn
+
+    def stop_outcome(self, stop: str) -> str:
+        """What the participant is told when ``stop`` is the model's outcome; "" otherwise."""
+        found = next((said for value, said in self.OUTCOME_STOPS.items() if stop == value or stop.startswith(value + ":")),
+                     "")
+        return f"{found} (the response stopped with {self.STOP_FIELD} {stop!r})" if found else ""
+
     def read_reply(self, raw: bytes) -> tuple[Turn, Usage, str, str]:
         """`read_turn`, with an empty reply (no text, no tool call: an Anthropic end_turn with
         no content, a Gemini candidate without parts, an OpenAI response holding only reasoning)
         made a failed attempt: retried and recorded, never a turn in the history, where every
-        later request would carry it."""
+        later request would carry it. An empty reply whose stop reason is the model's outcome (a
+        refusal, max_tokens, an incomplete response, a safety block) is the model's answer instead:
+        sending the same request again would pay for the same outcome."""
         turn, usage, model, stop = self.read_turn(raw)
+        if self.stop_outcome(stop):
+            return turn, usage, model, stop
         if not any(isinstance(p, ToolCallPart) or (isinstance(p, TextPart) and p.text.strip()) for p in turn.parts):
             raise Retryable("empty_reply", f"the response holds no text and no tool call (stop reason {stop!r}, "
                                            f"{len(turn.parts)} other part(s))")
@@ -360,7 +378,12 @@ class HostedParticipant(Participant):
         body = self.build_body(request)
         (turn, usage, model, stop), attempts = await self.call(body, self.read_reply)
         turn = self.annotate(msgspec.structs.replace(turn, trial=request.trial), request, body)
-        return assemble_decision(turn, usage, attempts, model, stop)
+        outcome = self.stop_outcome(stop)
+        if outcome:  # kept on the turn in the provider's own field; never sent back (STOP parts are not replayed)
+            log.info("provider_stop_outcome", provider=self.kind, stop=stop, series=request.series, trial=request.trial)
+            stop_part = OpaquePart(provider=self.kind, kind=STOP, data=json.dumps({self.STOP_FIELD: stop}).encode())
+            turn = msgspec.structs.replace(turn, parts=[*turn.parts, stop_part])
+        return assemble_decision(turn, usage, attempts, model, stop, outcome=outcome)
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -404,16 +427,19 @@ def _attempt(number: int, started: float, latency: float, outcome: str, detail: 
     )
 
 
-def assemble_decision(turn: Turn, usage: Usage, attempts: list[Attempt], model: str, stop: str = "") -> Decision:
-    """Pick the operation from the turn's first tool call, or say why there is none. The call is
-    parsed as the model sent it (a lone surrogate in it makes the decision invalid); the turn that
-    enters the history then has lone surrogates replaced by U+FFFD, so every wire can carry it."""
+def assemble_decision(turn: Turn, usage: Usage, attempts: list[Attempt], model: str, stop: str = "",
+                      outcome: str = "") -> Decision:
+    """Pick the operation from the turn's first tool call, or say why there is none (``outcome``: the
+    model's own stop, e.g. a refusal). The call is parsed as the model sent it (a lone surrogate in it
+    makes the decision invalid); the turn that enters the history then has lone surrogates replaced by
+    U+FFFD, so every wire can carry it."""
     calls = turn.tool_calls()
     latency = attempts[-1].latency_s if attempts else 0.0
     model, stop = clean_text(model), clean_text(stop)
     if not calls:
         turn = clean_turn(turn)
-        why = "no tool call: answer with exactly one operation" + (f" (the response stopped with {stop!r})" if stop else "")
+        why = outcome or ("no tool call: answer with exactly one operation"
+                          + (f" (the response stopped with {stop!r})" if stop else ""))
         return Decision(turn=turn, operation=None, invalid=why, usage=usage, attempts=attempts, latency_s=latency,
                         model=model, stop_reason=stop)
     first = calls[0]

@@ -24,16 +24,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any
 
 import msgspec
 import structlog
 
 from roboswe.protocol.participant import (
+    Decision,
     DecisionRequest,
     ImagePart,
     OpaquePart,
+    ProviderFailure,
     ReasoningPart,
     TextPart,
     TokenCount,
@@ -45,7 +46,9 @@ from roboswe.protocol.participant import (
 
 from ._common import call_arguments, image_b64, merge_roles, native_items, prune_text
 from ._config import ProviderConfig
+from ._profiles import model_profile
 from ._hosted import (
+    STOP,
     HostedParticipant,
     Retryable,
     import_sdk,
@@ -58,13 +61,16 @@ log = structlog.get_logger()
 
 CONTINUATION = "(Earlier conversation continues.)"
 INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
-# Thinking forms by model (docs: adaptive-thinking). Adaptive only: Opus 4.7 and later,
-# Mythos, Fable, the Claude 5 family. Manual only: models before 4.6. Both: Opus/Sonnet 4.6.
-# A model name this does not know is treated as a newer one (adaptive).
-ADAPTIVE_ONLY = re.compile(r"opus-4-[7-9]|mythos|fable|claude-(opus|sonnet|haiku)-([5-9]|\d\d)")
-MANUAL_ONLY = re.compile(r"claude-3|claude-(opus|sonnet|haiku)-4-[0-5]([^0-9]|$)|claude-(opus|sonnet|haiku)-4-20\d\d")
-# Models that bind a thinking block to the conversation before it (whats-new-opus-5-5).
-BINDS_THINKING = re.compile(r"opus-5-[5-9]|fable-5-[1-9]|claude-(opus|sonnet|haiku|fable|mythos)-([6-9]|\d\d)")
+# The thinking form, the prefix check and drop_block come from the model's profile (configs/models.toml,
+# each line with its documented source), not from its name.
+# The escape the prefix-check docs give (build-with-claude/preserved-thinking/fix-bound-to-a-different-
+# conversation): thinking.block_binding.prefix_mismatch_behavior = "drop_block" with this beta header.
+BINDING_BETA = "thinking-binding-controls-2026-08-01"
+DROP_BLOCK = {"prefix_mismatch_behavior": "drop_block"}
+BOUND_REFUSAL = "bound to a different conversation"  # the documented 400's words
+# Top-level automatic caching (build-with-claude/prompt-caching): the breakpoint goes on the last cacheable
+# block and moves forward as the conversation grows, "best for multi-turn conversations".
+AUTOMATIC_CACHE = {"type": "ephemeral"}
 PREFIX = "prefix"  # OpaquePart kind: digest of the request an assistant turn answered
 THINKING_BLOCKS = ("thinking", "redacted_thinking")
 EFFORT_BUDGET = {"low": 2048, "medium": 8192, "high": 16_384, "xhigh": 24_576, "max": 32_768}
@@ -78,22 +84,23 @@ def thinking_settings(config: ProviderConfig) -> tuple[dict[str, Any], dict[str,
     if not r:
         return {}, {}, []
     model = config.model
+    takes = model_profile(config).thinking
     effort = r.pop("effort", None)
-    form = r.pop("type", None) or ("enabled" if MANUAL_ONLY.search(model) else "adaptive")
+    form = r.pop("type", None) or ("enabled" if takes == "manual" else "adaptive")
     display = {"display": r.pop("display")} if "display" in r else {}
     budget = r.pop("budget_tokens", None)
     if r:
         raise ValueError(f"provider anthropic: unknown [provider.reasoning] key(s) {sorted(r)}; expected effort, "
                          "type, budget_tokens or display")
     if form == "adaptive":
-        if MANUAL_ONLY.search(model):
+        if takes == "manual":
             raise ValueError(f"provider anthropic: model {model} does not take adaptive thinking; set "
                              "[provider.reasoning] budget_tokens (manual thinking) instead of type = \"adaptive\"")
         return {"type": "adaptive", **display}, ({"effort": effort} if effort else {}), []
     if form != "enabled":
         raise ValueError(f"provider anthropic: [provider.reasoning] type {form!r} is not a thinking form roboswe "
                          "uses; expected \"adaptive\" or \"enabled\"")
-    if ADAPTIVE_ONLY.search(model):
+    if takes == "adaptive":
         raise ValueError(f"provider anthropic: model {model} takes only adaptive thinking (a 400 on every request "
                          "otherwise); remove type = \"enabled\" and budget_tokens and set effort = \"high\"")
     if budget is None:
@@ -146,6 +153,8 @@ def messages(request: DecisionRequest, kind: str, *, bound: bool = False) -> lis
     recorded: dict[int, str] = {}  # id(message) -> prefix digest its turn was produced after
     for turn in request.conversation:
         native = native_items(turn, kind)
+        if native is not None and refused(turn):
+            continue  # the docs advise against continuing from a refused reply: it is left out of the history
         if native is not None:
             # An empty text block would be refused on the way back; thinking stays as it came.
             content = [b for b in native if b.get("type") != "text" or b.get("text")]
@@ -164,7 +173,7 @@ def messages(request: DecisionRequest, kind: str, *, bound: bool = False) -> lis
                         blocks.append({"type": "text", "text": t})
                     case ToolCallPart(call_id=c, name=n, arguments=a):
                         blocks.append({"type": "tool_use", "id": c, "name": n, "input": call_arguments(a)})
-                    case OpaquePart(provider=pv, kind=k, data=d) if pv == kind and k != PREFIX:
+                    case OpaquePart(provider=pv, kind=k, data=d) if pv == kind and k not in (PREFIX, STOP):
                         blocks.append(json.loads(d))
         else:
             results = [p for p in turn.parts if isinstance(p, ToolResultPart)]
@@ -184,6 +193,11 @@ def messages(request: DecisionRequest, kind: str, *, bound: bool = False) -> lis
     if not out or out[0]["role"] != "user":
         out.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUATION}]})
     return unbind_stale_thinking(request, out, recorded) if bound and recorded else out
+
+
+def refused(turn: Turn) -> bool:
+    """Whether an assistant turn ended with stop_reason "refusal" (its STOP part says so)."""
+    return any(isinstance(p, OpaquePart) and p.kind == STOP and b'"refusal"' in p.data for p in turn.parts)
 
 
 def unbind_stale_thinking(request: DecisionRequest, out: list[dict[str, Any]], recorded: dict[int, str]) -> list[dict[str, Any]]:
@@ -216,13 +230,22 @@ class AnthropicParticipant(HostedParticipant):
     """A model behind the Anthropic Messages API."""
 
     kind = "anthropic"
+    # docs: build-with-claude/handling-stop-reasons
+    OUTCOME_STOPS = {
+        "refusal": "the model declined to continue (a refusal); the refused reply was not sent again",
+        "max_tokens": "the reply reached max_output_tokens before it held a complete tool call; answer with one "
+                      "shorter tool call",
+        "model_context_window_exceeded": "the reply reached the end of the model's context window; answer with one "
+                                         "short tool call",
+    }
 
     def __init__(self, config: ProviderConfig):
         super().__init__(config)
         anthropic = import_sdk("anthropic", "anthropic")
-        self.thinking, self.output_config, betas = thinking_settings(config)
-        self.bound = bool(BINDS_THINKING.search(config.model))
-        self.headers = {"anthropic-beta": ",".join(betas)} if betas else {}
+        self.thinking, self.output_config, self.betas = thinking_settings(config)
+        self.profile = model_profile(config)
+        self.bound = self.profile.prefix_check
+        self.dropping: set[str] = set()  # series sent drop_block since a prefix-check refusal (see decide)
         self.client = anthropic.AsyncAnthropic(
             api_key=read_key(config), base_url=config.base_url, max_retries=0, http_client=self.http
         )
@@ -239,6 +262,12 @@ class AnthropicParticipant(HostedParticipant):
             return self.config.max_output_tokens * 3600 / 128_000 > 600
         return False
 
+    def _headers(self, body: dict[str, Any]) -> dict[str, str] | None:
+        """The beta headers a body needs (its thinking form's, and drop_block's when it carries it)."""
+        binding = "block_binding" in (body.get("thinking") or {})
+        betas = [*self.betas, *([BINDING_BETA] if binding else [])]
+        return {"anthropic-beta": ",".join(betas)} if betas else None
+
     def _common(self, request: DecisionRequest) -> dict[str, Any]:
         cfg = self.config
         body: dict[str, Any] = {
@@ -251,6 +280,9 @@ class AnthropicParticipant(HostedParticipant):
         }
         if self.thinking:
             body["thinking"] = dict(self.thinking)
+        if request.series in self.dropping:
+            # Without a thinking parameter these models think adaptively anyway, so adding it changes nothing else.
+            body["thinking"] = {**body.get("thinking", {"type": "adaptive"}), "block_binding": dict(DROP_BLOCK)}
         if self.output_config:
             body["output_config"] = dict(self.output_config)
         return body
@@ -260,8 +292,32 @@ class AnthropicParticipant(HostedParticipant):
         body["max_tokens"] = self.config.max_output_tokens
         if self.stream:
             body["stream"] = True
+        if self.config.cache:
+            body["cache_control"] = dict(AUTOMATIC_CACHE)
         body.update(self.config.extra_body)
         return body
+
+    async def decide(self, request: DecisionRequest) -> Decision:
+        """A decision; a prefix-check refusal ("bound to a different conversation": the history was
+        rewritten in a way the context policy did not undo) is repaired once per series by sending
+        drop_block from then on, as the docs direct, and the refused attempt stays in the evidence
+        with its outcome saying so. Sending the same body again could not succeed."""
+        try:
+            return await super().decide(request)
+        except ProviderFailure as e:
+            last = e.attempts[-1] if e.attempts else None
+            if (last is None or last.status != 400 or BOUND_REFUSAL not in last.response.decode("utf-8", "replace")
+                    or request.series in self.dropping):
+                raise
+            self.dropping.add(request.series)
+            log.warning("thinking_prefix_refused", series=request.series, trial=request.trial,
+                        repair="drop_block sent on every later request of this series", detail=last.detail[:300])
+            refused = [*e.attempts[:-1], msgspec.structs.replace(
+                last, outcome="bound_thinking_refused",
+                detail=f"{last.detail} [repaired: thinking.block_binding drop_block sent from here on]")]
+            decision = await super().decide(request)
+            shifted = [msgspec.structs.replace(a, number=a.number + len(refused)) for a in decision.attempts]
+            return msgspec.structs.replace(decision, attempts=[*refused, *shifted])
 
     def annotate(self, turn: Turn, request: DecisionRequest, body: dict[str, Any]) -> Turn:
         if not self.bound:
@@ -273,13 +329,13 @@ class AnthropicParticipant(HostedParticipant):
 
     async def send(self, body: dict[str, Any]) -> None:
         # The transport reads a stream to its end and records it, so this returns when it is complete.
-        await self.client.messages.with_raw_response.create(**body, extra_headers=self.headers or None)
+        await self.client.messages.with_raw_response.create(**body, extra_headers=self._headers(body))
 
     async def count_tokens(self, request: DecisionRequest) -> TokenCount:
         body = self._common(request)
 
         async def send(b: dict[str, Any]) -> None:
-            await self.client.messages.with_raw_response.count_tokens(**b, extra_headers=self.headers or None)
+            await self.client.messages.with_raw_response.count_tokens(**b, extra_headers=self._headers(b))
 
         tokens, attempts = await self.call(body, lambda raw: token_count(raw, "input_tokens", "count_tokens"), send=send)
         return TokenCount(tokens=tokens, method="anthropic.count_tokens", exact=True, attempts=attempts)

@@ -70,7 +70,8 @@ def contents(request: DecisionRequest, kind: str, types: Any) -> list[Any]:
         for c in turn.tool_calls():
             calls[c.call_id] = c.name
         if turn.role == "assistant" and turn.provider == kind and turn.native:
-            out.append(stored_content(types, turn.native))
+            if json.loads(turn.native).get("parts"):  # a blocked or cut-off candidate may come without parts
+                out.append(stored_content(types, turn.native))
             continue
         parts: list[dict[str, Any]] = []
         if turn.role == "assistant":
@@ -142,6 +143,16 @@ class GoogleParticipant(HostedParticipant):
     """A Gemini model behind google-genai (Developer API or an API-compatible base URL)."""
 
     kind = "google"
+    # docs: ai.google.dev/api/generate-content (Candidate.finishReason, PromptFeedback.blockReason)
+    _BLOCKED = "the response was blocked by the provider's safety filters; no tool call came back"
+    OUTCOME_STOPS = {
+        "SAFETY": _BLOCKED, "PROHIBITED_CONTENT": _BLOCKED, "BLOCKLIST": _BLOCKED, "SPII": _BLOCKED,
+        "IMAGE_SAFETY": _BLOCKED, "RECITATION": "the response was stopped for reciting its training data",
+        "MAX_TOKENS": "the reply reached max_output_tokens before it held a complete tool call; answer with one "
+                      "shorter tool call",
+        "blocked": "the request was blocked by the provider's safety filters before the model answered",
+    }
+    STOP_FIELD = "finishReason (promptFeedback.blockReason when blocked)"
 
     def __init__(self, config: ProviderConfig, *, model: str | None = None, key_env: str | None = None,
                  base_url: str | None = None):
@@ -223,7 +234,11 @@ class GoogleParticipant(HostedParticipant):
                 elif "text" in part:
                     parts.append(TextPart(text=part["text"]))
         turn = Turn(id=turn_id, role="assistant", parts=parts, provider=self.kind, native=native)
-        stop = resp.candidates[0].finishReason if resp.candidates else "NO_CANDIDATES"
+        if resp.candidates:
+            stop = resp.candidates[0].finishReason
+        else:  # the prompt itself was blocked: no candidate, the reason in promptFeedback
+            reason = (resp.promptFeedback or {}).get("blockReason")
+            stop = f"blocked: {reason}" if reason else "NO_CANDIDATES"
         return turn, read_usage(resp.usageMetadata), resp.modelVersion, stop
 
     async def aclose(self) -> None:

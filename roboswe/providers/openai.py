@@ -12,6 +12,7 @@ only a fallback, labelled as such, when that endpoint cannot answer.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
@@ -72,7 +73,9 @@ def input_items(request: DecisionRequest, kind: str, detail: str) -> list[Any]:
     for turn in request.conversation:
         native = native_items(turn, kind)
         if native is not None:
-            items.extend(replayable(native))
+            # An incomplete response may hold reasoning alone, which cannot go back without the item it belongs to.
+            if any(i.get("type") in ("message", "function_call") for i in native):
+                items.extend(replayable(native))
             continue
         if turn.role == "assistant":
             for p in turn.parts:
@@ -133,6 +136,10 @@ class OpenAIParticipant(HostedParticipant):
     """A model behind the OpenAI Responses API."""
 
     kind = "openai"
+    # docs: api-reference/responses (status "incomplete", incomplete_details.reason max_output_tokens or content_filter)
+    OUTCOME_STOPS = {"incomplete": "the response was incomplete (the reason follows): no complete tool call came back; "
+                                   "answer with one shorter tool call"}
+    STOP_FIELD = "status (incomplete_details.reason)"
 
     def __init__(self, config: ProviderConfig):
         super().__init__(config)
@@ -164,6 +171,11 @@ class OpenAIParticipant(HostedParticipant):
         body = self._common(request)
         body["max_output_tokens"] = cfg.max_output_tokens
         body["store"] = False
+        if cfg.cache and request.series:
+            # Caching is automatic on an exact prefix; the key routes a series' requests together, which
+            # raises the hit rate (docs: guides/prompt-caching, prompt_cache_key). A digest of the series
+            # id, not the id itself: the docs ask for no identifying data in the key.
+            body["prompt_cache_key"] = "roboswe-" + hashlib.sha256(request.series.encode()).hexdigest()[:32]
         # Reasoning items come back encrypted, so they can be sent back with store=false; a
         # history that already holds reasoning items needs it whatever the model name says.
         if can_reason(cfg) or any(i.get("type") == "reasoning" for i in body["input"]):

@@ -65,7 +65,8 @@ def chat_messages(request: DecisionRequest, kind: str, detail: str) -> list[dict
     for turn in request.conversation:
         native = native_items(turn, kind)
         if native is not None:
-            out.append(native)
+            if native.get("content") or native.get("tool_calls"):  # a filtered or cut-off reply may hold neither
+                out.append(native)
             continue
         if turn.role == "assistant":
             text = "\n".join(p.text for p in turn.parts if isinstance(p, TextPart))
@@ -95,10 +96,39 @@ def chat_messages(request: DecisionRequest, kind: str, detail: str) -> list[dict
     return out
 
 
+# Claude behind OpenRouter caches only what cache_control marks (docs: openrouter.ai/docs/features/
+# prompt-caching, Anthropic Claude): one breakpoint on the system message (instructions; the tools come
+# before it in Anthropic's order) and one on the newest message, which moves forward as the series
+# grows, so each request reads the prefix the previous one wrote. At most 4 breakpoints are allowed.
+CACHE_BREAKPOINT = {"type": "ephemeral"}
+
+
+def claude(model: str) -> bool:
+    return model.startswith("anthropic/")
+
+
+def mark_cache_breakpoints(messages: list[dict[str, Any]]) -> None:
+    """Put cache_control on the last content part of the system message and of the newest message
+    (string content becomes one text part, which the chat format takes for every role)."""
+    for m in {id(m): m for m in (messages[0], messages[-1])}.values():
+        content = m.get("content")
+        if isinstance(content, str) and content:
+            m["content"] = [{"type": "text", "text": content, "cache_control": dict(CACHE_BREAKPOINT)}]
+        elif isinstance(content, list) and content:
+            content[-1] = {**content[-1], "cache_control": dict(CACHE_BREAKPOINT)}
+
+
 class OpenRouterParticipant(HostedParticipant):
     """A model routed by OpenRouter's OpenAI-compatible chat completions endpoint."""
 
     kind = "openrouter"
+    # docs: openrouter.ai/docs/api-reference (finish_reason, normalized across upstreams)
+    OUTCOME_STOPS = {
+        "length": "the reply reached max_output_tokens before it held a complete tool call; answer with one shorter "
+                  "tool call",
+        "content_filter": "the response was stopped by a content filter; no tool call came back",
+    }
+    STOP_FIELD = "finish_reason"
 
     def __init__(self, config: ProviderConfig):
         super().__init__(config)
@@ -128,7 +158,11 @@ class OpenRouterParticipant(HostedParticipant):
             "parallel_tool_calls": False,
             "max_tokens": cfg.max_output_tokens,
         }
-        extra: dict[str, Any] = {"usage": {"include": True}}
+        # Usage (with cost and cache reads/writes) comes with every response; `usage.include` is deprecated
+        # and has no effect (docs: openrouter.ai/docs/use-cases/usage-accounting).
+        extra: dict[str, Any] = {}
+        if cfg.cache and claude(cfg.model):
+            mark_cache_breakpoints(body["messages"])
         if cfg.reasoning:
             extra["reasoning"] = dict(cfg.reasoning)
         extra.update(cfg.extra_body)

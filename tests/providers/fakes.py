@@ -129,7 +129,7 @@ class FakeProvider:
                 self.rejected.append((seen, "request too large"))
                 return Reply(status=refused[0], body=refused[1])
             try:
-                CHECKS[self.wire](seen.json(), self.memory, count=counting, max_images=self.max_images)
+                CHECKS[self.wire](seen.json(), self.memory, count=counting, max_images=self.max_images, headers=seen.headers)
             except Broken as e:
                 self.rejected.append((seen, e.message))
                 return Reply(status=400, body=error_body(self.wire, e.message, e.param))

@@ -102,18 +102,28 @@ def _call_key(call: dict[str, Any]) -> str:
 # later, Mythos, Fable and the Claude 5 family. Models before 4.6 take only the manual form.
 _ADAPTIVE_ONLY = re.compile(r"opus-4-[7-9]|mythos|fable|claude-(opus|sonnet|haiku)-5")
 _MANUAL_ONLY = re.compile(r"claude-(3|opus-4-[015]|sonnet-4-[05]|haiku-4-5|opus-4-2025|sonnet-4-2025)")
-# Models that bind a thinking block to the conversation before it (docs: models/whats-new-opus-5-5,
-# "thinking blocks are tied to the model and conversation that produced them").
-_BINDS_THINKING = re.compile(r"opus-5-[5-9]|fable-5-[1-9]")
+# Models with preserved thinking, whose thinking blocks get the prefix check (docs: build-with-claude/
+# preserved-thinking/prefix-checks, supportedModels). A block sent back after system, tools or an earlier
+# message changed is refused with the documented 400 (fix-bound-to-a-different-conversation), unless the
+# request sets thinking.block_binding.prefix_mismatch_behavior = "drop_block" with the beta header below,
+# when the stale block is dropped instead.
+_BINDS_THINKING = re.compile(r"claude-(fable-5-[12]|mythos-5-[12]|opus-5-5|sonnet-5-5|haiku-5-5)")
+BINDING_BETA = "thinking-binding-controls-2026-08-01"
 SDK_NONSTREAMING_TOKENS = 21_333  # 60 min * max_tokens / 128,000 must stay under 10 min (SDK check)
 
 
-def check_anthropic(body: dict[str, Any], memory: Memory, *, count: bool, max_images: int) -> None:
+def check_anthropic(body: dict[str, Any], memory: Memory, *, count: bool, max_images: int,
+                    headers: dict[str, str] | None = None) -> None:
     """Messages API request rules (docs: api/messages, build-with-claude/tool-use,
-    extended-thinking, adaptive-thinking, vision, and the Python SDK's long-request check)."""
+    extended-thinking, adaptive-thinking, vision, preserved-thinking/prefix-checks, and the Python
+    SDK's long-request check)."""
     model = str(body.get("model", ""))
     thinking = body.get("thinking") or {}
     kind = thinking.get("type")
+    dropping = (thinking.get("block_binding") or {}).get("prefix_mismatch_behavior") == "drop_block"
+    if dropping and BINDING_BETA not in (headers or {}).get("anthropic-beta", ""):
+        raise Broken("thinking.block_binding: this setting requires the `thinking-binding-controls-2026-08-01` value "
+                     "in the `anthropic-beta` header.")
     if kind == "enabled" and _ADAPTIVE_ONLY.search(model):
         raise Broken(f"thinking.type.enabled is not supported for this model ({model}). Use thinking.type.adaptive "
                      "and output_config.effort to control thinking behavior.")
@@ -175,12 +185,11 @@ def check_anthropic(body: dict[str, Any], memory: Memory, *, count: bool, max_im
                              f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a corresponding "
                              "`tool_result` block in the next message.")
         if m.get("role") == "assistant" and binds and _prefix_changed(blocks, memory, prefixes[i]):
-            if any(b.get("type") in ("thinking", "redacted_thinking") for b in blocks):
-                raise Broken(f"messages.{i}.content.0: this thinking block failed the conversation check "
-                             "(prefix_binding_mismatch): the messages before it have changed since it was created. "
-                             "Send it back only in the conversation it was created in, or set "
-                             "thinking.block_binding.prefix_mismatch_behavior to \"drop_block\".")
-            continue  # without its thinking the turn is taken as it is (what drop_block would send on)
+            if any(b.get("type") in ("thinking", "redacted_thinking") for b in blocks) and not dropping:
+                raise Broken(f"messages.{i}.content.0: Invalid `signature` in `thinking` block. The block is bound to "
+                             "a different conversation. Remove the block, or set "
+                             "`thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\".")
+            continue  # without its thinking (or with drop_block, which drops it) the turn is taken as it is
         if m.get("role") == "assistant" and kind in ("enabled", "adaptive"):
             _check_thinking_replay(i, blocks, memory, final=_is_final_tool_loop_turn(messages, i), manual=kind == "enabled")
     if images > max_images:
@@ -232,7 +241,8 @@ def _check_thinking_replay(i: int, blocks: list[Any], memory: Memory, *, final: 
 # --------------------------------------------------------------------------- OpenAI Responses
 
 
-def check_openai(body: dict[str, Any], memory: Memory, *, count: bool, max_images: int) -> None:
+def check_openai(body: dict[str, Any], memory: Memory, *, count: bool, max_images: int,
+                 headers: dict[str, str] | None = None) -> None:
     """Responses API input rules (docs: api-reference/responses, guides/function-calling,
     guides/reasoning#keeping-reasoning-items-in-context, guides/images-vision)."""
     items = body.get("input") or []
@@ -294,7 +304,8 @@ def check_openai(body: dict[str, Any], memory: Memory, *, count: bool, max_image
 # --------------------------------------------------------------------------- Google genai
 
 
-def check_google(body: dict[str, Any], memory: Memory, *, count: bool, max_images: int) -> None:
+def check_google(body: dict[str, Any], memory: Memory, *, count: bool, max_images: int,
+                 headers: dict[str, str] | None = None) -> None:
     """generateContent / countTokens content rules (docs: api/generate-content, function-calling,
     thought-signatures, image-understanding)."""
     contents = body.get("contents")
@@ -340,7 +351,8 @@ def check_google(body: dict[str, Any], memory: Memory, *, count: bool, max_image
 # --------------------------------------------------------------------------- OpenRouter chat
 
 
-def check_openrouter(body: dict[str, Any], memory: Memory, *, count: bool, max_images: int) -> None:
+def check_openrouter(body: dict[str, Any], memory: Memory, *, count: bool, max_images: int,
+                     headers: dict[str, str] | None = None) -> None:
     """Chat completions rules (docs: openrouter.ai/docs api-reference, tool-calling,
     use-cases/reasoning-tokens#preserving-reasoning-blocks)."""
     messages = body.get("messages") or []

@@ -89,13 +89,14 @@ async def wait_bound(*endpoints: str) -> None:
                 await trio.sleep(0.1)
 
 
-def anthropic_config(fake: FakeProvider, more: str = "") -> str:
+def anthropic_config(fake: FakeProvider, more: str = "", model: str = "claude-opus-4-8") -> str:
     """A run config for the anthropic adapter against ``fake`` (the key in KEY_ENV); ``more``: TOML lines after
-    the provider's, in its table unless they open another."""
+    the provider's, in its table unless they open another. The model is one without the preserved-thinking
+    prefix check (its profile in configs/models.toml), whose requests are counted turn by turn."""
     return f"""
 [provider]
 kind = "anthropic"
-model = "fake-claude-2026"
+model = "{model}"
 api_key_env = "{KEY_ENV}"
 base_url = "{fake.base_url}"
 context_window = 100000

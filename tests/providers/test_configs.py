@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from roboswe.config import load_config
+from roboswe.providers import model_profile
 
 RUNS = Path(__file__).resolve().parents[2] / "configs" / "runs"
 
@@ -18,6 +19,8 @@ def test_example_run_config_decodes(kind):
     assert provider is not None and provider.kind == kind
     assert provider.api_key_env.endswith("_API_KEY")
     assert "EDIT-ME" in provider.model  # a placeholder the user replaces with a pin
-    assert provider.input_budget == provider.context_window - provider.max_output_tokens - 4096 > 0
+    # B = min(C - O, the model's input cap) - S; the placeholder model gets its provider's default profile.
+    cap = model_profile(provider).max_input_tokens or provider.context_window
+    assert provider.input_budget == min(provider.context_window - provider.max_output_tokens, cap) - 4096 > 0
     text = (RUNS / f"{kind}.toml").read_text()
     assert "sk-" not in text

@@ -92,7 +92,11 @@ async def test_no_slide_under_budget_and_count_cached_per_request():
     assert p1.count.method == "test.count:per_message_sum"
     assert p1.count.exact_tokens == p1.count.units and p1.count.estimated_units is None
     assert [t.id for t in p1.request.conversation] == [t.id for t in w.archive][:11]
-    assert "search_history" not in [t.name for t in p1.request.tools]
+    # search_history is offered from the first request: the tool list never changes within a series (it is
+    # part of every thinking block's prefix and of the cached prefix), and before a slide it says so.
+    assert "search_history" in [t.name for t in p1.request.tools]
+    with pytest.raises(SearchUnavailable, match="no slide yet"):
+        w.search("anything")
 
 
 async def test_growing_series_slides_remove_at_least_200k_keep_pairs_and_pins():
@@ -105,6 +109,7 @@ async def test_growing_series_slides_remove_at_least_200k_keep_pairs_and_pins():
         for t in exchange(n, 60_000, trial=1 + n // 120):
             w.append(t)
         prepared = await w.prepare("system instructions", 1 + n // 120)
+        first_tools = first_tools if n else prepared.request.tools
         assert prepared.count.units <= w.budget
         naive += len(prepared.request.conversation)
         assert prepared.request.conversation[0].id == "u0"  # pinned
@@ -117,7 +122,7 @@ async def test_growing_series_slides_remove_at_least_200k_keep_pairs_and_pins():
             assert s.before_units > w.budget >= s.after_units
             assert "u0" not in s.removed_turn_ids
             assert len(s.removed_turn_ids) % 2 == 0
-            assert "search_history" in [t.name for t in prepared.request.tools]
+            assert prepared.request.tools == first_tools  # the same tools before and after every slide
     assert len(slides) >= 20
     assert len(w.archive) == 1 + 2 * 600  # the archive never shrinks
     # Turns are counted once each, plus whole-request counts near the budget and after each

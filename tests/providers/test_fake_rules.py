@@ -264,25 +264,33 @@ def test_openrouter_fake_refuses_reasoning_details_that_were_not_echoed():
                                                        {"role": "tool", "tool_call_id": cid, "content": "ok"}])
 
 
-def test_anthropic_fake_refuses_thinking_sent_back_after_its_conversation_changed():
-    """Opus 5.5 and Fable 5.1 bind a thinking block to the conversation before it."""
+@pytest.mark.parametrize("model", ["claude-opus-5-5", "claude-sonnet-5-5", "claude-mythos-5-2"])
+def test_anthropic_fake_refuses_thinking_sent_back_after_its_conversation_changed(model):
+    """Models with preserved thinking check each thinking block's prefix (docs: preserved-thinking/
+    prefix-checks); drop_block with its beta header drops the stale block instead (docs: fix-bound-to-a-
+    different-conversation), and without the header the setting is refused."""
     import anthropic
 
     with FakeProvider("anthropic") as fake:
         client = anthropic_client(fake)
         fake.queue(anthropic_reply(tool=("list_files", {})))
-        msg = client.messages.create(model="claude-opus-5-5", max_tokens=2048, messages=[user("first")],
+        msg = client.messages.create(model=model, max_tokens=2048, messages=[user("first")],
                                      thinking={"type": "adaptive"})
         content = json.loads(msg.model_dump_json())["content"]
         cid = next(b["id"] for b in content if b["type"] == "tool_use")
-        with pytest.raises(anthropic.BadRequestError, match="prefix_binding_mismatch"):
-            client.messages.create(model="claude-opus-5-5", max_tokens=2048, thinking={"type": "adaptive"}, messages=[
-                user("first, edited"), {"role": "assistant", "content": content}, tool_result(cid)])
-        fake.queue(anthropic_reply(tool=("finish", {})), anthropic_reply(tool=("finish", {})))
+        edited = [user("first, edited"), {"role": "assistant", "content": content}, tool_result(cid)]
+        with pytest.raises(anthropic.BadRequestError, match="The block is bound to a different conversation"):
+            client.messages.create(model=model, max_tokens=2048, thinking={"type": "adaptive"}, messages=edited)
+        dropping = {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}
+        with pytest.raises(anthropic.BadRequestError, match="thinking-binding-controls-2026-08-01"):
+            client.messages.create(model=model, max_tokens=2048, thinking=dropping, messages=edited)
+        fake.queue(*[anthropic_reply(tool=("finish", {})) for _ in range(3)])
+        client.messages.create(model=model, max_tokens=2048, thinking=dropping, messages=edited,
+                               extra_headers={"anthropic-beta": "thinking-binding-controls-2026-08-01"})
         without = [b for b in content if b["type"] != "thinking"]  # the changed conversation, thinking left out
-        client.messages.create(model="claude-opus-5-5", max_tokens=2048, thinking={"type": "adaptive"}, messages=[
+        client.messages.create(model=model, max_tokens=2048, thinking={"type": "adaptive"}, messages=[
             user("first, edited"), {"role": "assistant", "content": without}, tool_result(cid)])
-        client.messages.create(model="claude-opus-5-5", max_tokens=2048, thinking={"type": "adaptive"}, messages=[
+        client.messages.create(model=model, max_tokens=2048, thinking={"type": "adaptive"}, messages=[
             user("first"), {"role": "assistant", "content": content}, tool_result(cid)])  # unchanged: accepted
 
 
