@@ -12,8 +12,9 @@ Interfaces: a series offers one tool set (``INTERFACES``). ``code`` is the codin
 of action vectors the trial executes through the simulator, one native control step each,
 exactly as a script's steps (roboswe/evaluation/actions.py). Another family offers its own
 action tools by subclassing ActionOperation with its tag and fields (``chunk()`` maps them to
-action rows), adding the class to ``AnyOperation``, ``OperationName`` and ``OPERATIONS``, and
-naming a tool set in ``INTERFACES``; execution, records and replay need nothing more.
+action rows), adding the class to ``_OPERATION_TYPES`` (``OPERATIONS``, ``AnyOperation`` and
+``OperationName`` derive from it), and naming a tool set in ``INTERFACES``; execution, records
+and replay need nothing more.
 
 A family whose environment action spans many control steps sets ``one_action = True`` on its
 operation: the whole chunk is then ONE simulator ``Step`` (the scene runs it over as many control
@@ -36,7 +37,7 @@ import hashlib
 import itertools
 import json
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import msgspec
 
@@ -171,37 +172,41 @@ class SubmitPainting(Finish, tag="submit_painting"):
                                         description="Optional: a note on the painting, in one sentence.")] = ""
 
 
-AnyOperation = (WriteFile | ReadFile | ListFiles | Exec | Observe | Wait | Act | MoveFlange | SearchHistory | Finish
-                | SubmitPainting)
-
-OperationName = Literal["write_file", "read_file", "list_files", "exec", "observe", "wait", "act", "move_flange",
-                        "search_history", "finish", "submit_painting"]
-"""The tool names, one per operation (each operation Struct's tag)."""
-
-Role = Literal["user", "assistant"]
+_OPERATION_TYPES = (WriteFile, ReadFile, ListFiles, Exec, Observe, Wait, Act, MoveFlange, SearchHistory, Finish,
+                    SubmitPainting)
+# The one list of operations, in the order tools are offered; the union, the names and the table derive from it.
 
 OPERATIONS: dict[str, type[Operation]] = {
     cls.__struct_config__.tag: cls  # type: ignore[misc]
-    for cls in (WriteFile, ReadFile, ListFiles, Exec, Observe, Wait, Act, MoveFlange, SearchHistory, Finish, SubmitPainting)
+    for cls in _OPERATION_TYPES
 }
 """Tool name -> operation Struct, in the order tools are offered."""
+
+AnyOperation = Union[_OPERATION_TYPES]  # type: ignore[valid-type]  # noqa: UP007 - built from the tuple
+"""Any operation Struct (decoded by its ``op`` tag)."""
+
+OperationName = Literal[tuple(OPERATIONS)]  # type: ignore[valid-type]
+"""The tool names, one per operation (each operation Struct's tag)."""
+
+Role = Literal["user", "assistant"]
 
 SEARCH_HISTORY = "search_history"
 
 ACTION_OPERATIONS: frozenset[str] = frozenset(n for n, c in OPERATIONS.items() if issubclass(c, ActionOperation))
 """The direct-action tool names (executed through the simulator, replayed from their chunk)."""
 
-Interface = Literal["code", "actions", "paint"]
-
 INTERFACES: dict[str, tuple[str, ...]] = {
     # The coding agent: scripts drive the robot through `import robot` in the sandbox.
     "code": ("write_file", "read_file", "list_files", "exec", "observe", "wait", "search_history", "finish"),
     # A policy (or a model acting directly): action chunks; workspace files stay available as notes.
     "actions": ("act", "observe", "write_file", "read_file", "list_files", "search_history", "finish"),
-    # RoboPaint (seed 004) acting directly: MoveFlange batches, notes in the workspace, submit.
+    # RoboPaint acting directly: MoveFlange batches, notes in the workspace, submit.
     "paint": ("move_flange", "observe", "write_file", "read_file", "list_files", "search_history", "submit_painting"),
 }
 """Interface name -> the tool names it offers (in OPERATIONS order when offered)."""
+
+Interface = Literal[tuple(INTERFACES)]  # type: ignore[valid-type]
+"""An interface's name (a key of ``INTERFACES``)."""
 
 
 def operation_name(op: Operation) -> str:

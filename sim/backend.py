@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
-from roboswe.protocol.sim import ActionSpec, CameraInfo, Fingerprint, Limits, TaskSpec
+from roboswe.protocol.sim import (
+    ActionSpec,
+    CameraInfo,
+    Fingerprint,
+    Limits,
+    StepStop,
+    TaskSpec,
+)
 
 from .physics_state import PhysicsStates, StateLog
 
@@ -112,7 +119,7 @@ class StepOutcome(msgspec.Struct, frozen=True, kw_only=True):
     control_step: int
     sim_time: float
     steps_left: int
-    stopped: str  # "done" | "trial_budget"
+    stopped: StepStop
 
 
 class BackendStatistics(msgspec.Struct, frozen=True, kw_only=True):

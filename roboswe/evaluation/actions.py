@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roboswe.bridge.door import check_actions
+from roboswe.evaluation.feedback import ChunkStop
 from roboswe.evaluation.peers import SIM_DEADLINE, Simulator
 from roboswe.evaluation.series_config import Budgets
 from roboswe.protocol import sim as simp
@@ -51,7 +52,7 @@ class ChunkRun:
     executable: int
     executed: int = 0  # actions run (a one-action chunk: all its rows once the scene accepted it)
     controls: int = 0  # control steps the chunk ran
-    stopped: str = "done"  # done | success | trial_budget | invalid_action
+    stopped: ChunkStop = "done"
     problem: str = ""  # the refusal or the simulator's rejection, naming the component
     status: simp.SuccessStatus | None = None
     one_action: bool = False

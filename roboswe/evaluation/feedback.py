@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 
 from roboswe.evaluation.series_config import Budgets
 from roboswe.protocol.bridge import ExecFeedback, ScriptException
 from roboswe.protocol.participant import ACTION_OPERATIONS, ImagePart
+from roboswe.protocol.sim import StepStop
 
 TEXT_KEPT = 4000  # characters of the participant's result text kept with the operation
 
@@ -75,9 +76,13 @@ class Observed(msgspec.Struct, frozen=True, kw_only=True):
     renderer: str = ""  # the GL renderer that drew them (Observation.renderer): "llvmpipe ..." is the CPU
 
 
+ChunkStop = Literal[StepStop, "success"]
+"""Why a direct-action chunk stopped: a simulator Step's stop, or the success interval completed mid-chunk."""
+
+
 class Waited(msgspec.Struct, frozen=True, kw_only=True):
     applied: int
-    stopped: str
+    stopped: StepStop
     success_after: bool = False
 
 
@@ -98,7 +103,7 @@ class Acted(msgspec.Struct, frozen=True, kw_only=True):
     requested: int  # actions in the chunk
     executable: int  # the prefix the track allows (K in the decisions track, else the chunk)
     executed: int
-    stopped: str
+    stopped: ChunkStop
     step_start: int
     success_after: bool = False
     call: int = 0  # the participant call (0-based decision index) that answered this chunk
