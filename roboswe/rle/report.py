@@ -31,7 +31,7 @@ class Component(msgspec.Struct, frozen=True, kw_only=True):
     name: str  # e.g. "stage_a", "stage_b", "deduction", "rate_hz"
     value: float
     low: float = 0.0
-    high: float = 1.0  # math.inf for unbounded figures such as a rate
+    high: float | None = 1.0  # None: unbounded above (a rate)
 
 
 class RewardReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,10 +70,10 @@ class RewardReport(msgspec.Struct, frozen=True, kw_only=True):
         return self.reward * 100.0
 
 
-def _check(name: str, value: float, low: float, high: float) -> None:
+def _check(name: str, value: float, low: float, high: float | None) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         raise EvidenceError(f"{name} = {value!r} is not a finite number")
-    if not low <= value <= high:
+    if value < low or (high is not None and value > high):
         raise EvidenceError(f"{name} = {value} is outside [{low}, {high}]")
 
 
