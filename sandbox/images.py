@@ -370,3 +370,18 @@ def _docker_import(tarball: Path, short: str, recipe: ImageRecipe) -> str | None
     )
     client.images.get(tag)  # raises when the import silently failed
     return tag
+
+
+ARTIFACT_PACKAGES = ("python3-scipy", "python3-opencv")
+"""What an RLE-Bench artifact may import beyond the trial image (numpy, msgspec): Debian's SciPy and OpenCV."""
+
+
+def artifact_recipe() -> ImageRecipe:
+    """The artifact image: the trial image's recipe plus ARTIFACT_PACKAGES (the trial image, and its digest, unchanged)."""
+    base = ImageRecipe()
+    return msgspec.structs.replace(base, packages=(*base.packages, *ARTIFACT_PACKAGES))
+
+
+def artifact_cache_dir() -> Path:
+    """Where the artifact image lives: beside the trial image, in its own cache (its own current.json)."""
+    return default_cache_dir() / "artifact"
