@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("roboswe.commands.run", "run five-trial series of admitted tasks with a participant, then verify by replay"),
     "verify": ("roboswe.commands.run", "replay a run's trials from their checkpoints and record verified/mismatch/error"),
     "assets": ("roboswe.commands.assets", "record where RoboCasa's downloaded kitchen assets are, check them, list what can load"),
+    "rle": ("roboswe.rle.commands", "RLE-Bench: `rle score TASK ARTIFACT_DIR` verifies an artifact on hidden seeds; `rle image build`"),
+    "index": ("roboswe.rle.commands", "the RLE Index over RLE run directories: task, family, workflow, overall"),
     "doctor": ("roboswe.commands.doctor", "check this machine (Python, packages, rendering, sandbox, image, keys, assets) and say what to fix"),
 }
 
