@@ -289,6 +289,12 @@ def run_run(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from roboswe.rle.rundir import is_rle_run
+
+    if is_rle_run(args.run_dir):  # an RLE-Bench run: its own verifier replays it
+        from roboswe.rle.commands import verify_rle_run
+
+        return verify_rle_run(args.run_dir)
     import msgspec
 
     from roboswe.config import ConfigError, load_config
