@@ -141,3 +141,29 @@ def run_index(args: argparse.Namespace) -> int:
     else:
         echo(render_index(index))
     return 0
+
+
+def verify_rle_run(run_dir: Path) -> int:
+    """`roboswe verify RUN_DIR` for an RLE run: the verifier re-runs the sealed artifact from the revealed
+    seeds (replay evidence in RUN_DIR/verify/); exit 0 only when the reward reproduces bit for bit."""
+    out = run_dir.resolve() / "verify"
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    proc = subprocess.run(verifier_command(run_dir.resolve(), "--replay", str(out)), env=env,
+                          stdout=subprocess.PIPE, text=True)
+    try:
+        verdict = msgspec.json.decode(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
+    except msgspec.DecodeError:
+        verdict = None
+    if verdict is None or proc.returncode not in (0, 1):
+        echo(f"roboswe verify: the RLE verifier could not replay {run_dir} (exit {proc.returncode})", file=sys.stderr)
+        return 2
+    if verdict["reproduced"]:
+        echo(f"roboswe verify: {run_dir}: reproduced (reward, components and every answer bit for bit)")
+        return 0
+    for diff in verdict["differences"]:
+        echo(f"roboswe verify: {run_dir}: mismatch: {diff}", file=sys.stderr)
+    return 1
