@@ -43,8 +43,9 @@ from roboswe.context.policy import (
     ContextWindow,
     SearchUnavailable,
     format_hits,
+    window_for,
 )
-from roboswe.providers import ProviderConfig, effective_limits, images_per_request, model_profile, request_bytes
+from roboswe.providers import ProviderConfig
 
 log = structlog.get_logger()
 PROVIDER_RETURN_S = 30.0  # within the coordinator's deadline for a context request (CONTEXT_DEADLINE, 120 s)
@@ -60,13 +61,7 @@ class ContextService:
         self.window = self._new_window("")
 
     def _new_window(self, series: str) -> ContextWindow:
-        # The window and input cap are the model profile's where it has them (configs/models.toml).
-        profile = model_profile(self.config)
-        window, _ = effective_limits(self.config)
-        return ContextWindow(context_window=window, max_output_tokens=self.config.max_output_tokens,
-                             counter=self.counter, series=series, max_images=images_per_request(self.config),
-                             max_request_bytes=request_bytes(self.config), max_input_tokens=profile.max_input_tokens,
-                             bound_thinking=profile.prefix_check)
+        return window_for(self.config, self.counter, series)
 
     def _state(self) -> ContextState:
         w = self.window

@@ -124,6 +124,19 @@ def input_budget(context_window: int, max_output_tokens: int, max_input_tokens: 
     return budget
 
 
+def window_for(config: Any, counter: Counter, series: str = "") -> ContextWindow:
+    """The ContextWindow a run's [provider] section gets: the window and input cap of its model profile
+    (configs/models.toml), the provider's image and request-size limits, and whole-request counting
+    plus thinking removal after rewrites for models that bind thinking to its prefix."""
+    from roboswe.providers import effective_limits, images_per_request, model_profile, request_bytes
+
+    profile = model_profile(config)
+    window, _ = effective_limits(config)
+    return ContextWindow(context_window=window, max_output_tokens=config.max_output_tokens, counter=counter,
+                         series=series, max_images=images_per_request(config), max_request_bytes=request_bytes(config),
+                         max_input_tokens=profile.max_input_tokens, bound_thinking=profile.prefix_check)
+
+
 class ContextWindow:
     """One series' archive and active request under the context policy."""
 

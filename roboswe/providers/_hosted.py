@@ -13,6 +13,7 @@ import email.utils
 import hashlib
 import json
 import os
+import re
 import time
 import typing
 import uuid
@@ -230,6 +231,7 @@ class HostedParticipant(Participant):
             raise ValueError(f"provider {config.kind}: set `model` in the run config to an exact model pin")
         self.config = config
         self.http = recording_client(config.timeout_s, config.connect_timeout_s)
+        self._refusals: dict[str, tuple[str, int]] = {}  # a 400's words -> the (series, trial) it first ended
 
     # ---- what each adapter provides
 
@@ -375,6 +377,31 @@ class HostedParticipant(Participant):
         return turn
 
     async def decide(self, request: DecisionRequest) -> Decision:
+        try:
+            return await self._decide(request)
+        except ProviderFailure as e:
+            raise self._repeated_refusal(e, request) from None
+
+    def _repeated_refusal(self, failure: ProviderFailure, request: DecisionRequest) -> ProviderFailure:
+        """``failure``, made a ``configuration`` failure when its 400 is one an earlier trial already ended
+        on: a request the provider refuses for good in two trials is the harness's or the configuration's
+        doing, and every later trial would repeat it, so the run stops there (as for a refused key)."""
+        last = failure.attempts[-1] if failure.attempts else None
+        if last is None or last.status != 400:
+            return failure
+        # The refusal's words without the numbers and ids that differ between requests (message indices, ids).
+        said = re.sub(r"[0-9a-f]{8,}|\d+", "#", last.response[:400].decode("utf-8", "replace"))
+        where = (request.series, request.trial)
+        first = self._refusals.setdefault(said, where)
+        if first == where:
+            return failure
+        repeated = ProviderFailure(f"the provider refused this request as it refused one in trial {first[1]} of "
+                                   f"series {first[0] or '-'} (a harness or configuration cause every later trial "
+                                   f"would repeat): {failure.detail}", failure.attempts)
+        repeated.reason = "configuration"
+        return repeated
+
+    async def _decide(self, request: DecisionRequest) -> Decision:
         body = self.build_body(request)
         (turn, usage, model, stop), attempts = await self.call(body, self.read_reply)
         turn = self.annotate(msgspec.structs.replace(turn, trial=request.trial), request, body)

@@ -297,13 +297,13 @@ class AnthropicParticipant(HostedParticipant):
         body.update(self.config.extra_body)
         return body
 
-    async def decide(self, request: DecisionRequest) -> Decision:
+    async def _decide(self, request: DecisionRequest) -> Decision:
         """A decision; a prefix-check refusal ("bound to a different conversation": the history was
         rewritten in a way the context policy did not undo) is repaired once per series by sending
         drop_block from then on, as the docs direct, and the refused attempt stays in the evidence
         with its outcome saying so. Sending the same body again could not succeed."""
         try:
-            return await super().decide(request)
+            return await super()._decide(request)
         except ProviderFailure as e:
             last = e.attempts[-1] if e.attempts else None
             if (last is None or last.status != 400 or BOUND_REFUSAL not in last.response.decode("utf-8", "replace")
@@ -315,7 +315,7 @@ class AnthropicParticipant(HostedParticipant):
             refused = [*e.attempts[:-1], msgspec.structs.replace(
                 last, outcome="bound_thinking_refused",
                 detail=f"{last.detail} [repaired: thinking.block_binding drop_block sent from here on]")]
-            decision = await super().decide(request)
+            decision = await super()._decide(request)
             shifted = [msgspec.structs.replace(a, number=a.number + len(refused)) for a in decision.attempts]
             return msgspec.structs.replace(decision, attempts=[*refused, *shifted])
 

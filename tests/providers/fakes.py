@@ -461,3 +461,27 @@ def agent_reply(agent: Any, wire: str) -> Callable[[Seen], Reply]:
         return REPLY[wire](**kw)
 
     return reply
+
+
+def outcome_reply(wire: str, stop: str) -> Reply:
+    """A 200 reply whose stop is the model's outcome, with no tool call, as each service sends it:
+    Anthropic `stop_reason` refusal (empty content) or max_tokens (cut-off text); OpenAI `status`
+    incomplete with `incomplete_details.reason` (only a reasoning item); Gemini `finishReason` SAFETY
+    (a candidate without parts) or a blocked prompt (no candidate, `promptFeedback.blockReason`);
+    OpenRouter `finish_reason` content_filter or length (no content)."""
+    body = json.loads(REPLY[wire](tool=None, text="I will lift the" if stop in ("max_tokens", "length") else "").body)
+    if wire == "anthropic":
+        body["content"] = [] if stop == "refusal" else body["content"]
+        body["stop_reason"] = stop
+    elif wire == "openai":
+        body["status"], body["incomplete_details"] = "incomplete", {"reason": stop}
+        body["output"] = [o for o in body["output"] if o["type"] == "reasoning"]
+    elif wire == "google" and stop == "blocked":
+        body = {"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 900, "totalTokenCount": 900},
+                "modelVersion": "fake-gemini"}
+    elif wire == "google":
+        body["candidates"] = [{"content": {"role": "model"}, "finishReason": stop, "index": 0}]
+    else:
+        body["choices"][0]["message"]["content"] = None
+        body["choices"][0]["finish_reason"] = stop
+    return _json_reply(body)

@@ -25,13 +25,8 @@ from roboswe.protocol.participant import (
     result_turn,
 )
 
-from roboswe.context.policy import ContextWindow
-from roboswe.providers import (
-    ProviderConfig,
-    create_participant,
-    images_per_request,
-    request_bytes,
-)
+from roboswe.context.policy import window_for
+from roboswe.providers import ProviderConfig, create_participant
 
 from .fakes import REPLY, FakeProvider, Reply, Seen
 from .test_replies import _empty
@@ -85,11 +80,7 @@ class Series:
                    attempts=3, backoff_initial_s=0.0, backoff_max_s=0.0, timeout_s=10.0)
         self.config = ProviderConfig(**{**cfg, **overrides})
         self.participant = create_participant(self.config)
-        self.window = ContextWindow(context_window=self.config.context_window,
-                                    max_output_tokens=self.config.max_output_tokens,
-                                    counter=self.participant.count_tokens, series="s1",
-                                    max_images=images_per_request(self.config),
-                                    max_request_bytes=request_bytes(self.config))
+        self.window = window_for(self.config, self.participant.count_tokens, "s1")  # as the context manager builds it
         self.turns = 0
         self.observations = 0
         self.requests: list[DecisionRequest] = []
@@ -129,10 +120,11 @@ class Series:
         await self.participant.aclose()
 
 
-@pytest.mark.parametrize(("wire", "model"), [(w, None) for w in WIRES] + [("anthropic", "claude-opus-5-5")])
+@pytest.mark.parametrize(("wire", "model"), [(w, None) for w in WIRES] + [("anthropic", "claude-sonnet-5-5")])
 async def test_five_trials_with_thinking_a_slide_an_infrastructure_failure_and_an_empty_reply(wire, model):
-    """claude-opus-5-5 binds each thinking block to the conversation before it: after the slide
-    the older turns go back without their thinking, the newer ones with it."""
+    """claude-sonnet-5-5 has preserved thinking (the prefix check): after the slide the retained turns
+    go back without their thinking, recorded with the count record, and the turns made since keep theirs;
+    every request is counted whole."""
     with FakeProvider(wire) as fake:
         # A small window so the retained conversation slides during the series (OpenRouter's proxy
         # adds 8,192 units to every count, so its window is larger).
@@ -156,6 +148,10 @@ async def test_five_trials_with_thinking_a_slide_an_infrastructure_failure_and_a
         assistants = [m for b in bodies for m in b["messages"] if m["role"] == "assistant"]
         thinking = [any(c["type"] == "thinking" for c in m["content"]) for m in assistants]
         assert True in thinking and False in thinking
+        removed = [c for c in series.counts if c.thinking_removed]
+        assert removed and all(c.rewrite.startswith("slide") for c in removed)
+        assert all(c.method.endswith(":whole_request") for c in series.counts)
+        assert len({json.dumps([b["system"], b["tools"]]) for b in bodies}) == 1  # byte-identical every request
     assert slides, "the series was meant to slide its window at least once"
     # Trial 3's first request answers the call trial 2 left open, with an error result.
     opened = next(r for r in series.requests if any("Trial 3 of 5" in t.text() for t in r.conversation))
