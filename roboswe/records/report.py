@@ -323,6 +323,13 @@ def print_usage(summary: dict[str, Any], console: Any) -> None:
         table.add_row(escape(names.get(sid, sid)), *_tokens(u), _cost(usage["series_cost"][sid]))
     table.add_row("[bold]run[/bold]", *_tokens(usage["run"]), _cost(usage["run_cost"]))
     console.print(table)
+    run = usage["run"]
+    if run.get("reported_cost") is not None:
+        console.print(f"  cost the provider reported (usage.cost): {run['reported_cost']:.4f}", markup=False)
+    for sid, u in usage["series"].items():  # replies that stopped with the model's own outcome, not retried
+        if u.get("stops"):
+            said = ", ".join(f"{k} {n}" for k, n in sorted(u["stops"].items()))
+            console.print(f"  {names.get(sid, sid)}: model stops: {said}", markup=False, soft_wrap=True)
     price = usage["price"]
     console.print("  price: " + (f"{price['input']} input / {_fmt(price['cached_input'], 'g')} cached input / "
                                  f"{_fmt(price['cache_write'], 'g')} cache write / {price['output']} output "

@@ -9,8 +9,13 @@ in the messages table:
   ``output_tokens`` (reasoning included), ``output_tokens_details.reasoning_tokens``.
 - Google: ``usageMetadata.promptTokenCount`` (cached included), ``cachedContentTokenCount``,
   ``candidatesTokenCount`` and ``thoughtsTokenCount`` (billed as output).
-- OpenRouter (chat completions): ``usage.prompt_tokens``, ``prompt_tokens_details.cached_tokens``,
-  ``completion_tokens``, ``completion_tokens_details.reasoning_tokens``.
+- OpenRouter (chat completions): ``usage.prompt_tokens``, ``prompt_tokens_details.cached_tokens`` and
+  ``cache_write_tokens``, ``completion_tokens``, ``completion_tokens_details.reasoning_tokens``, and the
+  ``usage.cost`` OpenRouter charged, kept beside the price-table cost (docs: use-cases/usage-accounting).
+
+A streamed Anthropic response (event stream) is read as the message it adds up to, so its cache
+reads and writes count. Replies that stopped with the model's own outcome (a refusal, max_tokens,
+an incomplete response, a safety block: the adapter's ``OUTCOME_STOPS``) are counted per kind.
 
 A response that does not parse falls back to the usage the adapter recorded beside it; a
 call with neither is counted as unreported. Totals: ``input`` includes cached input and
@@ -53,15 +58,20 @@ class TokenUsage(msgspec.Struct, frozen=True, kw_only=True):
     cache_write: int = 0
     output: int = 0  # reasoning included
     reasoning: int | None = None  # None: no call reported reasoning tokens
+    reported_cost: float | None = None  # what the provider said it charged (OpenRouter usage.cost); None: not said
+    stops: dict[str, int] = msgspec.field(default_factory=dict)  # model-outcome stops by the provider's value
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         reasoning = None if self.reasoning is None and other.reasoning is None else \
             (self.reasoning or 0) + (other.reasoning or 0)
+        reported = None if self.reported_cost is None and other.reported_cost is None else \
+            (self.reported_cost or 0.0) + (other.reported_cost or 0.0)
+        stops = {k: self.stops.get(k, 0) + other.stops.get(k, 0) for k in {**self.stops, **other.stops}}
         return TokenUsage(calls=self.calls + other.calls, unreported_calls=self.unreported_calls + other.unreported_calls,
                           failed_calls=self.failed_calls + other.failed_calls,
                           input=self.input + other.input, cached_input=self.cached_input + other.cached_input,
                           cache_write=self.cache_write + other.cache_write, output=self.output + other.output,
-                          reasoning=reasoning)
+                          reasoning=reasoning, reported_cost=reported, stops=stops)
 
 
 class Cost(msgspec.Struct, frozen=True, kw_only=True):
@@ -111,11 +121,55 @@ def _from_response(provider: str, body: dict[str, Any]) -> TokenUsage | None:
                           output=(_int(u, "candidatesTokenCount") or 0) + (thoughts or 0), reasoning=thoughts)
     if provider == "openrouter" and isinstance(body.get("usage"), dict):
         u = body["usage"]
+        cost = u.get("cost")
         return TokenUsage(calls=1, input=_int(u, "prompt_tokens") or 0,
                           cached_input=_int(u, "prompt_tokens_details", "cached_tokens") or 0,
+                          cache_write=_int(u, "prompt_tokens_details", "cache_write_tokens") or 0,
                           output=_int(u, "completion_tokens") or 0,
-                          reasoning=_int(u, "completion_tokens_details", "reasoning_tokens"))
+                          reasoning=_int(u, "completion_tokens_details", "reasoning_tokens"),
+                          reported_cost=float(cost) if isinstance(cost, int | float) else None)
     return None
+
+
+def _stop(provider: str, body: dict[str, Any]) -> str:
+    """The reply's stop in the form the adapter reads it (read_response), "" when none is given."""
+    if provider == "anthropic":
+        return str(body.get("stop_reason") or "")
+    if provider == "openai":
+        reason = (body.get("incomplete_details") or {}).get("reason") if body.get("status") == "incomplete" else None
+        return f"incomplete: {reason}" if reason else str(body.get("status") or "")
+    if provider == "google":
+        candidates = body.get("candidates") or []
+        blocked = (body.get("promptFeedback") or {}).get("blockReason")
+        return str(candidates[0].get("finishReason") or "") if candidates else (f"blocked: {blocked}" if blocked else "")
+    if provider == "openrouter":
+        return str(((body.get("choices") or [{}])[0]).get("finish_reason") or "")
+    return ""
+
+
+def _outcome_stops(provider: str, body: dict[str, Any]) -> dict[str, int]:
+    from roboswe.providers import participant_class
+
+    stop = _stop(provider, body)
+    try:
+        outcomes = getattr(participant_class(provider), "OUTCOME_STOPS", {}) if stop else {}
+    except ImportError:
+        outcomes = {}
+    return {stop: 1} if any(stop == v or stop.startswith(v + ":") for v in outcomes) else {}
+
+
+def _decoded(provider: str, response: bytes) -> Any:
+    if provider == "anthropic" and response.lstrip().startswith((b"event:", b"data:")):
+        from roboswe.providers.anthropic import assemble_stream
+
+        try:
+            response = assemble_stream(response)
+        except Exception:  # noqa: BLE001 - a stream cut short or with an error event: read as not parsed
+            return None
+    try:
+        return msgspec.json.decode(response)
+    except msgspec.DecodeError:
+        return None
 
 
 def call_usage(provider: str, response: bytes | None, recorded: dict[str, Any], error: str = "") -> TokenUsage:
@@ -123,14 +177,11 @@ def call_usage(provider: str, response: bytes | None, recorded: dict[str, Any], 
 
     A failed attempt counts only if its response reports usage (then it was billed)."""
     if response:
-        try:
-            body = msgspec.json.decode(response)
-        except msgspec.DecodeError:
-            body = None
+        body = _decoded(provider, response)
         if isinstance(body, dict):
             found = _from_response(provider, body)
             if found is not None:
-                return found
+                return msgspec.structs.replace(found, stops=_outcome_stops(provider, body))
     if recorded and any(recorded.get(k) for k in ("input_tokens", "output_tokens")):
         reasoning = recorded.get("reasoning_tokens")
         return TokenUsage(calls=1, input=int(recorded.get("input_tokens") or 0),
