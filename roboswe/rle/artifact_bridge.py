@@ -131,7 +131,8 @@ class ArtifactSession:
                 self.spent += seconds
                 return self._decode(frames, seconds)
         except (trio.BrokenResourceError, trio.ClosedResourceError, EOFError, OSError) as e:
-            return await self._fail(time.perf_counter() - started, f"the artifact's process went away ({type(e).__name__})")
+            return await self._fail(time.perf_counter() - started, f"the artifact's process went away ({type(e).__name__})",
+                                    settle=True)
         except (wire.FrameError, ValueError) as e:
             return await self._fail(time.perf_counter() - started, f"malformed reply: {e}")
         seconds = time.perf_counter() - started
@@ -166,10 +167,14 @@ class ArtifactSession:
             return CallResult(ok=True, seconds=seconds, value=reply.get("value"))
         return CallResult(ok=False, seconds=seconds, error=str(reply.get("error"))[:2000])
 
-    async def _fail(self, seconds: float, why: str) -> CallResult:
-        """A call that ends the sandbox: kill it, so nothing of the artifact runs on."""
+    async def _fail(self, seconds: float, why: str, *, settle: bool = False) -> CallResult:
+        """A call that ends the sandbox: kill it, so nothing of the artifact runs on. ``settle``: the
+        process is ending by itself (its socket closed); give it a moment, so its exit is on record."""
         self.spent += seconds
         self._dead = True
+        if settle:
+            with trio.move_on_after(2):
+                await self._exited.wait()
         self._sandbox_scope.cancel()
         return CallResult(ok=False, seconds=seconds, error=why, fatal=True)
 
