@@ -69,4 +69,5 @@ from ._entry import run_off_loop as run_off_loop
 from ._errors import PeerDead as PeerDead
 from ._errors import ProtocolError as ProtocolError
 from ._errors import RemoteError as RemoteError
+from ._robot_stream import robot_link as robot_link
 from ._server import Server as Server

@@ -25,6 +25,7 @@ from typing import Any
 import structlog
 import trio
 from roboswe.bridge import wire
+from roboswe.bridge.door import SimLink, SimRefused
 from roboswe.protocol import PROTOCOL_VERSION, Decoded, DecodeError, Message
 from roboswe.protocol.control import Error
 from roboswe.protocol.sim import SIM_ROBOT_CODEC
@@ -184,8 +185,8 @@ class RobotStreamLink:
 
 
 @asynccontextmanager
-async def robot_link(name: str, endpoint: str, heartbeat_interval: float, liveness: int, curve: Any,
-                    transport: str = "auto") -> AsyncIterator[Any]:
+async def robot_link(endpoint: str, *, name: str = "sandbox_bridge", heartbeat_interval: float = 1.0, liveness: int = 5,
+                     curve: Any = None, transport: str = "auto") -> AsyncIterator[SimLink]:
     """The bridge door's way to the simulator's robot endpoint (``bridge.door.SimLink``): its unix stream
     when the simulator is on this host and serves one (fewer wake-ups per step), else the ZeroMQ
     endpoint (remote, CURVE). ``transport`` "zmq" always takes ZeroMQ."""
@@ -193,11 +194,23 @@ async def robot_link(name: str, endpoint: str, heartbeat_interval: float, livene
     if transport == "auto" and curve is None and path is not None and os.path.exists(path):
         link = RobotStreamLink(path, name)
         try:
-            yield link.request
+            yield _refusing(link.request)
         finally:
             await link.aclose()
         return
     async with Client(name, endpoint, SIM_ROBOT_CODEC, peer="simulator", heartbeat_interval=heartbeat_interval,
                       liveness=liveness, curve=curve) as sim:
-        yield sim.request
+        yield _refusing(sim.request)
+
+
+def _refusing(request: Callable[..., Any]) -> SimLink:
+    """The runtime's request with the simulator's Error reply raised as the door's SimRefused, not RemoteError."""
+
+    async def ask(message: Message, blobs: Sequence[bytes] = ()) -> Decoded[Any]:
+        try:
+            return await request(message, blobs)
+        except RemoteError as e:
+            raise SimRefused(e.error) from None
+
+    return ask
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import structlog
 import trio
-from roboswe.actors import Actor, actor_main, client_keys, robot_endpoint
+from roboswe.actors import Actor, actor_main, client_keys, robot_endpoint, robot_link
 from roboswe.bridge.trial import TrialSandbox, open_trial
 from roboswe.protocol import Decoded, Message
 from roboswe.protocol.bridge import (
@@ -54,10 +54,11 @@ async def main(actor: Actor, *, workspace_mb: int | None = WORKSPACE_MB) -> None
             transport = actor.config.transport
             started = False
             try:
-                async with open_trial(
-                    msg.trial, Path(msg.workspace), endpoint, backend=msg.backend, limits=msg.limits,
-                    heartbeat_interval=transport.heartbeat_interval, liveness=max(transport.heartbeat_liveness, 5),
-                    curve=_sim_curve(msg.sim_keys), workspace_mb=workspace_mb,
+                async with robot_link(
+                    endpoint, heartbeat_interval=transport.heartbeat_interval,
+                    liveness=max(transport.heartbeat_liveness, 5), curve=_sim_curve(msg.sim_keys),
+                ) as sim, open_trial(
+                    msg.trial, Path(msg.workspace), sim, backend=msg.backend, limits=msg.limits, workspace_mb=workspace_mb,
                 ) as t:  # fmt: skip
                     trials[msg.trial] = (t, close, closed)
                     started = True

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, assert_never
 
+import msgspec
 import structlog
 import trio
 from roboswe.actors import Accounts, Actor, CurveServerKeys, Server, actor_main
@@ -255,7 +256,7 @@ class SimulatorService:
             case _:
                 assert_never(message)
 
-    async def _stage(self, manifest: dict, seed: int, trial_steps: int | None, backend: str | None, done: trio.Event) -> None:
+    async def _stage(self, manifest: msgspec.Raw, seed: int, trial_steps: int | None, backend: str | None, done: trio.Event) -> None:
         """Build the next scene on a worker thread, neither on the scene thread nor under the scene lock: the
         loaded scene keeps stepping and rendering meanwhile (the model compile and GL-free build mostly run
         without the GIL), so a trial that waits on its participant hides the build entirely. A failed

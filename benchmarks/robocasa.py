@@ -76,9 +76,9 @@ class Actor:
 
 async def timed_load(sim, manifest) -> tuple[float, object]:
     import trio
-    from roboswe.protocol.sim import Load
+    from roboswe.protocol.sim import Load, encode_manifest
 
-    load = Load(manifest=manifest.to_builtins(), seed=manifest.seed, trial_steps=10**7, backend=manifest.upstream.package)
+    load = Load(manifest=encode_manifest(manifest), seed=manifest.seed, trial_steps=10**7)
     t0 = time.perf_counter()
     with trio.fail_after(900):
         reply = (await sim.request(load)).message

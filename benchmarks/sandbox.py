@@ -92,11 +92,11 @@ def _sim_hops(before: dict, after: dict, prefix: str) -> dict[str, float]:
 
 async def bench(args, manifest, inproc, results: dict) -> None:
     import trio
-    from roboswe.actors import Client, robot_endpoint
+    from roboswe.actors import Client, robot_endpoint, robot_link
     from roboswe.bridge.trial import open_trial
     from roboswe.protocol.bridge import ScriptLimits
     from roboswe.protocol.control import Shutdown, StatisticsRequest
-    from roboswe.protocol.sim import SIM_CODEC, Load
+    from roboswe.protocol.sim import SIM_CODEC, Load, encode_manifest
     from roboswe.sandbox import backend_class
     from roboswe.sandbox.images import load_image
 
@@ -114,7 +114,7 @@ async def bench(args, manifest, inproc, results: dict) -> None:
         # The in-process env.step rounds block this loop for seconds: a link that expects heartbeats
         # would declare the simulator dead meanwhile.
         async with Client("bench", f"ipc://{sock}", SIM_CODEC, liveness=10**6) as sim:
-            await sim.request(Load(manifest=manifest.to_builtins(), seed=0, trial_steps=10**7))
+            await sim.request(Load(manifest=encode_manifest(manifest), seed=0, trial_steps=10**7))
             for backend in backends:
                 ws = run_dir / f"ws-{backend}"
                 ws.mkdir()
@@ -124,8 +124,9 @@ async def bench(args, manifest, inproc, results: dict) -> None:
                 for key in ("step_ms", "step_many_ms", "ratio", "ratio_many", "hops", "hops_many"):
                     r[key], r[key + "_zmq"] = [], []
                 endpoint = robot_endpoint(f"ipc://{sock}")
-                async with open_trial("bench", ws, endpoint, backend=backend, image=image) as t, \
-                        open_trial("bench-zmq", ws, endpoint, backend=backend, image=image, sim_transport="zmq") as tz:
+                async with robot_link(endpoint) as link, robot_link(endpoint, transport="zmq") as zmq_link, \
+                        open_trial("bench", ws, link, backend=backend, image=image) as t, \
+                        open_trial("bench-zmq", ws, zmq_link, backend=backend, image=image) as tz:
                     await t.exec("empty.py")  # warm caches
                     for _ in range(args.starts):
                         t0 = time.perf_counter()
@@ -165,6 +166,7 @@ async def bench(args, manifest, inproc, results: dict) -> None:
 
 async def _overhead(args, image, backends, run_dir: Path, results: dict) -> None:
     import trio
+    from roboswe.actors import robot_link
     from roboswe.bridge.trial import open_trial
     from roboswe.protocol.bridge import ScriptLimits
 
@@ -181,8 +183,9 @@ async def _overhead(args, image, backends, run_dir: Path, results: dict) -> None
             ws = run_dir / f"toy-{backend}"
             ws.mkdir()
             (ws / "steps.py").write_text(STEP_SCRIPT.format(n=args.steps))
-            async with open_trial("toy", ws, endpoints[False], backend=backend, image=image) as t, \
-                    open_trial("toy-legacy", ws, endpoints[True], backend=backend, image=image) as legacy_t:
+            async with robot_link(endpoints[False]) as link, robot_link(endpoints[True]) as legacy_link, \
+                    open_trial("toy", ws, link, backend=backend, image=image) as t, \
+                    open_trial("toy-legacy", ws, legacy_link, backend=backend, image=image) as legacy_t:
                 for _ in range(args.rounds):  # interleaved, so load hits both alike
                     for key, trial in (("overhead_ms", t), ("overhead_legacy_ms", legacy_t)):
                         fb = await trial.exec("steps.py", limits)

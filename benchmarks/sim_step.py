@@ -38,7 +38,7 @@ async def actor_side(manifest, steps: int, rounds: int, observe_reps: int, resul
     import trio
     from roboswe.actors import Client
     from roboswe.protocol.control import Shutdown, StatisticsRequest
-    from roboswe.protocol.sim import SIM_CODEC, Load, Observe, Step
+    from roboswe.protocol.sim import SIM_CODEC, Load, Observe, Step, encode_manifest
 
     run_dir = Path(tempfile.mkdtemp(prefix="simbench-"))
     proc = subprocess.Popen([sys.executable, "-m", "roboswe.actors.simulator", "--run-dir", str(run_dir)],  # noqa: ASYNC220  (once, before timing)
@@ -49,7 +49,7 @@ async def actor_side(manifest, steps: int, rounds: int, observe_reps: int, resul
     try:
         # in-process rounds block this loop for seconds: give the link a long heartbeat so it is not declared dead
         async with Client("bench", f"ipc://{sock}", SIM_CODEC, heartbeat_interval=30) as sim:
-            await sim.request(Load(manifest=manifest.to_builtins(), seed=0, trial_steps=10**7))
+            await sim.request(Load(manifest=encode_manifest(manifest), seed=0, trial_steps=10**7))
             zero = [0.0] * inproc.action_spec().dim
             for _ in range(rounds):
                 # in-process sides first, then the actor, inside the same round

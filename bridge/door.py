@@ -39,7 +39,16 @@ from roboswe.protocol.control import Error
 log = structlog.get_logger()
 
 SimLink = Callable[[Message], Awaitable[Decoded]]
-"""Sends one request to the simulator's robot endpoint and returns its decoded reply."""
+"""Sends one request to the simulator's robot endpoint and returns its decoded reply; raises SimRefused when
+the simulator answers an Error (``roboswe.actors.robot_link`` provides one)."""
+
+
+class SimRefused(Exception):
+    """The simulator answered a robot call with an Error; ``error`` carries it."""
+
+    def __init__(self, error: Error):
+        super().__init__(f"{error.code}: {error.detail}")
+        self.error = error
 
 Reply = tuple[Message, list[Any]]
 

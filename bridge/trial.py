@@ -7,7 +7,8 @@ MAX_CONNECTIONS connections are held at once and all of them close when the scri
 so no sandboxed program can make the bridge buffer, hold descriptors or recurse without
 bound. Requests are screened by ``bridge.allowlist`` (refusals become ``bridge_refused``
 events and never reach the simulator) and served one at a time by ``bridge.door`` against
-the simulator's robot endpoint (reached over ``roboswe.actors._robot_stream.robot_link``).
+the simulator's robot endpoint, reached through the ``SimLink`` the caller opens (``roboswe.actors.robot_link``:
+no ZeroMQ here).
 
 The actor (actors/sandbox_bridge.py) only turns OpenTrial / ExecScript / CloseTrial into
 ``open_trial`` and ``TrialSandbox.exec``; tests, benchmarks and ``roboswe exec`` use them directly.
@@ -28,8 +29,6 @@ from typing import Any
 
 import structlog
 import trio
-from roboswe.actors import RemoteError
-from roboswe.actors._robot_stream import robot_link
 from roboswe.protocol import Message
 from roboswe.protocol._codec import _envelope_decoder
 from roboswe.protocol.bridge import (
@@ -51,7 +50,7 @@ from roboswe.sandbox.volume import available as volume_available
 
 from . import wire
 from .allowlist import Refusal, request_kind, screen
-from .door import Refused, RobotDoor, ScriptSession, refusal_error
+from .door import Refused, RobotDoor, ScriptSession, SimLink, SimRefused, refusal_error
 
 log = structlog.get_logger()
 
@@ -254,7 +253,7 @@ class TrialSandbox:
         except Refused as e:
             self._refuse(e.kind, e.reason)
             return refusal_error(e.reason), []
-        except RemoteError as e:
+        except SimRefused as e:
             log.warning("bridge_sim_error", trial=self.trial, code=e.error.code, detail=e.error.detail)
             return Error(code="bridge", detail=f"the simulator refused: {e.error.detail}"), []
         except trio.TooSlowError:
@@ -330,22 +329,17 @@ def _feedback_of(script: str, outcome: ProcessOutcome, session: ScriptSession, b
 async def open_trial(
     trial: str,
     workspace: Path,
-    sim_endpoint: str,
+    sim: SimLink,
     *,
     backend: str | None = None,
     limits: ScriptLimits = ScriptLimits(),
     image: SandboxImage | None = None,
-    name: str = "sandbox_bridge",
-    heartbeat_interval: float = 1.0,
-    liveness: int = 5,
-    curve: Any = None,
     workspace_mb: int | None = WORKSPACE_MB,
-    sim_transport: str = "auto",
 ) -> AsyncIterator[TrialSandbox]:
-    """Open a trial's sandbox and bridge socket against the simulator's robot endpoint; closes both on exit.
+    """Open a trial's sandbox and bridge socket, its door asking the simulator through ``sim`` (e.g.
+    ``async with roboswe.actors.robot_link(endpoint) as sim``); closes both on exit.
 
     With ``workspace_mb`` (and root), the workspace is a filesystem of that size while the trial is open.
-    ``sim_transport``: "auto" (the simulator's unix stream when it is on this host, else ZeroMQ) or "zmq".
     """
     image = image or load_image()
     chosen = choose_backend(backend, image)
@@ -358,18 +352,16 @@ async def open_trial(
     try:
         if workspace_mb:
             volume = await _mount_volume(trial, sandbox.workspace, workspace_mb, image)
-        async with robot_link(name, sim_endpoint, heartbeat_interval, liveness, curve, sim_transport) as request:
-            door = RobotDoor(request)
-            await sandbox.start(limits)
-            try:
-                trial_sandbox = TrialSandbox(trial, sandbox, door, bridge_dir, limits)
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(trial_sandbox.serve_socket)
-                    yield trial_sandbox
-                    nursery.cancel_scope.cancel()
-            finally:
-                with trio.CancelScope(shield=True):
-                    await sandbox.cleanup()
+        await sandbox.start(limits)
+        try:
+            trial_sandbox = TrialSandbox(trial, sandbox, RobotDoor(sim), bridge_dir, limits)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(trial_sandbox.serve_socket)
+                yield trial_sandbox
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await sandbox.cleanup()
     finally:
         shutil.rmtree(bridge_dir, ignore_errors=True)
         if volume is not None:

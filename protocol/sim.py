@@ -188,16 +188,23 @@ class StepResult(Message, frozen=True, kw_only=True):
 # ---- admin (coordinator only) -----------------------------------------------------------
 
 
+def encode_manifest(manifest: Any) -> msgspec.Raw:
+    """A task manifest as Load and Prepare carry it: its Struct (or the to_builtins() form admitted.json
+    keeps) encoded once; the simulator decodes it straight into its family's manifest Struct
+    (``roboswe.sim.manifest.manifest_from_wire``), so a malformed manifest is refused field by field there."""
+    return msgspec.Raw(msgspec.msgpack.encode(manifest))
+
+
 class Load(Message, frozen=True, kw_only=True):
     """Build the task's scene fresh and reset it with ``seed``; ``trial_steps`` overrides the manifest budget."""
 
-    manifest: dict[str, Any]  # TaskManifest.to_builtins()
+    manifest: msgspec.Raw  # encode_manifest(TaskManifest)
     seed: int
     trial_steps: int | None = None
-    # A simulator family's name (sim/families.py). Deliberately open (not a Literal): simulator
-    # families are folders found by name, and the simulator answers an unknown name with an Error that
-    # lists the ones it has, where a closed type would only give a decode error.
-    backend: str = "robosuite"
+    # A simulator family's name (sim/families.py); None: the manifest's own (upstream.package). Deliberately
+    # open (not a Literal): simulator families are folders found by name, and the simulator answers an
+    # unknown name with an Error that lists the ones it has, where a closed type would only give a decode error.
+    backend: str | None = None
 
 
 class Prepare(Message, frozen=True, kw_only=True):
@@ -212,10 +219,10 @@ class Prepare(Message, frozen=True, kw_only=True):
     and drops it. Answered with Ok at once; a failed build is only logged.
     """
 
-    manifest: dict[str, Any]
+    manifest: msgspec.Raw  # encode_manifest(TaskManifest)
     seed: int
     trial_steps: int | None = None
-    backend: str | None = None  # None: the manifest's family (upstream.package), as the series' Load names it
+    backend: str | None = None  # as Load's
 
 
 class Loaded(Message, frozen=True, kw_only=True):

@@ -176,6 +176,33 @@ def manifest_from_builtins(data: dict[str, Any]) -> TaskManifest:
         raise ManifestError(f"invalid task manifest: {e}") from None
 
 
+class _Package(msgspec.Struct):
+    package: str | None = None
+
+
+class _FamilyOf(msgspec.Struct):
+    """Only what names a manifest's family: its Struct type follows from it (``families.family(name).manifest``)."""
+
+    upstream: _Package | None = None
+
+
+def manifest_from_wire(data: bytes | msgspec.Raw) -> TaskManifest:
+    """Decode a manifest as Load carries it (``protocol.sim.encode_manifest``) into its family's manifest
+    Struct, every field checked; an unknown or missing family decodes as TaskManifest, whose check names
+    the allowed ones. Raises ManifestError."""
+    from .families import family
+
+    try:
+        name = (msgspec.msgpack.decode(data, type=_FamilyOf).upstream or _Package()).package
+        try:
+            kind = family(name).manifest if name is not None else TaskManifest
+        except KeyError:
+            kind = TaskManifest
+        return msgspec.msgpack.decode(data, type=kind)
+    except msgspec.DecodeError as e:  # ValidationError included
+        raise ManifestError(f"invalid task manifest: {e}") from None
+
+
 def resolve_dataset(name_or_path: str | Path) -> Path:
     """A dataset path, or a shipped dataset name like 'robosuite-pilot'; raises ManifestError."""
     p = Path(name_or_path)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import gc
 import hashlib
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import msgspec
 import structlog
 from roboswe.protocol.participant import png_size
 from roboswe.protocol.sim import (
@@ -37,11 +38,19 @@ from .backend import (
     create_backend,
 )
 from .families import family as family_named
-from .manifest import ManifestError, TaskManifest, manifest_from_builtins
+from .manifest import (
+    ManifestError,
+    TaskManifest,
+    manifest_from_builtins,
+    manifest_from_wire,
+)
 from .physics_state import states_to_blobs
 from .render import device as render_device
 
 log = structlog.get_logger()
+
+ManifestData = msgspec.Raw | dict[str, Any]
+"""A manifest as Load carries it (``protocol.sim.encode_manifest``), or its to_builtins() form (tests, admission)."""
 
 
 class Staged(NamedTuple):
@@ -77,7 +86,7 @@ class SimSession:
             raise NotLoaded("no task is loaded; the coordinator sends Load first")
         return self._backend
 
-    def load(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str | None = None) -> Loaded:
+    def load(self, manifest_data: ManifestData, seed: int, trial_steps: int | None, backend: str | None = None) -> Loaded:
         """Build the task's scene fresh and reset it (or take the one Prepare staged for exactly this, else keep
         that one staged); raises SimError / ManifestError.
 
@@ -98,7 +107,7 @@ class SimSession:
         self._backend, self._manifest = sim, manifest
         return Loaded(fingerprint=fingerprint, spec=sim.spec(), manifest_digest=manifest.digest(), staged=was_staged)
 
-    def build(self, manifest_data: dict, seed: int, trial_steps: int | None, backend: str | None = None) -> Staged:
+    def build(self, manifest_data: ManifestData, seed: int, trial_steps: int | None, backend: str | None = None) -> Staged:
         """Build and reset a scene to stage, touching nothing of this session: any thread, while the loaded
         scene steps on another (the simulator builds the next trial's scene during this one)."""
         manifest, name = self._manifest_and_backend(manifest_data, backend)
@@ -134,9 +143,12 @@ class SimSession:
             gc.collect()
             gc.freeze()
 
-    def _manifest_and_backend(self, manifest_data: dict, backend: str | None) -> tuple[TaskManifest, str]:
+    def _manifest_and_backend(self, manifest_data: ManifestData, backend: str | None) -> tuple[TaskManifest, str]:
         try:
-            manifest = manifest_from_builtins(manifest_data)
+            if isinstance(manifest_data, msgspec.Raw):
+                manifest = manifest_from_wire(manifest_data)
+            else:
+                manifest = manifest_from_builtins(manifest_data)
         except ManifestError as e:
             raise SimError(str(e)) from None
         return manifest, backend or manifest.upstream.package

@@ -131,8 +131,7 @@ async def _exec(manifest, names: list[str], workspace: Path, run_dir: Path, args
             seed = manifest.seed if args.seed is None else args.seed
             try:
                 with trio.fail_after(300):
-                    loaded = (await sim.request(simp.Load(manifest=manifest.to_builtins(), seed=seed,
-                                                          backend=manifest.upstream.package))).message  # its family
+                    loaded = (await sim.request(simp.Load(manifest=simp.encode_manifest(manifest), seed=seed))).message
                 limits = bp.ScriptLimits(steps=manifest.budgets.script.steps, seconds=manifest.budgets.script.seconds)
                 with trio.fail_after(120):
                     opened = (await bridge.request(bp.OpenTrial(trial="exec", workspace=str(workspace), backend=args.engine, limits=limits))).message

@@ -108,8 +108,7 @@ class Simulator(Peer):
 
     async def load(self, manifest: dict[str, Any], seed: int, trial_steps: int) -> simp.Loaded:
         """Build the task's scene fresh; the backend is the manifest's simulator family."""
-        family = manifest.get("upstream", {}).get("package", "robosuite")
-        load = simp.Load(manifest=manifest, seed=seed, trial_steps=trial_steps, backend=family)
+        load = simp.Load(manifest=simp.encode_manifest(manifest), seed=seed, trial_steps=trial_steps)
         return (await self.ask(load, simp.Loaded, LOAD_DEADLINE)).message
 
     async def compute_seconds(self) -> tuple[float, float]:

@@ -300,7 +300,7 @@ async def stage_next_scene(links: Links, plan: SeriesPlan) -> None:
     waiting for the build if it is still running. A failed Prepare costs nothing: that Load builds
     the scene itself.
     """
-    prepare = simp.Prepare(manifest=plan.manifest, seed=plan.seed, trial_steps=plan.budgets.trial_steps)
+    prepare = simp.Prepare(manifest=simp.encode_manifest(plan.manifest), seed=plan.seed, trial_steps=plan.budgets.trial_steps)
     try:
         await links.sim.client.send(prepare)  # the Ok that comes back later is not awaited
     except INFRA_ERRORS as e:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from roboswe.actors import Client, robot_endpoint
+from roboswe.actors import Client, robot_endpoint, robot_link
 from roboswe.protocol.control import Shutdown
 from roboswe.protocol.participant import (
     DecisionRequest,
@@ -31,7 +31,7 @@ from roboswe.protocol.participant import (
     WriteFile,
     result_turn,
 )
-from roboswe.protocol.sim import SIM_CODEC, Load, SuccessQuery
+from roboswe.protocol.sim import SIM_CODEC, Load, SuccessQuery, encode_manifest
 from roboswe.protocol.sim import Observe as SimObserve
 
 from roboswe.providers._config import ProviderConfig
@@ -137,8 +137,9 @@ async def test_demo_participant_lifts_the_cube_on_the_real_stack(seed, image, ru
     async with Client("coordinator", simulator, SIM_CODEC, liveness=10) as sim:
         for trial in (1, 2):  # trial 2 keeps the workspace: the retained script is reused
             with trio.fail_after(120):
-                await sim.request(Load(manifest=manifest.to_builtins(), seed=seed))
-            async with open_trial(f"t{trial}", workspace, robot_endpoint(simulator), backend="bwrap", image=image) as sandbox:
+                await sim.request(Load(manifest=encode_manifest(manifest), seed=seed))
+            async with robot_link(robot_endpoint(simulator)) as link, \
+                    open_trial(f"t{trial}", workspace, link, backend="bwrap", image=image) as sandbox:
                 real = RealTrial(workspace, sandbox, sim)
                 with trio.fail_after(300):
                     ops = await run_trial(participant, real, conversation, trial)

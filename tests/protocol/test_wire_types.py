@@ -31,7 +31,7 @@ BOUNDARIES = [
 
 HANDLERS = [
     # (file, dotted path of the handler, the requests it must answer, requests handled before its match)
-    ("actors/simulator.py", "SimulatorService.handle_robot", sim.SimRobotRequest, ()),
+    ("actors/simulator.py", "SimulatorService.robot_call", sim.SimRobotRequest, ()),
     ("actors/simulator.py", "SimulatorService.handle_control", sim.SimRequest, ()),
     ("actors/recorder.py", "Recorder.handle", recorder.RecorderRequest, typing.get_args(recorder.Record)),
     ("actors/context_manager.py", "ContextService.handle", context.ContextRequest, ()),

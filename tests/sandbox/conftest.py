@@ -78,6 +78,7 @@ TEST_WORKSPACE_MB = 64  # small, so filling it is quick
 
 @pytest.fixture
 async def trial(backend, image, scratch, nursery):
+    from roboswe.actors import robot_link
     from roboswe.bridge.trial import open_trial
 
     robot = ToyRobot()
@@ -85,6 +86,6 @@ async def trial(backend, image, scratch, nursery):
     await nursery.start(serve_toy_robot, endpoint, robot)
     workspace = scratch / "workspace"
     workspace.mkdir()
-    async with open_trial("test-trial", workspace, endpoint, backend=backend, image=image,
-                          workspace_mb=TEST_WORKSPACE_MB) as sandbox:
+    async with robot_link(endpoint) as sim, open_trial("test-trial", workspace, sim, backend=backend, image=image,
+                                                       workspace_mb=TEST_WORKSPACE_MB) as sandbox:
         yield Trial(sandbox, robot, workspace, scratch)

@@ -11,6 +11,7 @@ from .stand_in_sim import ToyRobot, serve_toy_robot
 
 
 async def test_a_trial_opened_without_a_backend_runs_on_the_one_this_machine_should_choose(image, scratch, nursery):
+    from roboswe.actors import robot_link
     from roboswe.bridge.trial import open_trial
 
     expected = "docker" if backend_class("docker").available() is None and image.docker_tag else "bwrap"
@@ -20,7 +21,7 @@ async def test_a_trial_opened_without_a_backend_runs_on_the_one_this_machine_sho
     workspace.mkdir()
     (workspace / "where.py").write_text("import os\nprint(os.path.exists('/.dockerenv'), os.getuid())\n")
     with capture_logs() as logs:
-        async with open_trial("choice", workspace, endpoint, backend=None, image=image) as sandbox:
+        async with robot_link(endpoint) as sim, open_trial("choice", workspace, sim, backend=None, image=image) as sandbox:
             fb = await sandbox.exec("where.py")
     (chosen,) = [e for e in logs if e["event"] == "sandbox_backend_chosen"]
     assert chosen["backend"] == expected and chosen["requested"] is None

@@ -452,6 +452,7 @@ async def test_the_workspace_is_a_filesystem_of_fixed_size(trial):
 
 
 async def test_closing_a_trial_leaves_its_files_in_a_plain_directory(backend, image, scratch, nursery):
+    from roboswe.actors import robot_link
     from roboswe.bridge.trial import open_trial
     from roboswe.sandbox.volume import VOLUME_DIR, available
 
@@ -465,8 +466,8 @@ async def test_closing_a_trial_leaves_its_files_in_a_plain_directory(backend, im
     workspace = scratch / "workspace"
     workspace.mkdir()
     (workspace / "kept.py").write_text("print('from before')\n")
-    async with open_trial("vol-trial", workspace, f"ipc://{scratch}/sim.sock", backend=backend, image=image,
-                          workspace_mb=32) as sandbox:
+    async with robot_link(f"ipc://{scratch}/sim.sock") as sim, \
+            open_trial("vol-trial", workspace, sim, backend=backend, image=image, workspace_mb=32) as sandbox:
         homes = {h for h in os.listdir(VOLUME_DIR) if h.startswith(f"{os.getpid()}-")}  # others run trials too
         assert len(homes) == 1, homes
         trial = Trial(sandbox, robot, workspace, scratch)

@@ -68,7 +68,7 @@ async def _snapshot(sim) -> tuple:
 
 
 async def test_forged_requests_leave_the_real_scene_unchanged(backend, image, run_dir, simulator):
-    from roboswe.actors import robot_endpoint
+    from roboswe.actors import robot_endpoint, robot_link
     from roboswe.bridge.trial import open_trial
     from roboswe.sim.manifest import load_manifest
 
@@ -79,9 +79,10 @@ async def test_forged_requests_leave_the_real_scene_unchanged(backend, image, ru
     (workspace / "move.py").write_text("import robot, numpy as np\nrobot.step_many(np.zeros((5, 7)))\nprint(robot.steps_left())\n")
     async with Client("coordinator", simulator, simp.SIM_CODEC) as sim:
         with trio.fail_after(120):
-            await sim.request(simp.Load(manifest=manifest.to_builtins(), seed=0))
+            await sim.request(simp.Load(manifest=simp.encode_manifest(manifest), seed=0))
         before = await _snapshot(sim)
-        async with open_trial("real", workspace, robot_endpoint(simulator), backend=backend, image=image) as sandbox:
+        async with robot_link(robot_endpoint(simulator)) as link, \
+                open_trial("real", workspace, link, backend=backend, image=image) as sandbox:
             with capture_logs() as events:
                 fb = await sandbox.exec("forge.py")
             assert fb.exit_status == 0, fb.stderr

@@ -24,6 +24,7 @@ from roboswe.protocol.sim import (
     SuccessQuery,
     TakeStates,
     Wait,
+    encode_manifest,
 )
 from roboswe.sim.physics_state import states_from_blobs
 from roboswe.sim.render import gpu_present
@@ -58,7 +59,7 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
     async with Client("coordinator", control, SIM_CODEC) as coord, \
             Client("sandbox_bridge", robot_endpoint(control), SIM_ROBOT_CODEC) as bridge:
         with trio.fail_after(120):
-            loaded = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=0, trial_steps=100))).message
+            loaded = (await coord.request(Load(manifest=encode_manifest(lift_manifest), seed=0, trial_steps=100))).message
         assert loaded.spec.action_dim == 7 and loaded.spec.trial_limits.steps == 100
         assert loaded.manifest_digest == lift_manifest.digest()
 
@@ -89,7 +90,7 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
             assert state.values == result.values  # nothing moved since that step
 
             # Admin messages are not in the robot union: they do not even decode there.
-            for admin in (Load(manifest={}, seed=1), SuccessQuery(), Wait(steps=1), TakeStates()):
+            for admin in (Load(manifest=encode_manifest({}), seed=1), SuccessQuery(), Wait(steps=1), TakeStates()):
                 with pytest.raises(RemoteError) as failure:
                     await bridge.request(admin)
                 assert failure.value.code == "decode"
@@ -131,7 +132,7 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
             assert stats.extra["control_steps"] == 9 and stats.extra["render_seconds"] > 0
             assert stats.extra["physics_seconds"] > 0
             # The next trial's Load builds a fresh scene that lands on the same fingerprint.
-            again = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=0))).message
+            again = (await coord.request(Load(manifest=encode_manifest(lift_manifest), seed=0))).message
             assert again.fingerprint == loaded.fingerprint and again.spec.trial_limits.steps == 6000
             assert (await coord.request(SuccessQuery())).message.control_step == 0 and not again.staged
 
@@ -139,17 +140,17 @@ async def test_control_and_robot_endpoints(simulator, lift_manifest):
             # stepping; the matching Load waits for the build and takes it, fresh (same fingerprint, step 0),
             # and one with other fields builds its own.
             await coord.request(Wait(steps=2))
-            assert isinstance((await coord.request(Prepare(manifest=lift_manifest.to_builtins(), seed=0))).message, Ok)
+            assert isinstance((await coord.request(Prepare(manifest=encode_manifest(lift_manifest), seed=0))).message, Ok)
             during = (await coord.request(Wait(steps=3))).message  # the loaded scene, stepping during the build
             assert (during.applied, during.control_step) == (3, 5)
-            staged = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=0))).message
+            staged = (await coord.request(Load(manifest=encode_manifest(lift_manifest), seed=0))).message
             assert staged.staged and staged.fingerprint == loaded.fingerprint
             assert (await coord.request(SuccessQuery())).message.control_step == 0
-            await coord.request(Prepare(manifest=lift_manifest.to_builtins(), seed=0))
-            other = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=1))).message
+            await coord.request(Prepare(manifest=encode_manifest(lift_manifest), seed=0))
+            other = (await coord.request(Load(manifest=encode_manifest(lift_manifest), seed=1))).message
             assert not other.staged and other.fingerprint.seed == 1 and other.fingerprint.digest != loaded.fingerprint.digest
             # The staged scene outlived that Load (a worker replays its series between two series): asked for, it is taken.
-            kept = (await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=0))).message
+            kept = (await coord.request(Load(manifest=encode_manifest(lift_manifest), seed=0))).message
             assert kept.staged and kept.fingerprint == loaded.fingerprint
             await coord.request(Shutdown(reason="test over"))
     assert proc.wait(30) == 0, proc_events(proc)
@@ -183,7 +184,7 @@ async def test_heartbeats_keep_flowing_while_scenes_are_built(simulator, lift_ma
             with trio.fail_after(180):
                 for seed in (0, 1, 2):
                     t0 = time.monotonic()
-                    await coord.request(Load(manifest=lift_manifest.to_builtins(), seed=seed))
+                    await coord.request(Load(manifest=encode_manifest(lift_manifest), seed=seed))
                     loads.append(time.monotonic() - t0)
             nursery.cancel_scope.cancel()
         longest = [round(max(s for i, s in silences if i == n), 3) for n in range(len(loads))]
