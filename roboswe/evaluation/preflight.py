@@ -349,6 +349,8 @@ def preflight(*, provider: ProviderConfig | None, source: str, manifests: Iterab
     outcome = Outcome()
     offline_provider = provider_problems(provider, source, environ, keys=keys)
     outcome.problems += offline_provider
+    if provider is not None and provider.kind in HOSTED and not offline_provider:
+        outcome.notes += _providers.profile_lines(provider)  # the model profile the run will use (configs/models.toml)
     if sandbox:
         image, found = image_problems(image_cache)
         outcome.problems += found

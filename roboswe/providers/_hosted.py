@@ -44,6 +44,7 @@ from roboswe.protocol.participant import (
 from ._common import clean_json, mask_lone_surrogates, prune_json, unmask, unmask_turn
 from ._config import MissingKey, MissingSDK, ProviderConfig
 from ._estimate import estimate_request
+from ._profiles import model_profile
 from ._registry import Participant
 
 log = structlog.get_logger()
@@ -232,6 +233,8 @@ class HostedParticipant(Participant):
         self.config = config
         self.http = recording_client(config.timeout_s, config.connect_timeout_s)
         self._refusals: dict[str, tuple[str, int]] = {}  # a 400's words -> the (series, trial) it first ended
+        if warning := model_profile(config).warning:
+            log.warning("model_profile_unknown", provider=config.kind, model=config.model, detail=warning)
 
     # ---- what each adapter provides
 

@@ -14,11 +14,8 @@ import functools
 from typing import Any, Literal
 
 import msgspec
-import structlog
 
 from roboswe.configs import CONFIGS_DIR
-
-log = structlog.get_logger()
 
 PROFILES_FILE = CONFIGS_DIR / "models.toml"
 # Platform spellings of one model id: Bedrock "anthropic.claude-...-v1:0" (and its "us." regional
@@ -66,7 +63,8 @@ def _matches(model: str, key: str) -> bool:
 
 def lookup(provider: str, model: str) -> ModelProfile:
     """The profile of ``model`` in ``provider``'s table (an OpenRouter ``vendor/model`` slug in the
-    vendor's); the provider's default, logged as a warning, when no key matches."""
+    vendor's); the provider's default, whose ``warning`` says so, when no key matches (the preflight
+    prints it, the adapter logs it)."""
     table = _table()
     name = model.split(_PLATFORM_PREFIX, 1)[-1]
     if "/" in model and provider not in model.split("/", 1)[0]:  # a router's "vendor/model" slug
@@ -80,15 +78,7 @@ def lookup(provider: str, model: str) -> ModelProfile:
     if keys:
         key = max(keys, key=len)
         return msgspec.structs.replace(lines[key], provider=provider, key=key, model=model)
-    profile = msgspec.structs.replace(lines.get("default", ModelProfile()), provider=provider, key="default", model=model)
-    if model:
-        _warn_once(provider, model, profile.warning)
-    return profile
-
-
-@functools.cache
-def _warn_once(provider: str, model: str, warning: str) -> None:
-    log.warning("model_profile_unknown", provider=provider, model=model, detail=warning)
+    return msgspec.structs.replace(lines.get("default", ModelProfile()), provider=provider, key="default", model=model)
 
 
 def model_profile(config: Any) -> ModelProfile:

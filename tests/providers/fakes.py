@@ -15,6 +15,7 @@ builders below (e.g. `anthropic_reply(tool=("write_file", {...}))`).
 from __future__ import annotations
 
 import base64
+import hashlib
 import itertools
 import json
 import threading
@@ -71,9 +72,13 @@ def stall_reply(seconds: float = 30.0) -> Reply:
 class FakeProvider:
     """A loopback HTTP server for one wire format with a scripted reply queue."""
 
-    def __init__(self, wire: str, *, count: Callable[[bytes], int] | None = None, max_images: int | None = None):
+    def __init__(self, wire: str, *, count: Callable[[bytes], int] | None = None, max_images: int | None = None,
+                 metered: bool = False):
         assert wire in WIRES, wire
         self.wire = wire
+        # metered: a reply's usage is computed from the request as the service bills it, prompt caching
+        # included (`Meter`), instead of the scripted figures.
+        self.meter = Meter(wire) if metered else None
         self.max_images = IMAGE_LIMITS[wire] if max_images is None else max_images
         self.memory = Memory()
         self.rejected: list[tuple[Seen, str]] = []  # requests refused for a broken rule, with the message
@@ -146,6 +151,9 @@ class FakeProvider:
                 return error_reply(500, message=f"fake {self.wire}: script exhausted")
             item = self.script.popleft()
         reply = item(seen) if callable(item) else item
+        if self.meter is not None and reply.status == 200 and not reply.stall_s:
+            with self._lock:
+                reply = Reply(body=self.meter.bill(seen, reply.body), headers=reply.headers)
         if reply.status == 200 and not reply.stall_s:
             with self._lock:
                 self.memory.learn(self.wire, reply.body, seen.json())
@@ -202,6 +210,78 @@ class FakeProvider:
         if prefix and path.startswith(prefix) and len(path) > len(prefix):
             return 200, json.dumps({"id": path[len(prefix):], "type": "model", "name": path[len("/v1beta/"):]}).encode()
         return 404, b"<html><body>404 Not Found</body></html>"
+
+
+CACHE_MIN_TOKENS = 1024  # the shortest prefix either service caches (Anthropic: 1,024-4,096 by model; OpenAI 1,024)
+OPENAI_CACHE_STEP = 128  # OpenAI caches in 128-token increments past the first 1,024 (guides/prompt-caching)
+
+
+def _tokens(value: Any) -> int:
+    return len(json.dumps(value, sort_keys=True, separators=(",", ":"))) // 4
+
+
+def _uncached(value: Any) -> Any:
+    """The value without cache_control markers (they mark a breakpoint; they are not part of the prefix)."""
+    if isinstance(value, dict):
+        return {k: _uncached(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_uncached(v) for v in value]
+    return value
+
+
+class Meter:
+    """What a request is billed, as the service reports it, prompt caching included.
+
+    Anthropic (build-with-claude/prompt-caching): only a request that asks for caching (top-level
+    `cache_control` or a block's) reads and writes the cache; a prefix (tools, system, messages up to a
+    message) written by an earlier request is read at 0.1x, the rest up to the breakpoint written at
+    1.25x, and `input_tokens` counts what follows the last breakpoint. OpenAI (guides/prompt-caching):
+    caching is automatic for prompts of 1,024 tokens or more, an exact prefix of an earlier request's
+    (routed by `prompt_cache_key` when set) is reported in `input_tokens_details.cached_tokens`, in
+    128-token steps. Tokens are bytes/4 of the canonical JSON, as the fake's count endpoints count."""
+
+    def __init__(self, wire: str):
+        self.wire = wire
+        self.written: dict[str, set[str]] = {}  # cache routing key -> prefix digests held
+        self.billed: list[dict[str, int]] = []  # per generation: uncached input, cache reads, cache writes
+
+    def _prefixes(self, head: Any, items: list[Any]) -> list[tuple[str, int]]:
+        """(digest, tokens) of head + items[:k] for every k, cache markers left out."""
+        h, n = hashlib.sha256(json.dumps(_uncached(head), sort_keys=True).encode()).hexdigest(), _tokens(_uncached(head))
+        out = [(h, n)]
+        for item in items:
+            h = hashlib.sha256((h + json.dumps(_uncached(item), sort_keys=True)).encode()).hexdigest()
+            n += _tokens(_uncached(item))
+            out.append((h, n))
+        return out
+
+    def bill(self, seen: Seen, reply: bytes) -> bytes:
+        body, data = seen.json(), json.loads(reply)
+        if self.wire == "anthropic":
+            prefixes = self._prefixes([body.get("tools"), body.get("system")], body.get("messages") or [])
+            total = prefixes[-1][1]
+            read = write = 0
+            if "cache_control" in json.dumps(body) and total >= CACHE_MIN_TOKENS:
+                held = self.written.setdefault("", set())
+                read = next((n for h, n in reversed(prefixes) if h in held), 0)
+                write = total - read
+                held.update(h for h, _ in prefixes[-1:])
+            usage = data.setdefault("usage", {})
+            usage.update(input_tokens=total - read - write, cache_read_input_tokens=read,
+                         cache_creation_input_tokens=write)
+            self.billed.append({"input": total - read - write, "read": read, "write": write})
+        elif self.wire == "openai":
+            items = body.get("input") or []
+            prefixes = self._prefixes([body.get("instructions"), body.get("tools")], items if isinstance(items, list) else [])
+            total = prefixes[-1][1]
+            held = self.written.setdefault(str(body.get("prompt_cache_key")), set())
+            hit = next((n for h, n in reversed(prefixes) if h in held), 0) if total >= CACHE_MIN_TOKENS else 0
+            cached = hit // OPENAI_CACHE_STEP * OPENAI_CACHE_STEP if hit >= CACHE_MIN_TOKENS else 0
+            held.update(h for h, _ in prefixes)
+            usage = data.setdefault("usage", {})
+            usage.update(input_tokens=total, input_tokens_details={"cached_tokens": cached})
+            self.billed.append({"input": total - cached, "read": cached, "write": 0})
+        return json.dumps(data).encode()
 
 
 def _is_count(path: str) -> bool:
