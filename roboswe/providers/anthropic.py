@@ -414,7 +414,10 @@ def assemble_stream(raw: bytes) -> bytes:
             case "message_delta":
                 if message is not None:
                     message.update({k: v for k, v in (event.get("delta") or {}).items()})
-                    message["usage"] = {**(message.get("usage") or {}), **(event.get("usage") or {})}
+                    # message_delta's usage is cumulative; a field it leaves null keeps message_start's value
+                    # (cache_creation_input_tokens, cache_read_input_tokens: billed, so never lost).
+                    delta_usage = {k: v for k, v in (event.get("usage") or {}).items() if v is not None}
+                    message["usage"] = {**(message.get("usage") or {}), **delta_usage}
             case "message_stop":
                 done = True
             case "error":

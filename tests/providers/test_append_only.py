@@ -138,3 +138,29 @@ async def test_a_400_that_repeats_in_the_next_trial_stops_the_run_as_a_configura
         await p.aclose()
     assert first.value.reason == "provider"
     assert again.value.reason == "configuration" and "trial 1 of series s1" in again.value.detail
+
+
+async def test_streamed_usage_keeps_cache_writes_and_reads_and_openrouter_reports_its_cost():
+    """A request streamed for a large max_tokens is billed as the assembled stream says: the report reads
+    cache writes and reads from it (records/usage.py), as from a plain response."""
+    from roboswe.records.usage import call_usage
+
+    with FakeProvider("anthropic", metered=True) as fake:
+        p = create_participant(config(fake, model="claude-opus-4-8", max_output_tokens=32_000))
+        fake.queue(REPLY["anthropic"](tool=("list_files", {})), REPLY["anthropic"](tool=("finish", {})))
+        big = replace(request(), system="You control a robot by writing Python. " * 200)
+        d1 = await p.decide(big)
+        d2 = await p.decide(replace(big, conversation=[*big.conversation, d1.turn, result_turn(d1, id="r1", text="ok")]))
+        await p.aclose()
+    assert all(g.json().get("stream") for g in fake.generations())
+    first, second = (call_usage("anthropic", d.attempts[-1].response, {}) for d in (d1, d2))
+    assert first.cache_write > 0 and first.cached_input == 0
+    assert second.cached_input == first.cache_write and second.cache_write > 0
+    assert d2.usage.cached_input_tokens == second.cached_input and d2.usage.input_tokens == second.input
+    routed = json.dumps({"usage": {"prompt_tokens": 1200, "completion_tokens": 80, "cost": 0.0042,
+                                   "prompt_tokens_details": {"cached_tokens": 1000, "cache_write_tokens": 150}}})
+    said = call_usage("openrouter", routed.encode(), {})
+    assert (said.reported_cost, said.cached_input, said.cache_write) == (0.0042, 1000, 150)
+    refused = json.dumps({"content": [], "stop_reason": "refusal", "usage": {"input_tokens": 900, "output_tokens": 3}})
+    assert call_usage("anthropic", refused.encode(), {}).stops == {"refusal": 1}  # counted per series in the report
+    assert call_usage("anthropic", json.dumps({"stop_reason": "tool_use", "usage": {}}).encode(), {}).stops == {}
