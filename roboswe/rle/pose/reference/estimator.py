@@ -3,7 +3,7 @@
 It knows the three footprints (templates.json, the same boxes the scene builds; a test pins them) and
 the camera it is given. Per frame: red pixels of the block's top face (by depth above the table in
 RGB-D, by brightness in RGB) are cast onto the plane of the top face; their footprint, rasterised at
-2 mm, is matched (a Tversky index that forgives hidden parts) against every shape at every 3° of yaw, then refined over yaw and shift
+2 mm, is matched (a Tversky index that forgives hidden parts) against every shape at every 1.5° of yaw, then refined over shift
 (the stick may hide part of the block). Within an episode the shape is the running vote.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 
 RES = 0.002  # metres per footprint cell
 N = 64  # cells per side (12.8 cm: the largest block at any yaw, with margin)
-COARSE = np.deg2rad(np.arange(0, 360, 3.0))
+COARSE = np.deg2rad(np.arange(0, 360, 1.5))
 SHIFT = 5  # cells searched each way around the observed centroid
 
 _spec = json.loads((Path(__file__).parent / "templates.json").read_text())
@@ -35,6 +35,7 @@ def _template(shape, yaw):
 
 
 _TEMPLATES = {s: np.stack([_template(s, y).ravel() for y in COARSE]).astype(np.float32) for s in SHAPES}
+_SHIFTS = [(dy, dx) for dy in range(-SHIFT, SHIFT + 1) for dx in range(-SHIFT, SHIFT + 1)]
 
 
 MISSED = 0.4  # weight of template cells not seen red: they may be hidden by the stick
@@ -52,6 +53,7 @@ class Estimator:
     def reset(self):
         self.votes = {s: 0.0 for s in SHAPES}
         self.last = None  # the previous frame's centre: an episode moves a few mm per frame, stills jump
+        self.last_yaw = None
 
     def _top_points(self, obs):
         rgb = obs["rgb"].astype(np.int16)
@@ -84,8 +86,10 @@ class Estimator:
         if len(pts) < 10:
             return {"x": 0.0, "y": 0.0, "yaw": 0.0, "shape": max(self.votes, key=self.votes.get)}
         centre = pts.mean(0)
-        if self.last is None or np.hypot(*(centre - self.last)) > 0.03:
+        following = self.last is not None and np.hypot(*(centre - self.last)) <= 0.03
+        if not following:
             self.votes = {s: 0.0 for s in SHAPES}  # not the block we were following
+            self.last_yaw = None
         self.last = centre
         obs_grid = self._raster(pts, centre)
         o = obs_grid.ravel()
@@ -99,28 +103,37 @@ class Estimator:
                 best = (float(iou[k]), shape, COARSE[k])
             self.votes[shape] = self.votes[shape] * 0.9 + float(iou[k])
         shape = max(self.votes, key=self.votes.get)
-        yaw, (dx, dy) = self._refine(obs_grid, shape, best[2] if shape == best[1] else None)
+        score, yaw, (dx, dy) = self._refine(obs_grid, shape, best[2] if shape == best[1] else None)
+        if following and self.last_yaw is not None:
+            # a pushed block turns a few degrees a frame: prefer the pose near the last one unless clearly worse
+            near = self._refine(obs_grid, shape, self.last_yaw)
+            if near[0] > score - 0.05:
+                score, yaw, (dx, dy) = near
+        self.last_yaw = yaw
         x, y = centre[0] + dx * RES, centre[1] + dy * RES
         return {"x": float(x), "y": float(y), "yaw": float(math.atan2(math.sin(yaw), math.cos(yaw))), "shape": shape}
 
     def _refine(self, grid, shape, yaw0):
-        """Best (yaw, shift in cells) by IoU over yaw near yaw0 (all of them when None) and shifts of the template."""
-        yaws = COARSE if yaw0 is None else yaw0 + np.deg2rad(np.arange(-4.5, 4.6, 1.5))
+        """Best (score, yaw, shift in cells) over the yaws next to yaw0 (every yaw when None) and template shifts."""
+        n = len(COARSE)
+        if yaw0 is None:
+            ks = range(n)
+        else:
+            k0 = int(round((yaw0 % (2 * math.pi)) / (COARSE[1] - COARSE[0]))) % n
+            ks = [(k0 + d) % n for d in (-2, -1, 0, 1, 2)]
         area = grid.sum()
-        best = (-1.0, 0.0, (0, 0))
         F = np.fft.rfft2(grid, s=(2 * N, 2 * N))
-        for yaw in yaws:
-            tm = _template(shape, yaw).astype(np.float32)
+        best = (-1.0, 0.0, (0, 0))
+        for k in ks:
+            tm = _TEMPLATES[shape][k].reshape(N, N)
             # cross-correlation of the observation with the template over every shift
             corr = np.fft.irfft2(F * np.conj(np.fft.rfft2(tm, s=(2 * N, 2 * N))), s=(2 * N, 2 * N))
-            shifts = [(dy, dx) for dy in range(-SHIFT, SHIFT + 1) for dx in range(-SHIFT, SHIFT + 1)]
-            inter = np.array([corr[dy % (2 * N), dx % (2 * N)] for dy, dx in shifts])
-            iou = _match(inter, area, tm.sum())
-            k = int(np.argmax(iou))
-            if iou[k] > best[0]:
-                best = (float(iou[k]), float(yaw), (shifts[k][1], shifts[k][0]))
-        _, yaw, (dx, dy) = best
-        return yaw, (dx, dy)
+            inter = np.array([corr[dy % (2 * N), dx % (2 * N)] for dy, dx in _SHIFTS])
+            score = _match(inter, area, tm.sum())
+            i = int(np.argmax(score))
+            if score[i] > best[0]:
+                best = (float(score[i]), float(COARSE[k]), (_SHIFTS[i][1], _SHIFTS[i][0]))
+        return best
 
 
 def make_estimator():
