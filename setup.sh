@@ -95,6 +95,8 @@ fi
 if [ "$(id -u)" -eq 0 ]; then
     step "sandbox image: building (the first build debootstraps Debian: 1-2 min)" .venv/bin/roboswe images build
     say "sandbox image: $(.venv/bin/roboswe images show | sed -n 's/^digest *//p')"
+    step "artifact image: building (RLE-Bench artifacts: the sandbox image plus Debian's SciPy and OpenCV; first build ~12 min)" \
+        .venv/bin/roboswe rle image build
 elif ! .venv/bin/roboswe images show >/dev/null 2>&1; then
     echo "setup.sh: no sandbox image yet; build it once as root: sudo .venv/bin/roboswe images build" >&2
 fi
