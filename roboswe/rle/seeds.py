@@ -42,8 +42,8 @@ class SaltError(ValueError):
 
 
 def public_salt() -> Salt:
-    data = resources.files("roboswe.rle").joinpath("public_salt.txt").read_bytes().strip()
-    return Salt(secret=data, label=PUBLIC_LABEL)
+    shipped = msgspec.json.decode(resources.files("roboswe.rle").joinpath("public_salt.json").read_bytes())
+    return Salt(secret=shipped["salt"].encode(), label=PUBLIC_LABEL)
 
 
 def load_salt(path: Path | None) -> Salt:
