@@ -6,8 +6,9 @@ import argparse
 import importlib
 import sys
 
-# subcommand -> "module:function"; each handler takes the parsed args and returns an exit code.
-# Each module also offers `add_arguments_<name>(parser)` to declare its options.
+# subcommand -> (module, help); the module's `run_<name>(args)` returns an exit code and its
+# `add_arguments_<name>(parser)` declares the options. A simulator family adds its own (sim/families.py
+# ``Family.commands``, e.g. `roboswe assets robocasa`): this list names no family.
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (module, one-line help)
     "up": ("roboswe.commands.up", "start all actors under a supervisor (foreground) and wait for Ready"),
@@ -27,7 +28,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "exec": ("roboswe.commands.exec", "run authored scripts in the sandbox against one fresh scene of a task"),
     "run": ("roboswe.commands.run", "run five-trial series of admitted tasks with a participant, then verify by replay"),
     "verify": ("roboswe.commands.run", "replay a run's trials from their checkpoints and record verified/mismatch/error"),
-    "assets": ("roboswe.commands.assets", "record where RoboCasa's downloaded kitchen assets are, check them, list what can load"),
     "rle": ("roboswe.rle.commands", "RLE-Bench: `rle score TASK ARTIFACT_DIR` verifies an artifact on hidden seeds; `rle image build`"),
     "index": ("roboswe.rle.commands", "the RLE Index over RLE run directories: task, family, workflow, overall"),
     "doctor": ("roboswe.commands.doctor", "check this machine (Python, packages, rendering, sandbox, image, keys, assets) and say what to fix"),
@@ -40,7 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate embodied coding agents: five retained-context trials per robot task, verified by replay.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (module, help_text) in COMMANDS.items():
+    from roboswe.sim.families import family_commands
+
+    commands = {**COMMANDS, **{c.name: (c.module, c.help) for c in family_commands() if c.name not in COMMANDS}}
+    for name, (module, help_text) in commands.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         mod = importlib.import_module(module)
         getattr(mod, "add_arguments_" + name.replace("-", "_"))(p)

@@ -20,7 +20,7 @@ import importlib.util
 import pkgutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -40,6 +40,27 @@ class AssetProblem(msgspec.Struct, frozen=True, kw_only=True):
     where: str
     what: str
     fix: str
+
+
+HostStatus = Literal["ok", "warn", "fail", "absent"]
+
+
+class HostCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """One row a family adds to `roboswe doctor` (optional: a family's check never fails the doctor)."""
+
+    check: str
+    status: HostStatus
+    detail: str
+    fix: str = ""
+
+
+class Command(msgspec.Struct, frozen=True, kw_only=True):
+    """A `roboswe` subcommand a family offers (e.g. ``assets``): ``module`` has ``add_arguments_<name>(parser)``
+    and ``run_<name>(args) -> int``, as roboswe/cli.py's own commands do; ``help`` is its one line."""
+
+    name: str
+    module: str
+    help: str
 
 
 class Prompt(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,6 +89,10 @@ class Family(msgspec.Struct, frozen=True, kw_only=True):
       ``<name>/decision-D-prefix-K/v1``.
     - ``prompt``: the participant-facing text of its own interface, where it has one.
     - ``import_simulator()``: imports the packages its builds load (the simulator settles its heap after it).
+    - ``commands``: `roboswe` subcommands of its own (roboswe/cli.py registers them; imported when run).
+    - ``host_checks(environ)``: rows it adds to `roboswe doctor` (its assets, say).
+    - ``list_catalogue(name, admitted, status, candidates_only=)``: the lines `roboswe tasks NAME` prints when
+      NAME is a catalogue of its own (None otherwise); ``status(manifest)`` is a manifest's admission status.
     """
 
     name: str
@@ -81,6 +106,9 @@ class Family(msgspec.Struct, frozen=True, kw_only=True):
     identity: Callable[..., str] | None = None
     prompt: Prompt | None = None
     import_simulator: Callable[[], Any] | None = None
+    commands: tuple[Command, ...] = ()
+    host_checks: Callable[[Mapping[str, str]], list[HostCheck]] | None = None
+    list_catalogue: Callable[..., list[str] | None] | None = None
 
     def own_interfaces(self) -> tuple[str, ...]:
         return tuple(i for i in self.interfaces if i not in COMMON_INTERFACES)
@@ -172,6 +200,16 @@ def manifest_type(data: Any) -> type:
         return family(name).manifest
     except KeyError:
         return TaskManifest
+
+
+def family_commands() -> list[Command]:
+    """Every family's own `roboswe` subcommands, by family name then as each lists them."""
+    return [c for f in families() for c in f.commands]
+
+
+def host_checks(environ: Mapping[str, str]) -> list[HostCheck]:
+    """Every family's `roboswe doctor` rows, by family name."""
+    return [c for f in families() if f.host_checks is not None for c in f.host_checks(environ)]
 
 
 def pinned_distributions() -> tuple[str, ...]:

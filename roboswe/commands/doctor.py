@@ -17,18 +17,18 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
 
 import msgspec
 
 import roboswe.providers as _providers
+from roboswe.sim.families import HostStatus
 from roboswe.terminal import echo, plain, terminal_console
 
-Status = Literal["ok", "warn", "fail", "absent"]
+Status = HostStatus  # a family adds rows of the same statuses (sim/families.py)
 RENDER_TIMEOUT_S = 90.0  # a loaded 2-core machine needs seconds just to import mujoco and make an EGL context
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromedriver")  # what the viewer tests drive
 KEY_VARIABLES = {k: _providers.provider_entry(k).key_env for k in _providers.hosted_kinds()}  # from the registry
-ASSET_VARIABLES = {"GR1 assets": "ROBOCASA_GR1_ASSETS"}  # sim/gr1/native.py ENV_VAR; RoboCasa's have their own lookup (check_robocasa_assets)
+ASSET_VARIABLES = {"GR1 assets": "ROBOCASA_GR1_ASSETS"}  # sim/gr1/native.py ENV_VAR; RoboCasa's have their own lookup (sim/robocasa/commands.py)
 
 
 class Check(msgspec.Struct, frozen=True, kw_only=True):
@@ -267,32 +267,11 @@ def check_assets(label: str, variable: str, environ: Mapping[str, str]) -> Check
     return Check(check=label, status="ok", detail=f"{variable}={value}")
 
 
-def check_robocasa_assets(environ: Mapping[str, str]) -> Check:
-    """Where RoboCasa's assets are found, by the lookup the backend and `roboswe assets robocasa` use, and what is missing."""
-    from roboswe.sim.robocasa import assets as ra
-    from roboswe.sim.robocasa.kit import is_kit
+def family_checks(environ: Mapping[str, str]) -> list[Check]:
+    """The rows each simulator family adds (RoboCasa's asset root): optional, never required."""
+    from roboswe.sim.families import host_checks
 
-    label, fix = "RoboCasa assets", "`roboswe assets robocasa --path DIR` (or export ROBOCASA_ASSETS=DIR) after RoboCasa's download"
-    root, source = ra.resolve_root(environ=environ)
-    if root is None:
-        return Check(check=label, status="absent", fix="pip install praxis-robocasa==1.0.0, then download RoboCasa's assets",
-                     detail="RoboCasa is not installed and nothing names an asset root; robosuite and kit tasks need none")
-    where = f"{root} ({source})"
-    if not root.is_dir():
-        return Check(check=label, status="warn", detail=f"{where} is not a directory", fix=fix)
-    if is_kit(root):
-        return Check(check=label, status="warn", detail=f"{where} is roboswe's placeholder kit, not RoboCasa's assets",
-                     fix=fix + "; kit tasks find their kit by themselves")
-    # What the catalogue's task classes need with RoboCasa's default object registries.
-    by_part = [(p, m) for p, m in ra.missing_by_part(root, ra.parts_needed(["objaverse", "lightwheel"])) if m]
-    if not by_part:
-        return Check(check=label, status="ok", detail=f"{where}: every part the catalogue needs is present")
-    parts = ", ".join(f"{p.name} ({len(m)} folders)" if len(m) > 1 else p.name for p, m in by_part)
-    hint = ra.download_hint(root, by_part)
-    downloaded = {p.source for p in ra.parts_needed(["objaverse", "lightwheel"])} - {"shipped"}
-    status: Status = "absent" if {p.source for p, _ in by_part} == downloaded else "warn"  # nothing downloaded yet
-    return Check(check=label, status=status, fix=f"{hint}; `roboswe assets robocasa` lists each folder",
-                 detail=f"{where}: missing {parts}; robosuite and kit tasks need none")
+    return [Check(**msgspec.structs.asdict(c)) for c in host_checks(environ)]
 
 
 def check_ray() -> Check:
@@ -327,7 +306,7 @@ def run_checks(*, environ: Mapping[str, str] | None = None, render: bool = True,
     progress("the rest")
     checks.append(check_chromium())
     checks.append(check_keys(environ))
-    checks.append(check_robocasa_assets(environ))
+    checks += family_checks(environ)
     checks += [check_assets(label, var, environ) for label, var in ASSET_VARIABLES.items()]
     checks.append(check_ray())
     return checks

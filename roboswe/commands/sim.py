@@ -41,15 +41,25 @@ def _read_admitted_tasks(path: Path | None) -> dict:
 
 def run_tasks(args: argparse.Namespace) -> int:
     from roboswe.evaluation.admission import AdmissionError
+    from roboswe.sim.families import families
     from roboswe.sim.manifest import ManifestError, load_dataset
-    from roboswe.sim.robocasa.catalogue import catalogue_path
 
     try:
         admitted = _read_admitted_tasks(args.admitted)
     except AdmissionError as e:
         return _fail(str(e))
-    if catalogue_path(args.dataset) is not None:
-        return _list_catalogue(args.dataset, admitted, candidates_only=args.candidates)
+    for family in families():  # a family's own catalogue (robocasa365) is listed by the family
+        if family.list_catalogue is None:
+            continue
+        try:
+            lines = family.list_catalogue(args.dataset, admitted, lambda m: _status(m, admitted),
+                                          candidates_only=args.candidates)
+        except ManifestError as e:
+            return _fail(str(e))
+        if lines is not None:
+            for line in lines:
+                echo(line)
+            return 0
     try:
         dataset, manifests = load_dataset(args.dataset)
     except ManifestError as e:
@@ -79,59 +89,6 @@ def _status(manifest, admitted: dict) -> str:
     if a.manifest_digest != manifest.digest():
         return "manifest changed since admission"
     return a.status if a.status == "admitted" else f"excluded: {a.reason}"
-
-
-def _list_catalogue(name: str, admitted: dict, *, candidates_only: bool) -> int:
-    """The catalogue's task classes with their selection, metadata and the admission status of the manifests using them."""
-    from roboswe.sim.manifest import CONFIGS_DIR, ManifestError, load_manifest
-    from roboswe.sim.robocasa.backend import assets_exclusion
-    from roboswe.sim.robocasa.catalogue import load_catalogue
-
-    try:
-        catalogue = load_catalogue(name)
-    except ManifestError as e:
-        return _fail(str(e))
-    by_env: dict[str, list] = {}
-    for path in sorted((CONFIGS_DIR / "tasks").glob("*.toml")):
-        try:
-            m = load_manifest(path)
-        except ManifestError:
-            continue
-        if m.upstream.package == "robocasa":
-            by_env.setdefault(m.upstream.env, []).append(m)
-    sel, up = catalogue.selection, catalogue.upstream
-    kinds = [t.kind for t in catalogue.tasks.values()]
-    echo(f"catalogue {catalogue.id}: {kinds.count('composite')} composite + {kinds.count('atomic')} atomic task classes, "
-         f"{up['package']} {up['version']} (registry sha256 {str(up['registry_sha256'])[:12]})")
-    echo(f"selection{' (provisional)' if sel.provisional else ''}: {len(sel.harder)} harder, {len(sel.shorter)} shorter "
-         f"of {sel.shorter_eligible} eligible; rule: {sel.rule.strip().splitlines()[0]} ...")
-    for why in sel.unevaluated:
-        echo(f"  not evaluated: {why}")
-    for comp in catalogue.compositions:
-        echo(f"  composition {comp.id}: {comp.status} only ({comp.note})")
-    rows = [("TASK", "KIND", "SUBTASKS", "HORIZON", "CANDIDATE", "MANIFEST", "STATUS")]
-    for env, task in sorted(catalogue.tasks.items()):
-        manifests = by_env.get(env, [])
-        if candidates_only and not manifests and not catalogue.candidate(env):
-            continue
-        sub = "-" if task.subtasks is None else str(task.subtasks)
-        horizon = f"{task.registry_horizon} ({task.registry_horizon_seconds:g} s)"
-        for m in manifests or [None]:
-            if m is None:
-                mid, status = "-", "no task manifest"
-            else:
-                mid = m.id + (" [placeholder]" if m.upstream.assets == "placeholder" else "")
-                status = _status(m, admitted)
-                if m.id not in admitted and assets_exclusion(m) is not None:
-                    status = "not loadable here: RoboCasa assets missing (`roboswe assets robocasa`)"
-                elif m.success.predicate_sha256 != task.predicate_sha256:
-                    status = f"predicate changed since review ({task.predicate}); {status}"
-            rows.append((env, task.kind, sub, horizon, catalogue.candidate(env) or "-", mid, status))
-    rows = [tuple(terminal_safe(cell, multiline=False) for cell in r) for r in rows]  # measured as shown
-    widths = [max(len(r[i]) for r in rows) for i in range(6)]
-    for r in rows:
-        echo("  ".join(r[i].ljust(widths[i]) for i in range(6)) + "  " + r[6])
-    return 0
 
 
 # ---- admit ------------------------------------------------------------------------------------
@@ -187,6 +144,10 @@ def run_admit(args: argparse.Namespace) -> int:
     return 0 if n else 1
 
 
+def _excluded_by_family(found, manifest) -> bool:
+    return found.exclusion is not None and found.exclusion(manifest) is not None
+
+
 def _admit_preflight(args: argparse.Namespace, config) -> str | None:
     """What would make admission fail after minutes of simulation: the refusal to print, else None.
 
@@ -194,15 +155,16 @@ def _admit_preflight(args: argparse.Namespace, config) -> str | None:
     keys are not needed to admit (the run checks them).
     """
     from roboswe.evaluation.preflight import PreflightRefused, Problem, preflight
+    from roboswe.sim.families import family
     from roboswe.sim.manifest import ManifestError, load_dataset
 
     try:
         _, manifests = load_dataset(args.dataset)
     except ManifestError:
         return None  # admit_dataset reports it with its own message
-    # A kitchen task on RoboCasa's downloaded assets is excluded by admission when they are missing (naming the
-    # paths), not refused here: the admitted file records the exclusion.
-    manifests = [m for m in manifests if not (m.upstream.package == "robocasa" and m.upstream.assets == "robocasa")]
+    # A task its family excludes before probing (a kitchen whose downloaded assets are missing) is excluded by
+    # admission, naming why, not refused here: the admitted file records the exclusion.
+    manifests = [m for m in manifests if not _excluded_by_family(family(m.upstream.package), m)]
     outcome = preflight(provider=config.provider if config else None, source=str(args.config), manifests=manifests,
                         sandbox=False, keys=False)
     parent = Path(args.out).resolve().parent

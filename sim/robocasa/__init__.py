@@ -3,7 +3,8 @@
 ``backend.py`` (KitchenManifest, RobocasaBackend, assets_exclusion), ``assets.py`` (where the asset
 root is and which parts it lacks), ``kit.py`` (the generated placeholder kit for offline tests),
 ``shims.py`` (the asset-root redirect and RoboCasa fixes, never editing the package), ``review.py``
-(the predicate review pinned by source digest), ``catalogue.py`` (configs/catalogues/robocasa365.toml).
+(the predicate review pinned by source digest), ``catalogue.py`` (configs/catalogues/robocasa365.toml),
+``commands.py`` (`roboswe assets robocasa`, the catalogue listing of `roboswe tasks`, doctor's asset row).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..families import AssetProblem, Family, missing_packages
+from ..families import AssetProblem, Command, Family, missing_packages
 from ..manifest import TaskManifest
 from .backend import KitchenManifest, assets_exclusion, kitchen_manifest
 
@@ -43,6 +44,22 @@ def exclusion(manifest: TaskManifest) -> str | None:
     return assets_exclusion(kitchen_manifest(manifest))
 
 
+def _host_checks(environ: Mapping[str, str]) -> list:
+    from .commands import host_checks
+
+    return host_checks(environ)
+
+
+def _list_catalogue(name: str, admitted: Mapping[str, Any], status: Any, *, candidates_only: bool) -> list[str] | None:
+    from .commands import list_catalogue
+
+    return list_catalogue(name, admitted, status, candidates_only=candidates_only)
+
+
+ASSETS = Command(name="assets", module="roboswe.sim.robocasa.commands",
+                 help="record where RoboCasa's downloaded kitchen assets are, check them, list what can load")
+
+
 def reviews(manifests: list[TaskManifest], timeout: float, env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     from .review import reviews as read_reviews
 
@@ -51,4 +68,5 @@ def reviews(manifests: list[TaskManifest], timeout: float, env: Mapping[str, str
 
 FAMILY = Family(name="robocasa", manifest=KitchenManifest, build=_build, asset_problems=asset_problems,
                 pins=("praxis-robocasa", "praxis-robosuite", "mujoco", "numpy"), exclusion=exclusion, reviews=reviews,
-                import_simulator=_import_simulator)
+                import_simulator=_import_simulator, commands=(ASSETS,), host_checks=_host_checks,
+                list_catalogue=_list_catalogue)

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+from roboswe.sim.robocasa.commands import assets_check
+
 from roboswe.commands import doctor
 
 from ..conftest import require_in_ci
@@ -66,8 +68,8 @@ def test_optional_checks_say_absent_or_warn_not_fail(tmp_path):
 
     assert doctor.ASSET_VARIABLES["GR1 assets"] == ENV_VAR  # the variable the native backend reads
     assert doctor.check_assets("GR1 assets", "GR1_ASSETS", {}).status == "absent"
-    missing = doctor.check_robocasa_assets({"ROBOCASA_ASSETS": str(tmp_path / "nope")})
-    assert missing.status == "warn" and not missing.required
+    (missing,) = doctor.family_checks({"ROBOCASA_ASSETS": str(tmp_path / "nope")})  # RoboCasa's, its family's row
+    assert missing.check == "RoboCasa assets" and missing.status == "warn" and not missing.required
     assert missing.detail == f"{tmp_path / 'nope'} ($ROBOCASA_ASSETS) is not a directory"
     assert doctor.check_assets("GR1 assets", "GR1_ASSETS", {"GR1_ASSETS": str(tmp_path)}).status == "ok"
     assert doctor.check_bwrap({"PATH": str(tmp_path)}).status == "warn"
@@ -85,17 +87,17 @@ def test_robocasa_assets_are_looked_up_as_roboswe_assets_does_and_what_is_missin
     (root / "fixtures" / "fixture_registry" / "microwave.yaml").write_text("xml: fixtures/microwaves/Microwave011\n")
     environ = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
     ra.record_root(root, environ)
-    check = doctor.check_robocasa_assets(environ)
-    assert check.status == "warn" and not check.required  # textures and fixtures there, objects not downloaded
+    check = assets_check(environ)
+    assert check.status == "warn"  # textures and fixtures there, objects not downloaded (a family row is never required)
     assert check.detail.startswith(f"{root} (recorded in {tmp_path / 'config' / 'roboswe' / 'assets.toml'}): missing ")
     assert "objaverse objects, lightwheel objects" in check.detail and "textures" not in check.detail
     assert "--type objs_objaverse objs_lw" in check.fix
     for folder in ("objects/objaverse", "objects/lightwheel"):
         (root / folder).mkdir(parents=True)
         (root / folder / "x").write_text("")
-    assert doctor.check_robocasa_assets(environ).status == "ok"
+    assert assets_check(environ).status == "ok"
     kit = tmp_path / "kit"
     kit.mkdir()
     (kit / robocasa_kit.MARKER).write_text("{}")
-    over = doctor.check_robocasa_assets({**environ, "ROBOCASA_ASSETS": str(kit)})
+    over = assets_check({**environ, "ROBOCASA_ASSETS": str(kit)})
     assert over.status == "warn" and over.detail == f"{kit} ($ROBOCASA_ASSETS) is roboswe's placeholder kit, not RoboCasa's assets"

@@ -31,11 +31,6 @@ print(",".join(names) + ";" + ",".join(heavy))
 """
 
 COORDINATOR = ("roboswe/evaluation", "roboswe/commands", "roboswe/records", "roboswe/fleet")
-# Commands that are one family's own tools and still import its folder (to move behind the seam next):
-# `roboswe assets robocasa`, the catalogue listing of `roboswe tasks robocasa365`, and doctor's RoboCasa
-# asset lookup. Nothing may join this list; it only shrinks.
-FAMILY_COMMANDS = {"roboswe/commands/assets.py": "robocasa", "roboswe/commands/sim.py": "robocasa",
-                   "roboswe/commands/doctor.py": "robocasa"}
 
 
 def test_sim_imports_no_transport_and_no_simulator():
@@ -71,11 +66,9 @@ def test_the_coordinator_side_imports_no_family_module():
     offenders = {}
     for folder in COORDINATOR:
         for path in sorted((ROOT / folder).rglob("*.py")):
-            rel = str(path.relative_to(ROOT))
-            allowed = {f"roboswe.sim.{FAMILY_COMMANDS[rel]}"} if rel in FAMILY_COMMANDS else set()
-            named = [m for m in _imports(path) if any(m == p or m.startswith(p + ".") for p in prefixes - allowed)]
+            named = [m for m in _imports(path) if any(m == p or m.startswith(p + ".") for p in prefixes)]
             if named:
-                offenders[rel] = named
+                offenders[str(path.relative_to(ROOT))] = named
     assert offenders == {}
 
 
