@@ -36,12 +36,35 @@ def _empty() -> dict[str, Any]:
     return {}
 
 
+class RunPins(msgspec.Struct, frozen=True, kw_only=True):
+    """What a run pinned when it started (``RunRecord.config``), written once by the coordinator.
+
+    Stored as one JSON column; a field a run recorded before it existed reads as its default, and a
+    key this version no longer knows is ignored, so older run databases stay readable.
+    """
+
+    run_config: Json = msgspec.field(default_factory=_empty)  # the run config (roboswe.config.RunConfig) as plain data
+    config_sha256: str = ""  # of the run config file's bytes (RUN_DIR's copy); empty bytes for the default config
+    tasks: list[str] = msgspec.field(default_factory=list)  # the admitted tasks the run was asked for, in order
+    backend: str | None = None  # the sandbox backend (docker, bwrap); None: the config's [series] backend
+    sim_endpoint: str | None = None  # a remote simulator (`roboswe sim serve`); None: the run's own
+    admitted_path: str = ""  # the admitted file (its digest: RunRecord.admitted_sha256)
+    host: dict[str, str] = msgspec.field(default_factory=dict)  # the admitting host's versions (Admitted.host)
+    workers: int = 1  # series at once when the run started
+    ray: str | None = None  # the Ray cluster its workers were placed on
+
+    @property
+    def provider(self) -> Json:
+        """The run config's [provider] section (empty when it had none)."""
+        return dict(self.run_config.get("provider") or {})
+
+
 class RunRecord(Message, frozen=True, kw_only=True):
     """A run: its pins (model, budgets, backend, versions) and admitted-file digest."""
 
     run_id: str
     created_at: float
-    config: Json = msgspec.field(default_factory=_empty)
+    config: RunPins = msgspec.field(default_factory=RunPins)
     admitted_sha256: str = ""
     roboswe_version: str = ""
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import msgspec
 import structlog
 
+from roboswe.protocol.recorder import RunPins
 from roboswe.sim.manifest import (
     Dataset,
     TaskManifest,
@@ -89,9 +90,9 @@ def write_admitted(admitted: Admitted, path: str | Path) -> Admitted:
     return sealed
 
 
-def pinned_admitted(config: dict[str, Any], admitted_sha256: str) -> Admitted | None:
+def pinned_admitted(config: RunPins, admitted_sha256: str) -> Admitted | None:
     """The admitted file a run pinned, if it can still be read and is still the pinned one (None otherwise)."""
-    path = config.get("admitted_path")
+    path = config.admitted_path
     if not path:
         return None
     try:

@@ -328,11 +328,11 @@ def _remote(actor: Actor, endpoint: str, codec: Codec[Any], curve: CurveClientKe
                   liveness=actor.config.transport.heartbeat_liveness, handshake=False)
 
 
-def _run_config(job: Job, config: RunConfig, admitted: Admitted, workers: int) -> dict[str, Any]:
+def _run_config(job: Job, config: RunConfig, admitted: Admitted, workers: int) -> rec.RunPins:
     """The run's pins as its RunRecord keeps them."""
-    return {"run_config": msgspec.to_builtins(config, builtin_types=()), "config_sha256": job.config_sha256,
-            "tasks": job.tasks, "backend": job.backend, "sim_endpoint": job.sim_endpoint,
-            "admitted_path": job.admitted_path, "host": admitted.host, "workers": workers, "ray": job.ray}
+    return rec.RunPins(run_config=msgspec.to_builtins(config, builtin_types=()), config_sha256=job.config_sha256,
+                       tasks=list(job.tasks), backend=job.backend, sim_endpoint=job.sim_endpoint,
+                       admitted_path=job.admitted_path, host=dict(admitted.host), workers=workers, ray=job.ray)
 
 
 def _model_pin(config: RunConfig) -> str:

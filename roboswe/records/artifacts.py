@@ -297,7 +297,7 @@ def build_results(reader: RunReader, run_id: str, *, pins: dict[str, Any] | None
                 verdicts[view.verification.verdict] = verdicts.get(view.verification.verdict, 0) + 1
     timing["replay"] = timing.get("replay", 0.0) + replay
     return Results(
-        run_id=run_id, created_at=time.time(), pins=pins if pins is not None else run.config,
+        run_id=run_id, created_at=time.time(), pins=pins if pins is not None else msgspec.to_builtins(run.config),
         denominators=score.denominators, bootstrap=score.bootstrap, series=score.series, datasets=score.datasets,
         timing=dict(sorted(timing.items())), timing_by_series=by_series, verifications=verdicts,
         usage=usage_summary(reader.provider_calls(run_id), run_price(run.config)),

@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from roboswe.protocol.recorder import RunPins
 from roboswe.records.reader import RunReader
 from roboswe.records.scoring import (
     BOOTSTRAP,
@@ -81,7 +82,7 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(msgspec.json.encode(value, order="sorted")).hexdigest()[:16]
 
 
-def _admitted_manifests(config: dict[str, Any], admitted_sha256: str) -> dict[str, dict[str, Any]]:
+def _admitted_manifests(config: RunPins, admitted_sha256: str) -> dict[str, dict[str, Any]]:
     """task -> pinned manifest, from the run's admitted file when it is still the pinned one."""
     from roboswe.evaluation.admission import pinned_admitted
 
@@ -109,7 +110,7 @@ def run_pins(reader: RunReader, run_id: str) -> dict[str, Any]:
         else:  # the manifest digest covers the observation interface, among the rest of the scene
             observation[s.task] = f"manifest {str(s.pins.get('manifest_digest', 'unrecorded'))[:16]}"
         assets[s.task] = str(s.pins.get("assets") or (manifest.get("upstream") or {}).get("assets")
-                             or run.config.get("assets") or "unlabelled")
+                             or "unlabelled")
     return {"protocol": protocol, "admitted_set": run.admitted_sha256, "budgets": budgets, "image": images, "observation": observation,
             "assets": assets}
 
@@ -152,7 +153,7 @@ def _side(run_dir: Path, run_id: str | None) -> tuple[RunSide, dict[str, Any], d
                 f"{run_dir}: run {run.run_id} has more than one series for task {m.task!r} "
                 f"({by_task[m.task].series_id}, {m.series_id}); compare runs with one series per task")
         by_task[m.task] = m
-    provider = (run.config.get("run_config") or {}).get("provider") or {}
+    provider = run.config.provider
     side = RunSide(run_dir=str(run_dir), run_id=run.run_id, models=sorted({m.model for m in score.series}),
                    modes=sorted({m.mode for m in score.series}), pins=pins)
     settings = {k: v for k, v in provider.items() if k not in ("price", "api_key_env", "base_url")}

@@ -59,7 +59,7 @@ class ContextEvidence(msgspec.Struct, frozen=True, kw_only=True):
 def context_evidence(reader: RunReader, run_id: str) -> ContextEvidence:
     """The run's context policy and its slides, from the run record, count events and slides table."""
     run = reader.run(run_id)
-    provider: dict[str, Any] = (run.config.get("run_config") or {}).get("provider") or {}
+    provider: dict[str, Any] = run.config.provider
     C, O = provider.get("context_window"), provider.get("max_output_tokens")
     counting: dict[str, int] = {}
     exact = estimated = 0

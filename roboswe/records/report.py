@@ -4,7 +4,7 @@ The summary (``run_summary``) is computed from RUN_DIR/run.sqlite by the one sco
 (roboswe.records.scoring, through artifacts.build_results, which also writes results.json): per
 task a trial-by-trial table (outcome, replay verdict, scored or unscored slot, control steps,
 simulated and active time), the headline with missing slots and its lower bound, the admitted
-denominator with exclusions, seed 001's figures with intervals, tokens and cost, the context
+denominator with exclusions, RoboSWE-ADAPT's figures with intervals, tokens and cost, the context
 policy and its slides, and where the time went. The viewer exports the same summary.
 """
 
@@ -14,6 +14,8 @@ import time
 from typing import Any
 
 import msgspec
+
+from roboswe.protocol.recorder import RunPins
 
 # The order timing components are shown in; others follow alphabetically.
 TIMING_ORDER = ("provider", "execution", "transport", "physics", "rendering", "waits", "recovery", "replay")
@@ -95,7 +97,7 @@ def assets_notice(series: list[dict[str, Any]]) -> str:
     return "; ".join(lines)
 
 
-def predicate_reviews(config: dict[str, Any], admitted_sha256: str) -> dict[str, dict[str, Any]]:
+def predicate_reviews(config: RunPins, admitted_sha256: str) -> dict[str, dict[str, Any]]:
     """task -> predicate review record from the run's pinned admitted file (empty if it is gone or not the pinned one)."""
     from roboswe.evaluation.admission import pinned_admitted
 

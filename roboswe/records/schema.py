@@ -222,13 +222,13 @@ json_encoder = msgspec.json.Encoder()
 
 
 def _kind_of(tp: Any) -> str:
-    """How a field is stored: 'json' (dict/list/tuple), 'bytes', 'bool' or 'plain'."""
+    """How a field is stored: 'json' (dict/list/tuple/Struct), 'bytes', 'bool' or 'plain'."""
     if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
         kinds = {_kind_of(a) for a in typing.get_args(tp) if a is not type(None)}
         return kinds.pop() if len(kinds) == 1 else "plain"
     if typing.get_origin(tp) is typing.Annotated:
         return _kind_of(typing.get_args(tp)[0])
-    if typing.get_origin(tp) in (dict, list, tuple):
+    if typing.get_origin(tp) in (dict, list, tuple) or (isinstance(tp, type) and issubclass(tp, msgspec.Struct)):
         return "json"
     if tp is bytes:
         return "bytes"

@@ -9,7 +9,7 @@ the three never disagree. Per-series rules are in ``roboswe.records.metrics``; h
 - Headline: A (and Q) over the completed tasks, always beside the count of missing slots
   (unscored slots plus the slots of admitted tasks without a completed series) and the
   lower bound that counts every missing slot as a failure, over all admitted tasks.
-- Seed 001's figures over completed tasks: success at each trial, success *by* trial t
+- RoboSWE-ADAPT's figures over completed tasks: success at each trial, success *by* trial t
   (at least one verified success in trials 1..t), the gain (by T minus trial 1), first
   success trial, trajectory classes, recovery, efficiency (geometric mean over tasks of the
   first-to-last ratio of control steps and of simulated time, among verified successes).
@@ -31,6 +31,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from roboswe.protocol.recorder import RunPins
 from roboswe.records.metrics import (
     TRAJECTORIES,
     UNSCORED,
@@ -156,14 +157,14 @@ def wilson(k: int, n: int) -> Proportion:
 # --- denominators ---------------------------------------------------------------------------------
 
 
-def denominators(run_config: dict[str, Any], admitted_sha256: str, recorded_tasks: Sequence[str],
+def denominators(pins: RunPins, admitted_sha256: str, recorded_tasks: Sequence[str],
                  admitted_tasks: Sequence[str] | None = None) -> Denominators:
     """The admitted tasks and the exclusions with reasons, from the run's pinned config and admitted file."""
-    tasks = list(admitted_tasks if admitted_tasks is not None else run_config.get("tasks") or [])
+    tasks = list(admitted_tasks if admitted_tasks is not None else pins.tasks)
     if not tasks:
         tasks = list(dict.fromkeys(recorded_tasks))
     excluded: dict[str, str] = {}
-    path = run_config.get("admitted_path")
+    path = pins.admitted_path
     if not path:
         source = "unknown: the run records no admitted file"
     else:

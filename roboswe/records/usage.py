@@ -34,6 +34,8 @@ from typing import Annotated, Any
 
 import msgspec
 
+from roboswe.protocol.recorder import RunPins
+
 Rate = Annotated[float, msgspec.Meta(ge=0)]
 
 
@@ -212,10 +214,9 @@ def cost(usage: TokenUsage, price: Price | None) -> Cost:
     return Cost(amount=amount, currency=price.currency)
 
 
-def run_price(run_config: dict[str, Any]) -> Price | None:
+def run_price(pins: RunPins) -> Price | None:
     """The price pinned in a run's recorded config, if any."""
-    provider = (run_config.get("run_config") or {}).get("provider") or {}
-    price = provider.get("price")
+    price = pins.provider.get("price")
     return msgspec.convert(price, Price) if price else None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from roboswe.protocol.recorder import RunRecord, SeriesRecord, TrialEnded, TrialStarted
+from roboswe.protocol.recorder import RunPins, RunRecord, SeriesRecord, TrialEnded, TrialStarted
 
 from roboswe.records.store import RunStore
 
@@ -13,7 +13,7 @@ from roboswe.records.store import RunStore
 def run_records(run_id: str = "r1", series_id: str = "r1/lift", mode: str = "retain") -> list:
     now = time.time()
     return [
-        RunRecord(run_id=run_id, created_at=now, config={"model": "demo"}, admitted_sha256="ab" * 32),
+        RunRecord(run_id=run_id, created_at=now, config=RunPins(backend="bwrap", workers=2), admitted_sha256="ab" * 32),
         SeriesRecord(series_id=series_id, run_id=run_id, task="Lift", model="demo", mode=mode, created_at=now),
     ]
 

@@ -8,7 +8,7 @@ import av
 import msgspec
 import numpy as np
 import pytest
-from roboswe.protocol.recorder import VerificationRecord
+from roboswe.protocol.recorder import RunPins, VerificationRecord
 
 from roboswe.records.artifacts import (
     RESULTS_SCHEMA_VERSION,
@@ -93,7 +93,7 @@ def test_results_json_carries_schema_pins_figures_and_timing(store, tmp_path):
         results = build_results(reader, "r1", admitted_tasks=["Lift"])
     stored = write_results(tmp_path / "run", results)
     data = load_results(stored.path)
-    assert data["schema_version"] == RESULTS_SCHEMA_VERSION and data["pins"] == {"model": "demo"}
+    assert data["schema_version"] == RESULTS_SCHEMA_VERSION and data["pins"] == msgspec.to_builtins(RunPins(backend="bwrap", workers=2))
     (series,) = data["series"]
     assert series["Q"] == pytest.approx(0.6) and series["A"] == pytest.approx(0.6) and series["first_success"] == 3
     assert data["datasets"][0]["admitted_tasks"] == 1 and data["datasets"][0]["completed_tasks"] == 1

@@ -10,6 +10,7 @@ import time
 import pytest
 from roboswe.protocol.recorder import (
     EventRecord,
+    RunPins,
     RunRecord,
     SeriesRecord,
     VerificationRecord,
@@ -28,7 +29,7 @@ def _build(run_dir, mode: str, patterns: dict[str, str], *, budgets=BUDGETS, ima
     run_id = f"run-{mode}"
     now = time.time()
     records: list = [RunRecord(run_id=run_id, created_at=now, admitted_sha256="cd" * 32,
-                               config={"tasks": list(patterns), "run_config": {"provider": {"kind": "python"}}})]
+                               config=RunPins(tasks=list(patterns), run_config={"provider": {"kind": "python"}}))]
     for n, (task, pattern) in enumerate(patterns.items()):
         sid = f"{run_id}/{task}"
         records.append(SeriesRecord(series_id=sid, run_id=run_id, task=task, model="python:demo", mode=mode,

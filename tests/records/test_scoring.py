@@ -9,7 +9,7 @@ import time
 
 import msgspec
 import pytest
-from roboswe.protocol.recorder import RunRecord, SeriesRecord, VerificationRecord
+from roboswe.protocol.recorder import RunPins, RunRecord, SeriesRecord, VerificationRecord
 
 from roboswe.evaluation.admission import FORMAT, Admitted, AdmittedTask, _content_digest
 from roboswe.records.artifacts import build_results, load_results, write_results
@@ -52,8 +52,8 @@ def every_kind_of_slot(store, tmp_path):
     digest = _admitted_file(tmp_path / "admitted.json")
     now = time.time()
     records: list = [RunRecord(run_id=RUN, created_at=now, admitted_sha256=digest,
-                               config={"tasks": ["Lift", "Stack", "Door", "Wipe", "Never"],
-                                       "admitted_path": str(tmp_path / "admitted.json")})]
+                               config=RunPins(tasks=["Lift", "Stack", "Door", "Wipe", "Never"],
+                                              admitted_path=str(tmp_path / "admitted.json")))]
     for n, task in enumerate(["Lift", "Stack", "Door", "Wipe"]):
         records.append(SeriesRecord(series_id=f"{RUN}/{task}", run_id=RUN, task=task, model="demo", mode="retain",
                                     created_at=now + n))
@@ -171,7 +171,7 @@ def test_an_incomplete_series_cannot_raise_the_headline_unseen(store, tmp_path):
     from roboswe.records.scoring import dataset_metrics
 
     now = time.time()
-    records: list = [RunRecord(run_id=RUN, created_at=now, config={"tasks": ["Lift", "Door"]})]
+    records: list = [RunRecord(run_id=RUN, created_at=now, config=RunPins(tasks=["Lift", "Door"]))]
     for task in ("Lift", "Door", "DoorCrashed"):
         records.append(SeriesRecord(series_id=f"{RUN}/{task}", run_id=RUN, task=task, model="m", mode="retain",
                                     created_at=now))

@@ -11,6 +11,7 @@ import pytest
 from roboswe.protocol.recorder import (
     EventRecord,
     MessageRecord,
+    RunPins,
     RunRecord,
     SeriesRecord,
     SlideRecord,
@@ -67,9 +68,9 @@ def priced_run(store, tmp_path):
     now = time.time()
     price = {"input": 1.25, "output": 10.0, "cached_input": 0.125, "currency": "USD"}
     records: list = [
-        RunRecord(run_id="r1", created_at=now, config={"run_config": {"provider": {
+        RunRecord(run_id="r1", created_at=now, config=RunPins(run_config={"provider": {
             "kind": "openai", "model": "gpt-test", "context_window": 400_000, "max_output_tokens": 32_000,
-            "price": price}}}),
+            "price": price}})),
         SeriesRecord(series_id="r1/lift", run_id="r1", task="Lift", model="openai:gpt-test", mode="retain",
                      created_at=now),
     ]

@@ -22,6 +22,7 @@ from roboswe.protocol.recorder import (
     EventRecord,
     MessageRecord,
     OperationRecord,
+    RunPins,
     RunRecord,
     SeriesRecord,
     SlideRecord,
@@ -142,10 +143,10 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
     store = RunStore.open(run_dir, flush_interval=0.05)
     b = _Builder(run_dir, store)
     info: dict = {"run_dir": run_dir, "run_id": RUN_ID, "lift": [], "stack": []}
-    store.put(RunRecord(run_id=RUN_ID, created_at=b.clock, config={
-        "model": "fixture", "backend": "bwrap",
-        "run_config": {"provider": {"kind": "anthropic", "model": "claude-fixture", "context_window": 200_000,
-                                    "max_output_tokens": 16_384, "price": PRICE}}},
+    store.put(RunRecord(run_id=RUN_ID, created_at=b.clock, config=RunPins(
+        backend="bwrap",
+        run_config={"provider": {"kind": "anthropic", "model": "claude-fixture", "context_window": 200_000,
+                                 "max_output_tokens": 16_384, "price": PRICE}}),
                         admitted_sha256="ab" * 32, roboswe_version="0.1.0"))
     lift_series, stack_series = f"{RUN_ID}/{LIFT}", f"{RUN_ID}/{STACK}"
     store.put(SeriesRecord(series_id=lift_series, run_id=RUN_ID, task=LIFT, model="fixture", mode="retain",

@@ -72,7 +72,7 @@ def _session_gallery(work: Path, browser, artifacts_dir: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     with RunReader(run_dir) as reader:
-        provider = reader.run().config["run_config"]["provider"]  # the inference settings, as run
+        provider = reader.run().config.provider  # the inference settings, as run
         assert provider["agent"] == "roboswe.agents.paint_demo:PaintDemoAgent" and "max_output_tokens" in provider
         (series,) = reader.series()
         assert series.mode == "retain" and series.trials == ROUNDS

@@ -1,4 +1,4 @@
-"""The RoboCasa365 catalogue, seed 000's selection as code, and the predicate review at admission."""
+"""The RoboCasa365 catalogue, RoboSWE-ADAPT's selection as code, and the predicate review at admission."""
 
 from __future__ import annotations
 
@@ -122,6 +122,7 @@ def test_tasks_lists_the_catalogue_with_candidates_and_admission_status(capsys, 
 
 def test_the_report_shows_the_review_of_the_pinned_admitted_file_only(tmp_path):
     from roboswe.evaluation.admission import FORMAT, Admitted, AdmittedTask, write_admitted
+    from roboswe.protocol.recorder import RunPins
     from roboswe.records.report import predicate_reviews, review_line
 
     review = {"defined_in": "robocasa.x.ManipulateDrawer._check_success", "source_sha256": "ab" * 32,
@@ -131,8 +132,8 @@ def test_the_report_shows_the_review_of_the_pinned_admitted_file_only(tmp_path):
     path = tmp_path / "admitted.json"
     sealed = write_admitted(Admitted(format=FORMAT, dataset={}, created_at="x", host={}, run_config_sha256=None,
                                      tasks=[task]), path)
-    reviews = predicate_reviews({"admitted_path": str(path)}, sealed.digest)
+    reviews = predicate_reviews(RunPins(admitted_path=str(path)), sealed.digest)
     assert reviews == {"kit-opendrawer": review}
     assert review_line("kit-opendrawer", review) == \
         "  kit-opendrawer: ManipulateDrawer._check_success abababababab (current): the drawer is open"
-    assert predicate_reviews({"admitted_path": str(path)}, "f" * 64) == {}  # not the file the run pinned
+    assert predicate_reviews(RunPins(admitted_path=str(path)), "f" * 64) == {}  # not the file the run pinned
