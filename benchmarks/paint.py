@@ -1,4 +1,4 @@
-"""RoboPaint (seed 004) costs on this machine: physics, MoveFlange execution, canvas updates, one observation.
+"""RoboPaint costs on this machine: physics, MoveFlange execution, canvas updates, one observation.
 
   python benchmarks/paint.py [--repeats 3] [--json OUT]
 

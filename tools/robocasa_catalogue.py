@@ -20,7 +20,7 @@ are published with its website catalogue, not in the package. ``--metadata FILE`
 ``{"TaskName": {"subtasks": 7, "skills": ["..."], "median_demo_seconds": 48.5}}``) adds them; the
 file's digest is recorded and the selection then applies the full rule.
 
-The selection rule (seed 000, "Selection"), as code in ``select`` below:
+The selection rule (RoboSWE-ADAPT, "Selection"), as code in ``select`` below:
 
 - harder candidates: at least HARDER_MIN_SUBTASKS subtasks, more than HARDER_MIN_SKILLS skills,
   and a long median demonstration (at least LONG_MEDIAN_S);
@@ -57,7 +57,7 @@ SHORTER_MEDIAN_S = (30.0, 60.0)
 TYPICAL_MEDIAN_S = 40.0
 SHORTER_COUNT = 20
 
-# Seed 000: two proposed compositions; candidates only, never admitted without their own
+# RoboSWE-ADAPT: two proposed compositions; candidates only, never admitted without their own
 # identifier, instruction, budgets and verifier review, in one continuous scene.
 COMPOSITIONS = [("GatherMarinadeIngredients", "BlendMarinade"), ("ReheatMeal", "ReturnHeatedFood")]
 
@@ -131,7 +131,7 @@ def read_tasks(metadata: dict | None = None) -> tuple[dict, dict]:
 
 
 def select(tasks: dict) -> dict:
-    """Seed 000's selection over the composite tasks; names every criterion it could not evaluate."""
+    """RoboSWE-ADAPT's selection over the composite tasks; names every criterion it could not evaluate."""
     composites = {n: e for n, e in tasks.items() if e["kind"] == "composite"}
     has_skills = any("skills" in e for e in composites.values())
     has_medians = any("median_demo_seconds" in e for e in composites.values())

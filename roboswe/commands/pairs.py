@@ -1,6 +1,6 @@
 """`roboswe pairs RUN_DIR... --out DIR [--seed N]`: blinded pairwise rating files for round-3 canvases.
 
-Seed 004's optional human comparison: every same-goal pair of the runs' round-3 canvases, under
+RoboPaint's optional human comparison: every same-goal pair of the runs' round-3 canvases, under
 anonymous names, sides and order shuffled with a recorded seed (roboswe/viewer/_gallery.py).
 Raters get DIR/pairs.json and the PNGs; DIR/key.json maps the names back and stays with whoever
 collects the ratings.

@@ -101,11 +101,11 @@ Components:
 def trial_opening(index: int, trials: int, previous: dict | None, *, instruction: str = "",
                   cameras: Sequence[str] = (), sensors: Sequence[str] = (), interface: str = "code",
                   goal: Sequence[str] = ()) -> str:
-    """The text of trial ``index``'s first message (seed 001: the instruction, the current camera
+    """The text of trial ``index``'s first message (RoboSWE-ADAPT: the instruction, the current camera
     images, the robot's sensor readings and the native interface; the images travel as image parts
     beside this text, one per name in ``cameras``). For trials after the first, in retain mode, it
     starts with the previous outcome and figures. ``sensors`` are lines ``key: [values]``.
-    ``goal`` describes the task's goal images (seed 004's image goal), attached before the cameras'.
+    ``goal`` describes the task's goal images (RoboPaint's image goal), attached before the cameras'.
 
     It always begins ``Trial N of T begins.`` (agents find trial boundaries by it).
     """

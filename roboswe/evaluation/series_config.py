@@ -5,7 +5,7 @@ number), never loosen them. ``effective_budgets`` applies that rule per task.
 
 The interface (``code``: scripts in the sandbox; ``actions``: action chunks the trial executes,
 see roboswe/evaluation/actions.py) and the budget track are chosen here too. Two tracks
-(seed 002), never pooled as one protocol:
+(as the GR1 tabletop protocol defines them), never pooled as one protocol:
 
 - ``horizon``: ``control_step_cap`` N control steps per trial (one native control per action,
   stop at the first success); identity ``.../control-N/v2``. The default for ``code``.

@@ -1,6 +1,6 @@
 """Adaptation metrics of one series: slots scored from the records, then y_t, A, Q and the rest.
 
-Scoring rules (DESIGN.md section 8; seed 001: "a scored outcome requires agreement between
+Scoring rules (DESIGN.md section 8; RoboSWE-ADAPT: "a scored outcome requires agreement between
 the original execution and the code-operation rerun"):
 
 - A slot is a trial index 1..T of a series. Its attempt is the latest one recorded for that

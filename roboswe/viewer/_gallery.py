@@ -1,4 +1,4 @@
-"""The painting gallery (seed 004): every final canvas per goal with its real round label, and blinded pairs.
+"""The RoboPaint painting gallery: every final canvas per goal with its real round label, and blinded pairs.
 
 ``gallery.html`` (next to the viewer's index.html) shows, per goal, the goal itself (the image
 drawn from its recipe, checked against the recorded SHA-256, or the text) and, per series, the
@@ -39,7 +39,7 @@ log = structlog.get_logger()
 
 GALLERY = "gallery.html"
 FOLDER = "gallery"
-ROUNDS_SHOWN = 3  # seed 004's three ICL rounds; a longer series shows every round it has
+ROUNDS_SHOWN = 3  # RoboPaint's three ICL rounds; a longer series shows every round it has
 PAIRS_FORMAT = "roboswe-paint-pairs/1"
 
 

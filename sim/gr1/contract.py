@@ -1,4 +1,4 @@
-"""The GR1 tabletop contract of seed 002 (configs/contracts/gr1-tabletop.toml), typed and applied.
+"""The GR1 tabletop protocol's contract (configs/contracts/gr1-tabletop.toml), typed and applied.
 
 The contract file is the one place the seed's numbers live: the 29-D action slices with their
 orders and bounds, the hand expansion, the 29 encoder identities, the egoview pipeline and the
@@ -136,7 +136,7 @@ class Native(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
 
 
 class Contract(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Seed 002's GR1 tabletop contract; ``__post_init__`` checks its internal consistency."""
+    """The GR1 tabletop protocol's contract; ``__post_init__`` checks its internal consistency."""
 
     id: str
     seed: str

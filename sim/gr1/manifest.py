@@ -108,7 +108,7 @@ def check_hash_sentinel() -> None:
     text, expected = HASH_SENTINEL
     if hash(text) != expected:
         raise SimError("this simulator process does not run with PYTHONHASHSEED=0 (hash sentinel differs); "
-                       "start it with PYTHONHASHSEED=0 in its environment, as seed 002 requires")
+                       "start it with PYTHONHASHSEED=0 in its environment, as the GR1 tabletop protocol requires")
 
 
 def contract_path(name: str) -> Path:

@@ -1,4 +1,4 @@
-"""GR1 tabletop NATIVE tasks (seed 002): robocasa_gr1's own task classes under the 29-D contract.
+"""GR1 tabletop NATIVE tasks (the GR1 tabletop protocol): robocasa_gr1's own task classes under the 29-D contract.
 
 The env is built the way robocasa_gr1's gym factory builds it (``gymnasium_basic.create_env_robosuite``
 behind ``gr1_unified/<task>_GR1ArmsAndWaistFourierHands_Env``): the robot's default composite
@@ -157,7 +157,7 @@ def native_env_kwargs(manifest: Gr1Manifest, robot: str, image_size: tuple[int, 
 
 
 class Gr1NativeBackend(Gr1StandinBackend):
-    """A robocasa_gr1 tabletop task under the seed-002 contract (the stand-in's checks, allowlist and validation)."""
+    """A robocasa_gr1 tabletop task under the GR1 tabletop contract (the stand-in's checks, allowlist and validation)."""
 
     def __init__(self, manifest: Gr1Manifest | dict, *, trial_steps: int | None = None,
                  require_fixed_hash_seed: bool = False):

@@ -1,4 +1,4 @@
-"""GR1 tabletop family (seed 002): the 29-D joint contract, the offline stand-in scenes, and native admission.
+"""GR1 tabletop family: the 29-D joint contract, the offline stand-in scenes, and native admission.
 
 A GR1 manifest says its ``fidelity``. ``offline-standin``: our robosuite scenes (sim/gr1/scenes.py)
 with the GR1ArmsAndWaistFourierHands robot, legs and head unactuated, a fixed base, the BASIC
@@ -43,7 +43,7 @@ from .manifest import (
 
 
 class Gr1StandinBackend(RobosuiteBackend):
-    """A stand-in GR1 tabletop scene under the seed-002 contract. One thread must own it (GL context)."""
+    """A stand-in GR1 tabletop scene under the GR1 tabletop contract. One thread must own it (GL context)."""
 
     def __init__(self, manifest: TaskManifest | dict, *, trial_steps: int | None = None,
                  require_fixed_hash_seed: bool = False):

@@ -1,8 +1,8 @@
-"""The RoboPaint family (seed 004): the paint scene behind the simulator backend interface, one round per reset.
+"""The RoboPaint family: the paint scene behind the simulator backend interface, one round per reset.
 
 The participant's environment actions are ``move_flange(waypoints)`` and ``submit_painting()``;
 one MoveFlange is one action whatever its waypoint count, and a rejected batch also uses one
-(it is an action the participant took; seed 004 counts a rejected no-movement step the same
+(it is an action the participant took; RoboPaint counts a rejected no-movement step the same
 way). Submitting, or reaching the manifest's action limit (96 by default), ends the round and
 saves the canvas (PNG bytes and its SHA-256). The observation is the rendered workspace
 camera(s) and the flange pose in the robot-base frame; nothing about the paper, pigment or
@@ -300,7 +300,7 @@ class PaintBackend(TrialBookkeeping):
         return ActionSpec(
             dim=8, low=low, high=high, hold=[*map(float, pos), *map(float, quat), pc.MIN_DURATION_S],
             hold_rule="the arm holds its last target pose",
-            # One Step = one MoveFlange over round(sum(duration_s) * 100) control steps, never cut (seed 004).
+            # One Step = one MoveFlange over round(sum(duration_s) * 100) control steps, never cut (RoboPaint).
             chunk_is_one_action=True, duration_component=WAYPOINT_NAMES.index("duration_s"),
             components=[ActionComponent(index=i, name=n, low=lo, high=hi, unit=u)
                         for i, (n, lo, hi, u) in enumerate(zip(WAYPOINT_NAMES, low, high, units))],

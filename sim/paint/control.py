@@ -3,7 +3,7 @@
 A batch is 1-32 waypoints, each a position in robot-base metres (x right, y forward, z up), a
 unit quaternion (x, y, z, w) and a duration (s). A batch is checked whole before any physics
 runs; the first violated rule rejects it with the waypoint index and the rule's name, and
-nothing is ever clipped. Seed 004 fixes the count, the minimum duration and the batch total;
+nothing is ever clipped. RoboPaint fixes the count, the minimum duration and the batch total;
 it states no workspace or speed numbers, so ``WORKSPACE`` and the speed limits are ours and
 are published with the task spec.
 

@@ -1,4 +1,4 @@
-"""The RoboPaint scene (seed 004): a Panda holding a soft brush on a compliant mount, a board with paper, a pigment dish.
+"""The RoboPaint scene: a Panda holding a soft brush on a compliant mount, a board with paper, a pigment dish.
 
 Plain MuJoCo, no robosuite environment: the Panda's MJCF (meshes, joints, inertias) is loaded
 from the installed robosuite package's assets with ``mujoco.MjSpec`` and our own world is

@@ -1,7 +1,7 @@
 """The RoboCasa365 task catalogue (configs/catalogues/robocasa365.toml), read as typed data.
 
 The file is written by tools/robocasa_catalogue.py from the installed package (its dataset
-registry and task classes) and carries seed 000's candidate selection. Membership is not
+registry and task classes) and carries RoboSWE-ADAPT's candidate selection. Membership is not
 admission: a task runs only through a task manifest that `roboswe admit` admitted.
 """
 

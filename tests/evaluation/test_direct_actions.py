@@ -3,7 +3,7 @@
 The real handlers (tests/evaluation/harness.py) run a series whose interface is ``actions``:
 the participant answers each observation with an action chunk, the trial executes it one
 control step per action through the simulator, stops mid-chunk at success or at the cap,
-refuses a bad chunk whole (naming the component), records the seed-002 evidence, and the
+refuses a bad chunk whole (naming the component), records the GR1 tabletop protocol's evidence, and the
 replay re-steps the executed prefixes and agrees with the recorded control trace.
 """
 

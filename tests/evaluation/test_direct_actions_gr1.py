@@ -1,4 +1,4 @@
-"""GR1 tabletop (seed 002) end to end: both participant kinds close the drawer stand-in through `roboswe run`.
+"""GR1 tabletop end to end: both participant kinds close the drawer stand-in through `roboswe run`.
 
 The real supervisor and actors, the GR1 stand-in scene, the bwrap sandbox. One run per kind:
 the scripted policy (interface ``actions``, decisions track D = 200, K = 5) answers each

@@ -1,4 +1,4 @@
-"""The recorded opening of a trial (seed 001): instruction, the current camera images as image parts,
+"""The recorded opening of a trial (RoboSWE-ADAPT): instruction, the current camera images as image parts,
 the robot's sensor readings, and the native interface named; the participant receives the images."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GR1 tabletop (seed 002): one stand-in scene shared by the backend tests (building it costs ~15 s)."""
+"""GR1 tabletop: one stand-in scene shared by the backend tests (building it costs ~15 s)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The GR1 contract file against seed 002's numbers, and the functions that apply it (no simulator)."""
+"""The GR1 contract file against the GR1 tabletop protocol's numbers, and the functions that apply it (no simulator)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from roboswe.sim.gr1.contract import (
 )
 from roboswe.sim.manifest import ManifestError
 
-# Seed 002, copied here independently of the contract file.
+# The GR1 tabletop protocol's numbers, copied here independently of the contract file.
 SEED_LOW = [-3, 0, -3, -3, -3, -1.5, -1.5] + [-3, -3, -3, -3, -3, -1.5, -1.5] + [0] * 12 + [-1.05, -0.52, -0.7]
 SEED_HIGH = ([3, 3, 3, 0, 3, 1.5, 1.5] + [3, 0, 3, 0, 3, 1.5, 1.5] + [1.57, 1.57, 1.57, 1.57, 1.22, 1.74] * 2
              + [1.05, 1.22, 0.7])

@@ -1,4 +1,4 @@
-"""GR1 native adapter (seed 002): robocasa_gr1's own task class on the generated placeholder kit.
+"""GR1 tabletop native adapter: robocasa_gr1's own task class on the generated placeholder kit.
 
 The real RoboCasa GR1 assets cannot be downloaded here, so the end-to-end checks run the native
 PnPCupToDrawerClose on sim/gr1/kit.py's placeholder assets (labelled ``assets = "placeholder"``):

@@ -1,4 +1,4 @@
-"""MoveFlange on the paint scene: seed 004's rules, rejection before physics with the rule named, protective stop, round end."""
+"""MoveFlange on the paint scene: RoboPaint's rules, rejection before physics with the rule named, protective stop, round end."""
 
 from __future__ import annotations
 
