@@ -82,7 +82,8 @@ class Family(msgspec.Struct, frozen=True, kw_only=True):
     - ``asset_problems(manifests)``: preflight's check that its tasks can load here (no simulator import).
     - ``pins``: the installed distributions whose versions admission records for it.
     - ``interfaces``: the participant interfaces it takes; one not in ``COMMON_INTERFACES`` is its own.
-    - ``exclusion(manifest)``: why admission excludes a task before probing it (e.g. missing downloads), or None.
+    - ``exclusion(manifest)``: why admission excludes a task before probing it (e.g. missing downloads), or None;
+      ``exclusion_note`` is what `roboswe admit` says of the tasks so excluded ("N task(s) excluded because ...").
     - ``reviews(manifests, timeout)``: task id -> predicate review record, for a family that pins one.
     - ``identity(manifest, track, cap=, calls=, prefix=)``: a series' protocol identity where the family has its
       own contract (raises ValueError outside its limits); None: ``<name>/control-N/v2`` or
@@ -102,6 +103,7 @@ class Family(msgspec.Struct, frozen=True, kw_only=True):
     pins: tuple[str, ...] = ()
     interfaces: tuple[str, ...] = COMMON_INTERFACES
     exclusion: Callable[[TaskManifest], str | None] | None = None
+    exclusion_note: str = ""
     reviews: Callable[[list[TaskManifest], float], dict[str, dict[str, Any]]] | None = None
     identity: Callable[..., str] | None = None
     prompt: Prompt | None = None

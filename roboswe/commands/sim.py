@@ -137,11 +137,28 @@ def run_admit(args: argparse.Namespace) -> int:
     sealed = write_admitted(admitted, args.out)
     n = len(sealed.admitted_tasks())
     echo(f"wrote {args.out}: {n} of {len(sealed.tasks)} task(s) admitted, digest {sealed.digest[:16]}")
-    no_assets = [t.id for t in sealed.tasks if t.status == "excluded" and "RoboCasa assets missing" in (t.reason or "")]
-    if no_assets:
-        echo(f"{len(no_assets)} task(s) excluded because RoboCasa's kitchen assets are missing; "
-             "`roboswe assets robocasa` says what is present and how to get the rest")
+    for note, ids in _family_exclusions(sealed).items():
+        echo(f"{len(ids)} task(s) excluded because {note}")
     return 0 if n else 1
+
+
+def _family_exclusions(sealed) -> dict[str, list[str]]:
+    """Excluded tasks whose family excluded them before any probe, by the family's note on that exclusion."""
+    from roboswe.sim.families import family
+    from roboswe.sim.manifest import ManifestError
+
+    out: dict[str, list[str]] = {}
+    for t in sealed.tasks:
+        if t.status != "excluded":
+            continue
+        try:
+            m = t.task_manifest()
+            found = family(m.upstream.package)
+        except (ManifestError, KeyError, ValueError):
+            continue
+        if found.exclusion_note and _excluded_by_family(found, m):
+            out.setdefault(found.exclusion_note, []).append(t.id)
+    return out
 
 
 def _excluded_by_family(found, manifest) -> bool:

@@ -67,6 +67,8 @@ def reviews(manifests: list[TaskManifest], timeout: float, env: Mapping[str, str
 
 
 FAMILY = Family(name="robocasa", manifest=KitchenManifest, build=_build, asset_problems=asset_problems,
-                pins=("praxis-robocasa", "praxis-robosuite", "mujoco", "numpy"), exclusion=exclusion, reviews=reviews,
+                pins=("praxis-robocasa", "praxis-robosuite", "mujoco", "numpy"), exclusion=exclusion,
+                exclusion_note=("RoboCasa's kitchen assets are missing; `roboswe assets robocasa` says what is present "
+                                "and how to get the rest"), reviews=reviews,
                 import_simulator=_import_simulator, commands=(ASSETS,), host_checks=_host_checks,
                 list_catalogue=_list_catalogue)
