@@ -48,6 +48,7 @@ class RewardReport(msgspec.Struct, frozen=True, kw_only=True):
     ledger: ChainVerdict | None = None  # None: no ledger was given (a submitted directory)
     artifact_digest: str | None
     image_digest: str | None
+    sandbox: str | None = None  # the backend the artifact ran on (bwrap | docker); None when it never ran
     task_digest: str
     salt_sha256: str
     salt_label: str

@@ -115,15 +115,15 @@ def verify_run(run_dir: Path, *, salt: Salt | None = None, seeds: list[int] | No
     if ledger is not None and not ledger.ok:
         gates.append(Gate(name="ledger", reason=f"ledger unverifiable: {ledger.reason}"))
     image = load_image(artifact_cache_dir())
-    result = None
+    result, chosen = None, None
     reward, components = 0.0, ()
     if not gates:
         if not sealed.has_entry:
             gates.append(Gate(name="load", reason=f"the artifact has no {sealed.entry_file}"))
         else:
             battery = pose.render_battery(task, plan, battery_cache)
-            result = trio.run(drive, task, battery, contents, (sealed.entry_file, sealed.entry_function), image,
-                              choose_backend(backend, image))
+            chosen = choose_backend(backend, image)
+            result = trio.run(drive, task, battery, contents, (sealed.entry_file, sealed.entry_function), image, chosen)
             gates += result.gates
             if not gates:
                 reward, components = pose.score(task, battery, result.estimates, result.estimate_seconds, result.answered)
@@ -132,7 +132,7 @@ def verify_run(run_dir: Path, *, salt: Salt | None = None, seeds: list[int] | No
         protocol=protocol_id(task.protocol.version, *_salt_identity(run_dir, salt)),
         placeholder=task.placeholder, status="gated" if gates else "scored", reward=0.0 if gates else reward,
         components=components, gates=tuple(gates), ledger=ledger, artifact_digest=sealed.digest,
-        image_digest=image.digest, task_digest=task_digest(task), salt_sha256=_salt_identity(run_dir, salt)[0],
+        image_digest=image.digest, sandbox=chosen, task_digest=task_digest(task), salt_sha256=_salt_identity(run_dir, salt)[0],
         salt_label=_salt_identity(run_dir, salt)[1], plan_commitment=commitment(plan), revealed_seeds=tuple(seeds),
         calls=len(result.calls) if result else 0, verifier_seconds=round(time.monotonic() - started, 3))
     return report, result
