@@ -84,6 +84,9 @@ def test_the_scripted_policy_closes_the_drawer_with_act_chunks_and_replays_verif
     assert videos, "the policy trial has no video"
 
 
+# A second GR1 end-to-end run (the policy run above is the default one); the allowlist is also checked at the
+# simulator boundary by tests/sim/gr1/test_backend.py by default.
+@pytest.mark.exhaustive
 def test_the_scripted_coder_closes_the_drawer_through_robot_which_offers_only_the_allowlist(gr1_admitted):
     run_dir = _run(gr1_admitted, "coder", "Gr1DrawerCoder", "", "--no-video")  # videos: the policy run
     with RunReader(run_dir) as reader:

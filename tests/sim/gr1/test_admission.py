@@ -14,6 +14,8 @@ from roboswe.evaluation.admission import admit_task
 from .conftest import TASKS
 
 
+# A repeat: the GR1 direct-actions run admits the stand-in (two fresh processes, one fingerprint) by default.
+@pytest.mark.exhaustive
 def test_a_standin_admits_with_the_same_fingerprint_in_fresh_processes(cube_manifest):
     first = admit_task(cube_manifest, hold_steps=20)
     assert first.status == "admitted", first.reason

@@ -68,6 +68,7 @@ def test_the_native_task_runs_on_the_kit_under_the_contract(kit_dir):
     assert out["fingerprint_again"] == out["fingerprint"]  # a fresh constructor and one seeded reset, again
 
 
+@pytest.mark.exhaustive  # a repeat of admission's two-process check; the kit task itself runs above by default
 @pytest.mark.slow
 def test_the_kit_task_admits_with_one_fingerprint_in_two_fresh_processes(kit_dir, cup):
     from roboswe.evaluation.admission import admit_task

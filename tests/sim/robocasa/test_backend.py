@@ -50,6 +50,8 @@ def test_reset_with_the_same_seed_rebuilds_the_same_kitchen(open_drawer):
     assert c.digest != a.digest and c.seed == 1
 
 
+# A repeat: the kit-location test below builds in two fresh processes too, and the kitchen demo's admission checks it.
+@pytest.mark.exhaustive
 def test_two_fresh_processes_build_the_same_fingerprint(kit_dir):
     manifest = kitchen("OpenDrawer")
     first, second = (fingerprint_in_fresh_process(manifest, kit_dir, 0) for _ in range(2))
