@@ -12,6 +12,7 @@ import socket
 import sys
 
 import numpy as np
+
 from roboswe.bridge import wire
 
 SOCKET = "/bridge/artifact.sock"
@@ -73,7 +74,7 @@ def main():
             else:
                 raise ValueError(f"unknown call {call!r}")
             reply = json.dumps({"ok": True, "value": value}, default=_plain, allow_nan=False)
-        except BaseException as e:  # the artifact's failure is its answer, never the runner's end
+        except BaseException as e:  # noqa: BLE001 - the artifact's failure (SystemExit too) is its answer, never the runner's end
             reply = json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"[:2000]})
         sock.sendall(wire.encode([reply.encode()]))
 

@@ -76,7 +76,7 @@ def _score(args: argparse.Namespace) -> int:
         extra = ["--salt-file", str(args.salt_file)] if args.salt_file else []
         env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
         proc = subprocess.run(verifier_command(run_dir, *extra, engine=args.engine), env=env,
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, text=True, check=False)
         if proc.returncode != 0:
             echo(f"roboswe rle score: the verifier failed (exit {proc.returncode})", file=sys.stderr)
             return 2
@@ -92,8 +92,8 @@ def _score(args: argparse.Namespace) -> int:
 
 def render_report(report) -> str:
     lines = [f"{report.task}  {report.status}  reward {report.reward:.4f}  (score {report.score:.2f})",
-             f"protocol {report.protocol}{'  [public salt]' if report.salt_label == 'public' else ''}"
-             f"{'  PLACEHOLDER' if report.placeholder else ''}"]
+             (f"protocol {report.protocol}{'  [public salt]' if report.salt_label == 'public' else ''}"
+              f"{'  PLACEHOLDER' if report.placeholder else ''}")]
     lines += [f"  gate {g.name}: {g.reason}" for g in report.gates]
     lines += [f"  {c.name:<12} {c.value:.4f}" for c in report.components if c.name.count("_") < 2 or c.name == "rate_hz"]
     if report.ledger is not None:
@@ -104,7 +104,13 @@ def render_report(report) -> str:
 
 
 def _image(args: argparse.Namespace) -> int:
-    from roboswe.sandbox.images import ImageError, artifact_cache_dir, artifact_recipe, build_image, load_image
+    from roboswe.sandbox.images import (
+        ImageError,
+        artifact_cache_dir,
+        artifact_recipe,
+        build_image,
+        load_image,
+    )
 
     try:
         image = (build_image(artifact_recipe(), artifact_cache_dir()) if args.action == "build"
@@ -153,7 +159,7 @@ def verify_rle_run(run_dir: Path) -> int:
         shutil.rmtree(out)
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
     proc = subprocess.run(verifier_command(run_dir.resolve(), "--replay", str(out)), env=env,
-                          stdout=subprocess.PIPE, text=True)
+                          stdout=subprocess.PIPE, text=True, check=False)
     try:
         verdict = msgspec.json.decode(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
     except msgspec.DecodeError:

@@ -119,8 +119,8 @@ def _fmt(value: float | None) -> str:
 
 def render_index(index: RleIndex) -> str:
     """The index as text: the same numbers ``--json`` prints."""
-    lines = [f"RLE Index  (protocol {', '.join(index.protocols) or '—'}"
-             f"{'; PLACEHOLDER assets' if index.placeholder else ''})", ""]
+    lines = [(f"RLE Index  (protocol {', '.join(index.protocols) or '—'}"
+              f"{'; PLACEHOLDER assets' if index.placeholder else ''})"), ""]
     lines.append(f"{'task':<28}{'status':<9}{'score':>7}")
     lines += [f"{e.task:<28}{e.status:<9}{_fmt(e.score):>7}" for e in index.tasks]
     lines.append("")

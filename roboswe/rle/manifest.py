@@ -133,7 +133,7 @@ def task_names() -> list[str]:
 def load_task(name_or_path: str | Path) -> RleTask:
     """A shipped task by id (``pose-rgb``), or a TOML file a user names by path."""
     path = Path(name_or_path)
-    if not path.suffix == ".toml":
+    if path.suffix != ".toml":
         path = TASKS_DIR / f"{name_or_path}.toml"
         if not path.exists():
             raise TaskError(f"no RLE task {name_or_path!r}; the shipped ones are {task_names()}")

@@ -80,7 +80,6 @@ class PoseScene:
 
     def __init__(self, shape: str, width: int, height: int):
         import mujoco
-
         from roboswe.sim.render import SceneRenderer
 
         self._mj = mujoco

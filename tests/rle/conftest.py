@@ -9,10 +9,16 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from roboswe.sandbox.images import (
+    ImageError,
+    artifact_cache_dir,
+    load_image,
+    stale_files,
+)
+
 from roboswe.rle.manifest import RleTask, load_task
 from roboswe.rle.rundir import write_submission
 from roboswe.rle.seal import seal_directory
-from roboswe.sandbox.images import ImageError, artifact_cache_dir, load_image, stale_files
 
 from ..conftest import require_in_ci
 

@@ -7,9 +7,10 @@ import math
 
 import numpy as np
 import pytest
+from roboswe.sim.pose import shapes
+
 from roboswe.rle.manifest import load_task
 from roboswe.rle.pose import family as pose
-from roboswe.sim.pose import shapes
 
 from .conftest import REFERENCE
 

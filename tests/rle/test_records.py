@@ -7,12 +7,31 @@ import socket
 
 import msgspec
 import pytest
+
 from roboswe.rle.index import PoolingError, render_index, rle_index
-from roboswe.rle.ledger import BudgetExhausted, Ledger, LedgerRow, row_hash, verify_chain
+from roboswe.rle.ledger import (
+    BudgetExhausted,
+    Ledger,
+    LedgerRow,
+    row_hash,
+    verify_chain,
+)
 from roboswe.rle.manifest import WORKFLOWS, load_task
-from roboswe.rle.report import EvidenceError, Gate, RewardReport, decode_report, encode_report
+from roboswe.rle.report import (
+    EvidenceError,
+    Gate,
+    RewardReport,
+    decode_report,
+    encode_report,
+)
 from roboswe.rle.seal import SealError, read_sealed, seal_directory, write_sealed
-from roboswe.rle.seeds import PUBLIC_LABEL, hidden_seeds, load_salt, protocol_id, public_salt
+from roboswe.rle.seeds import (
+    PUBLIC_LABEL,
+    hidden_seeds,
+    load_salt,
+    protocol_id,
+    public_salt,
+)
 
 
 def _ledger() -> Ledger:
@@ -113,10 +132,10 @@ def test_seeds_depend_on_salt_task_and_version(tmp_path):
 
 
 def _report(task="pose-rgb", reward=0.5, status="scored", **kw) -> RewardReport:
-    fields = dict(task=task, family="06 Blind Planar Pose Estimation", workflow="Perception and Estimation",
-                  protocol="pose/1+public:x", placeholder=False, status=status, reward=reward, artifact_digest="a",
-                  image_digest="i", task_digest="t", salt_sha256="s", salt_label="public", plan_commitment="c")
-    fields.update(kw)
+    fields = {"task": task, "family": "06 Blind Planar Pose Estimation", "workflow": "Perception and Estimation",
+              "protocol": "pose/1+public:x", "placeholder": False, "status": status, "reward": reward,
+              "artifact_digest": "a", "image_digest": "i", "task_digest": "t", "salt_sha256": "s",
+              "salt_label": "public", "plan_commitment": "c", **kw}
     return RewardReport(**fields)
 
 

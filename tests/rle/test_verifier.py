@@ -10,28 +10,29 @@ import re
 import secrets
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import msgspec
 import pytest
+
 from roboswe.rle.ledger import Ledger, encode_rows, row_hash
 from roboswe.rle.manifest import load_task
 from roboswe.rle.pose import family as pose
-from roboswe.rle.seeds import hidden_seeds, load_salt, public_salt
 from roboswe.rle.rundir import read_report
+from roboswe.rle.seeds import hidden_seeds, load_salt, public_salt
 from roboswe.rle.verifier import verify_run, write_evidence
 
 from . import hostile
 from .conftest import REFERENCE, small_task, submit
 
 REFERENCE_BAR = {"pose-rgbd": 0.45, "pose-rgb": 0.40}
-"""What the reference estimator reaches on the public-salt battery (docs/rle-bench.md has the figures)."""
+"""What the reference estimator's accuracy (0.3·A + 0.7·B) reaches on the public-salt battery
+(docs/rle-bench.md has the figures)."""
 
 
 def _roboswe(*args: str, cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "ROBOSWE_RLE_BATTERY_CACHE": str(cache)}
-    return subprocess.run([sys.executable, "-m", "roboswe.cli", *args], env=env, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "roboswe.cli", *args], env=env, capture_output=True, text=True, check=False)
 
 
 @pytest.mark.slow
@@ -41,9 +42,11 @@ def test_reference_scores_on_the_full_battery_and_verify_reproduces_it(artifact_
     assert scored.returncode == 0, scored.stderr
     report = json.loads(scored.stdout)
     assert report["status"] == "scored" and report["gates"] == [] and report["salt_label"] == "public"
-    assert report["reward"] >= REFERENCE_BAR["pose-rgbd"]
     names = {c["name"]: c["value"] for c in report["components"]}
-    assert names["deduction"] == 0.0 and names["rate_hz"] >= 10
+    # the bar is on accuracy; the deduction is whatever this host's rate earns (never a timed assertion)
+    assert 0.3 * names["stage_a"] + 0.7 * names["stage_b"] >= REFERENCE_BAR["pose-rgbd"]
+    assert names["deduction"] == pytest.approx(0.2 * min(1.0, max(0.0, (10 - names["rate_hz"]) / 9)))
+    assert report["reward"] == pytest.approx(max(0.0, 0.3 * names["stage_a"] + 0.7 * names["stage_b"] - names["deduction"]))
     assert len(report["revealed_seeds"]) == 20 and report["calls"] == 1 + 20 + 700
     verified = _roboswe("verify", str(run), cache=battery_cache)
     assert verified.returncode == 0 and "reproduced" in verified.stdout, verified.stderr
@@ -147,12 +150,9 @@ def test_hostile_artifacts_end_as_their_own_result(artifact_image, battery_cache
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("name", ["HANGS", "FORK_BOMB", "FLOODS"])
 def test_hangs_forks_and_floods_end_as_their_own_zero(artifact_image, battery_cache, tmp_path, name):
-    started = time.monotonic()
     report, result = _verify(tmp_path, name.lower(), getattr(hostile, name), battery_cache)
     assert report.reward == 0.0 and report.status == "gated"
-    assert time.monotonic() - started < 120
-    if name == "FLOODS":
-        assert "exceeds" in result.calls[-1].error
+    assert ("exceeds" if name == "FLOODS" else "cap of one call") in result.calls[-1].error
 
 
 def test_a_forged_ledger_row_gates_the_report(artifact_image, tmp_path):

@@ -11,7 +11,7 @@ import msgspec
 import numpy as np
 
 from roboswe.sim.pose import battery as scene_battery
-from roboswe.sim.pose.battery import EpisodeSpec, GroupSpec, Renders, UnitSpec
+from roboswe.sim.pose.battery import GroupSpec, Renders, UnitSpec
 
 from ..manifest import RleTask
 from ..report import Component

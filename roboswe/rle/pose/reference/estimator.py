@@ -119,7 +119,7 @@ class Estimator:
         if yaw0 is None:
             ks = range(n)
         else:
-            k0 = int(round((yaw0 % (2 * math.pi)) / (COARSE[1] - COARSE[0]))) % n
+            k0 = round((yaw0 % (2 * math.pi)) / (COARSE[1] - COARSE[0])) % n
             ks = [(k0 + d) % n for d in (-2, -1, 0, 1, 2)]
         area = grid.sum()
         F = np.fft.rfft2(grid, s=(2 * N, 2 * N))
