@@ -92,7 +92,8 @@ class ArchiveSearchAgent:
         mine = [p for t in request.conversation if t.role == "assistant" for p in t.tool_calls()]
         if any(c.name == "search_history" for c in mine):
             return Finish(reason="found it")
-        if any(tool.name == "search_history" for tool in request.tools):
+        # search_history is offered from the first request; the slide shows as the context manager's notice
+        if any("earlier turns were removed" in t.text() for t in request.conversation if t.role == "user"):
             return SearchHistory(query="MARKER-0 ")
         n = sum(c.name == "write_file" for c in mine)
         return WriteFile(path=f"note{n}.txt", content=f"MARKER-{n} " + "lorem ipsum " * 1500)
