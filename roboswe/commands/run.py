@@ -49,7 +49,7 @@ def add_arguments_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="series at once, each with its own simulator and sandbox bridge "
                              "(default: [fleet] workers, else one per 2 cores and 3 GiB of memory; with --ray: "
-                             "what the cluster's CPUs hold at [fleet] ray_cpus each)")
+                             "what its nodes hold, each worker on one node)")
     parser.add_argument("--ray", default=None, metavar="auto|HOST:PORT",
                         help="place each worker's simulator and sandbox bridge on a node of this Ray cluster "
                              "(default: [fleet] ray); the coordinator, recorder, provider client and context "
