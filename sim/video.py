@@ -7,7 +7,7 @@ draws the manifest's video cameras at the manifest's frame rate.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,10 +31,24 @@ class VideoRenderer:
         self.manifest = manifest
         self._sim = create_backend(backend or manifest.upstream.package, manifest)
 
+    @property
+    def replays_record(self) -> bool:
+        """Whether the scene's look needs more than the physics state (RoboPaint's canvas): render with ``replay``."""
+        return self.manifest.upstream.package == "paint"
+
+    def replay(self, record: dict, steps: Sequence[int]) -> Iterator[tuple[int, dict[str, list[np.ndarray]]]]:
+        """(control step, {camera: RGB}) at ``steps``, re-executing the trial's task record (sim.paint.video)."""
+        from .paint.video import round_frames
+
+        video = self.manifest.video
+        return round_frames(self._sim, record, steps, list(video.cameras), video.width, video.height)
+
     def render(self, states: PhysicsStates, *, seed: int | None = None, model_xml_sha256: str | None = None,
                cameras: Sequence[str] = (), rows: Sequence[int] | None = None) -> dict[str, list[np.ndarray]]:
         """RGB frames (uint8 HxWx3) per video camera; raises SimError if the model differs from the recording's."""
         sim = self._sim
+        if self.replays_record:
+            raise SimError(f"task {self.manifest.id!r}: its video is drawn by replaying the task record, not from states")
         # reset applies the scene's model-level visual settings (robosuite hides its helper sites there)
         sim.reset(self.manifest.seed if seed is None else seed)
         if model_xml_sha256 is not None and model_xml_sha256 != sim._xml_sha256:
@@ -58,7 +72,7 @@ class VideoRenderer:
     @property
     def device(self) -> str:
         """The GL renderer the frames are drawn with (e.g. llvmpipe on the CPU, the GPU's name on a GPU)."""
-        return getattr(self._sim._renderer, "device", "") or ""
+        return getattr(getattr(self._sim, "_renderer", None), "device", "") or ""
 
     def close(self) -> None:
         self._sim.close()

@@ -84,12 +84,15 @@ def render_trial_video(run_dir: str | Path, trial_id: str, manifest: Any, states
                for cam in video.cameras}
     try:
         steps = states.step.tolist()
-        for i in range(0, len(rows), RENDER_BATCH):
-            batch = rows[i:i + RENDER_BATCH]
-            frames = renderer.render(states, seed=seed, model_xml_sha256=model_xml_sha256, rows=batch)
-            for cam, writer in writers.items():
-                for row, rgb in zip(batch, frames[cam]):
-                    writer.add_frame(int(steps[row]), rgb)
+        if getattr(renderer, "replays_record", False):
+            _replay_frames(run_dir, trial_id, renderer, [int(steps[r]) for r in rows], writers)
+        else:
+            for i in range(0, len(rows), RENDER_BATCH):
+                batch = rows[i:i + RENDER_BATCH]
+                frames = renderer.render(states, seed=seed, model_xml_sha256=model_xml_sha256, rows=batch)
+                for cam, writer in writers.items():
+                    for row, rgb in zip(batch, frames[cam]):
+                        writer.add_frame(int(steps[row]), rgb)
         stored: dict[str, StoredVideo] = {cam: w.close() for cam, w in writers.items()}
     finally:
         if own_renderer:
@@ -109,6 +112,23 @@ def render_trial_video(run_dir: str | Path, trial_id: str, manifest: Any, states
     log.info("trial_video_rendered", trial=trial_id, cameras=list(stored), frames=len(rows),
              seconds=round(time.perf_counter() - t0, 3))
     return records
+
+
+def _replay_frames(run_dir: Path, trial_id: str, renderer: Any, steps: list[int], writers: dict[str, VideoWriter]) -> None:
+    """A family whose look is not all in the physics state (RoboPaint's canvas) redraws by re-executing its task record."""
+    from roboswe.evaluation.task_record import recorded
+
+    with RunReader(run_dir) as reader:
+        record = recorded(reader, trial_id)
+    if record is None:
+        raise VideoError(f"trial {trial_id!r}: no task record to replay; this family's video needs one")
+    drawn = 0
+    for step, frames in renderer.replay(record, steps):
+        for cam, writer in writers.items():
+            writer.add_frame(step, frames[cam])
+        drawn += 1
+    if drawn != len(steps):
+        raise VideoError(f"trial {trial_id!r}: the replay reached {drawn} of the {len(steps)} recorded frame steps")
 
 
 _IN_WORKER = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ def _exported(tmp: Path, task, agent, **plan_options) -> dict:
     export_site(run_dir, tmp / "site", evidence=False)
     with RunReader(run_dir) as reader:
         (view,) = reader.trials(plan.series_id)
-        return {"site": tmp / "site", "trial_id": view.trial_id, "record": recorded(reader, view.trial_id),
+        return {"site": tmp / "site", "run_dir": run_dir, "trial_id": view.trial_id, "record": recorded(reader, view.trial_id),
                 "ops": reader.operations(view.trial_id)}
 
 
@@ -143,6 +144,36 @@ def test_a_move_without_contact_says_brush_up_and_a_protective_stop_is_named():
         "2 waypoints over 2.00 s, 0.500 m between them, to (0.300, 0.850, 0.300) · 200 control steps · stopped: trial budget")
     assert summary("move_flange", {"waypoints": [{"position": "x"}]}, {"error": "bad"}) == "1 waypoint · refused, not sent: bad"
     assert summary("submit_painting", {}, {"reason": ""}) == "painting submitted"
+
+
+PAINT_TASK = ROOT / "configs" / "tasks" / "paint-three-strokes.toml"
+
+
+def test_a_painting_round_gets_its_video_drawn_with_the_canvas_it_painted(paint, tmp_path):
+    from roboswe.records.video import render_trial_video
+    from roboswe.sim.backend import SimError
+    from roboswe.sim.paint.video import round_frames
+    from roboswe.sim.physics_state import states_from_traces
+    from roboswe.sim.video import VideoRenderer, frame_rows
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(paint["run_dir"], run_dir)
+    manifest = load_manifest(PAINT_TASK)
+    records = render_trial_video(run_dir, paint["trial_id"], manifest, run_id="r")
+    videos = [r for r in records if r.artifact == "video"]
+    with RunReader(run_dir) as reader:
+        states = states_from_traces(reader.control_traces(paint["trial_id"]))
+    assert [v.camera for v in videos] == list(manifest.video.cameras)
+    assert all(v.meta["frames"] == len(frame_rows(states, manifest.control_hz, manifest.video.fps)) for v in videos)
+    assert all((run_dir / v.path).stat().st_size > 0 for v in videos)
+    # the replay must end on the recorded canvas: a record of another painting gets no video
+    forged = {**paint["record"], "canvas": {**paint["record"]["canvas"], "sha256": "0" * 64}}
+    renderer = VideoRenderer(manifest)
+    try:
+        with pytest.raises(SimError, match="replayed canvas hashes"):
+            list(round_frames(renderer._sim, forged, [], [], 8, 8))
+    finally:
+        renderer.close()
 
 
 @pytest.mark.slow
