@@ -520,6 +520,17 @@ class Display:
 REASON_WIDTH = 22
 
 
+def _print_failed_artifacts(reader: Any) -> None:
+    """A video the run could not make is a warning with its reason, on stderr, after the tables."""
+    from roboswe.records.artifacts import failed_artifact_line, failed_artifacts
+
+    failures = failed_artifacts(reader)
+    if failures:
+        echo("", file=sys.stderr)
+    for failure in failures:
+        echo(failed_artifact_line(failure), file=sys.stderr, multiline=False)
+
+
 def print_outcome(run_dir: Path) -> list[str]:
     """Print each series' trials (outcome, steps, active time, replay verdict); returns the verdicts shown."""
     from roboswe.evaluation.verify import summary
@@ -548,6 +559,7 @@ def print_outcome(run_dir: Path) -> list[str]:
             # The reason that matters is often the long one (a provider's error): never only cut off in the table.
             for trial, attempt, reason in cut:
                 echo(f"  trial {trial} attempt {attempt}: {reason}", multiline=False)
+        _print_failed_artifacts(reader)
     echo(f"\nrun dir: {run_dir}  (roboswe report {run_dir})")
     return verdicts
 

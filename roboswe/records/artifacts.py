@@ -232,6 +232,21 @@ class VideoWriter:
         return StoredVideo(video=video, index=stored_index, frames=len(self._frames), video_index=index)
 
 
+# Events a trial's artifact writer records when it could not make the artifact: event -> what was lost.
+FAILED_ARTIFACT_EVENTS = {"video_failed": "video"}
+
+
+def failed_artifacts(reader: RunReader) -> list[dict[str, str]]:
+    """Each artifact the run could not make, in write order: its trial, kind and reason (a warning, never scored)."""
+    return [{"trial_id": e.trial_id or "", "artifact": kind, "reason": str(e.data.get("error", "no reason recorded"))}
+            for event, kind in FAILED_ARTIFACT_EVENTS.items() for _, e in reader.events(event=event)]
+
+
+def failed_artifact_line(failure: dict[str, str]) -> str:
+    """One warning line, the same in the run's output, in `roboswe report` and on the trial page."""
+    return f"warning: no {failure['artifact']} for trial {failure['trial_id']}: {failure['reason']}"
+
+
 def index_path(video: Path) -> Path:
     """Where a video's sidecar index lives: ``camera.mp4`` -> ``camera.index.json``."""
     return Path(video).with_suffix(".index.json")

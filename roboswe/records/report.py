@@ -30,7 +30,7 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
     """The run's figures and every trial attempt as plain data; raises LookupError for an unknown run.
 
     ``results`` (artifacts.Results of this run) is computed here unless given."""
-    from roboswe.records.artifacts import build_results
+    from roboswe.records.artifacts import build_results, failed_artifacts
     from roboswe.records.compare import run_pins
 
     run = reader.run(run_id)
@@ -84,6 +84,7 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
         "context": msgspec.to_builtins(results.context),
         "predicate_reviews": predicate_reviews(run.config, run.admitted_sha256),
         "assets_notice": assets_notice(series),
+        "failed_artifacts": failed_artifacts(reader),
     }
 
 
@@ -197,6 +198,7 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
                   f"admitted {run.get('admitted_sha256', '')[:12] or '-'}")
     if summary.get("assets_notice"):
         console.print(summary["assets_notice"], style="bold yellow", soft_wrap=True, markup=False)
+    print_failed_artifacts(summary, console)
     for s in summary["series"]:
         _print_series(s, console)
     _print_denominators(summary, console)
@@ -216,6 +218,14 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
     _print_timing(summary["timing"], console)
     if summary["verifications"]:
         console.print("replay verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["verifications"].items())))
+
+
+def print_failed_artifacts(summary: dict[str, Any], console: Any) -> None:
+    """Each artifact the run could not make (a video), with its reason: evidence lost is said, never silent."""
+    from roboswe.records.artifacts import failed_artifact_line
+
+    for failure in summary.get("failed_artifacts", []):
+        console.print(failed_artifact_line(failure), style="bold yellow", soft_wrap=True, markup=False)
 
 
 def _print_series(s: dict[str, Any], console: Any) -> None:

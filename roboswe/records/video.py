@@ -30,12 +30,13 @@ from typing import Any, Self
 import structlog
 
 from roboswe.protocol.recorder import ArtifactRecord
-from roboswe.records.artifacts import StoredVideo, VideoWriter, artifact_record, video_relpath
+from roboswe.records.artifacts import FAILED_ARTIFACT_EVENTS, StoredVideo, VideoWriter, artifact_record, video_relpath
 from roboswe.records.reader import RunReader
 from roboswe.sim.physics_state import states_from_traces
 
 log = structlog.get_logger()
 
+VIDEO_FAILED = next(e for e, kind in FAILED_ARTIFACT_EVENTS.items() if kind == "video")
 RENDER_BATCH = 64  # rows rendered per VideoRenderer call: bounds memory on long trials
 
 
@@ -227,7 +228,7 @@ class SeriesVideos:
                 records = await run_off_loop(future.result)
             except Exception as e:  # noqa: BLE001 - a missing video is evidence lost, not a failed run
                 log.error("trial_video_failed", trial=trial_id, error=f"{type(e).__name__}: {e}")
-                await recording.put(EventRecord(run_id=self.run_id, event="video_failed", at=time.time(),
+                await recording.put(EventRecord(run_id=self.run_id, event=VIDEO_FAILED, at=time.time(),
                                                 trial_id=trial_id, data={"error": f"{type(e).__name__}: {e}"}))
                 continue
             await recording.durable(*records)

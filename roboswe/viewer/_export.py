@@ -32,6 +32,8 @@ from roboswe.evaluation.task_record import recorded
 from roboswe.records.artifacts import (
     ArtifactError,
     check_stored,
+    failed_artifact_line,
+    failed_artifacts,
     load_video_index,
     safe_name,
     video_relpath,
@@ -345,6 +347,8 @@ def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str
         "operations": sum(c["count"] for c in chunks), "chunk": chunk, "chunks": chunks,
         "videos": _export_videos(run_dir, site, key, artifacts), "checkpoints": checkpoints,
         "slides": [msgspec.to_builtins(s) for s in reader.slides(trial_id)],
+        "failed_artifacts": [{**f, "line": failed_artifact_line(f)} for f in failed_artifacts(reader)
+                             if f["trial_id"] == trial_id],
     }
     meta["images"], meta["events"] = _export_events(reader, site, trial_id)
     trace = trace_data(reader, trial_id)

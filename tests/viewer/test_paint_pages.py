@@ -176,6 +176,56 @@ def test_a_painting_round_gets_its_video_drawn_with_the_canvas_it_painted(paint,
         renderer.close()
 
 
+LOST = "AttributeError: 'NoneType' object has no attribute 'load_state'"
+
+
+@pytest.fixture(scope="module")
+def lost_video(paint, tmp_path_factory):
+    """The painting round's run as it was when its video failed: the worker's event, then an export."""
+    from roboswe.protocol.recorder import EventRecord
+    from roboswe.records.store import RunStore
+
+    tmp = tmp_path_factory.mktemp("lost")
+    run_dir = tmp / "run"
+    shutil.copytree(paint["run_dir"], run_dir)
+    with RunReader(run_dir) as reader:
+        run_id = reader.run().run_id
+    with RunStore.open(run_dir) as store:
+        store.put_durable(EventRecord(run_id=run_id, event="video_failed", at=1.0, trial_id=paint["trial_id"],
+                                      data={"error": LOST}))
+    export_site(run_dir, tmp / "site", evidence=False)
+    return {"run_dir": run_dir, "site": tmp / "site", "trial_id": paint["trial_id"],
+            "line": f"warning: no video for trial {paint['trial_id']}: {LOST}"}
+
+
+def test_a_failed_video_is_a_warning_in_the_runs_output_the_report_and_the_trial_data(lost_video, capsys):
+    from rich.console import Console
+    from roboswe.commands.run import print_outcome
+    from roboswe.records.report import print_report, run_summary
+
+    print_outcome(lost_video["run_dir"])
+    assert lost_video["line"] in capsys.readouterr().err.splitlines()
+    with RunReader(lost_video["run_dir"]) as reader:
+        report = run_summary(reader)
+    console = Console(record=True, width=200)
+    print_report(report, console)
+    assert lost_video["line"] in console.export_text().splitlines()
+    trial = _data(lost_video["site"], f"data/t/{trial_key(lost_video['trial_id'])}/trial.js")
+    assert [f["line"] for f in trial["failed_artifacts"]] == [lost_video["line"]] and trial["videos"] == []
+
+
+@pytest.mark.slow
+def test_a_trial_page_without_video_says_why_and_hides_the_play_controls(browser, lost_video):
+    from .test_viewer import page_errors, trial_url, wait_for
+
+    page_errors(browser)
+    browser.get(trial_url(lost_video["site"], lost_video["trial_id"]))
+    warning = wait_for(browser, "document.querySelector('#videos p.warning')")
+    assert warning.text == lost_video["line"]
+    assert browser.execute_script("return getComputedStyle(document.querySelector('#player .controls')).display") == "none"
+    assert page_errors(browser) == []
+
+
 @pytest.mark.slow
 def test_the_pages_link_the_gallery_and_show_the_summaries(browser, paint, plain):
     from .test_viewer import page_errors, trial_url, wait_for

@@ -158,7 +158,9 @@
     const box = $("videos");
     const list = trial.videos || [];
     if (!list.length) {
-      box.innerHTML = '<p class="muted">No video was recorded for this trial.</p>';
+      const lost = (trial.failed_artifacts || []).filter((f) => f.artifact === "video");
+      box.innerHTML = lost.length ? lost.map((f) => `<p class="warning">${esc(f.line)}</p>`).join("")
+        : '<p class="muted">No video was recorded for this trial.</p>';
       $("player").querySelector(".controls").hidden = true;
       return;
     }
