@@ -83,6 +83,29 @@ def _content_digest(admitted: Admitted) -> str:
     return hashlib.sha256(msgspec.json.encode(body, order="sorted")).hexdigest()
 
 
+def task_set_pin(admitted: Admitted) -> dict[str, str]:
+    """What defines the admitted task set, as named fields (`roboswe compare` names the ones that differ).
+
+    The dataset, and per task its status, manifest, budgets, reference fingerprint and predicate
+    review. Measurements (``created_at``, the host, build, step and observe timings, exclusion
+    wording that quotes them) are left out: two admissions of the same tasks pin alike, though
+    their files' digests differ.
+    """
+    def digest(value: Any) -> str:
+        return hashlib.sha256(msgspec.json.encode(value, order="sorted")).hexdigest()[:16]
+
+    pin = {"dataset": digest(admitted.dataset)}
+    for t in admitted.tasks:
+        pin[f"{t.id} status"] = t.status
+        if t.status == "admitted":
+            pin[f"{t.id} manifest"] = t.manifest_digest
+            pin[f"{t.id} budgets"] = digest(t.manifest.get("budgets"))
+            pin[f"{t.id} fingerprint"] = str((t.fingerprint or {}).get("digest"))
+        if t.review is not None:
+            pin[f"{t.id} review"] = digest(t.review)
+    return pin
+
+
 def write_admitted(admitted: Admitted, path: str | Path) -> Admitted:
     """Seal (digest) and write; returns the sealed value."""
     sealed = msgspec.structs.replace(admitted, digest=_content_digest(admitted))

@@ -10,7 +10,8 @@ run completed, and tasks neither completed, are listed, never dropped silently.
 A comparison is only meaningful when the runs differ in the compared factor alone. The
 pins checked are each task's protocol (the budget track's identity, e.g. GR1's
 ``.../control-1000/v2`` vs ``.../decision-200-prefix-5/v1``, which are never pooled, and the
-participant interface: code or actions), the admitted set digest, the budgets (and T), the
+participant interface: code or actions), the admitted task set (admission.task_set_pin: manifests,
+reference fingerprints, budgets, exclusions; not the admission's measurements), the budgets (and T), the
 sandbox image, each task's observation interface and whether its assets are placeholders; any difference
 refuses the comparison (``ComparisonRefused``, naming it) unless allowed by name
 (``--allow-differ FIELD``), and an allowed difference stays in the output.
@@ -35,6 +36,7 @@ from roboswe.records.scoring import (
 )
 
 PIN_FIELDS: tuple[str, ...] = ("protocol", "admitted_set", "budgets", "image", "observation", "assets")
+WHOLE_PINS = ("admitted_set",)  # a dict of named fields, not per task: the whole task set must agree
 PROTOCOL_KEYS = ("identity", "interface", "track")  # in the series' budgets pin; compared as the protocol pin
 FIGURES: tuple[str, ...] = ("A", "Q", "trial1", "success_by_T", "gain")
 
@@ -92,6 +94,14 @@ def _admitted_manifests(config: RunPins, admitted_sha256: str) -> dict[str, dict
     return {t.id: t.manifest for t in admitted.tasks}
 
 
+def admitted_set_pin(config: RunPins, admitted_sha256: str) -> dict[str, str]:
+    """The task set a run was admitted with (admission.task_set_pin), or, its file gone, the file's digest."""
+    from roboswe.evaluation.admission import pinned_admitted, task_set_pin
+
+    admitted = pinned_admitted(config, admitted_sha256)
+    return task_set_pin(admitted) if admitted is not None else {"admitted file": admitted_sha256}
+
+
 def run_pins(reader: RunReader, run_id: str) -> dict[str, Any]:
     """The pins a comparison checks, read from the run's records (and its pinned admitted file)."""
     run = reader.run(run_id)
@@ -111,7 +121,7 @@ def run_pins(reader: RunReader, run_id: str) -> dict[str, Any]:
             observation[s.task] = f"manifest {str(s.pins.get('manifest_digest', 'unrecorded'))[:16]}"
         assets[s.task] = str(s.pins.get("assets") or (manifest.get("upstream") or {}).get("assets")
                              or "unlabelled")
-    return {"protocol": protocol, "admitted_set": run.admitted_sha256, "budgets": budgets, "image": images, "observation": observation,
+    return {"protocol": protocol, "admitted_set": admitted_set_pin(run.config, run.admitted_sha256), "budgets": budgets, "image": images, "observation": observation,
             "assets": assets}
 
 
@@ -124,7 +134,10 @@ def _pin_differences(a: dict[str, Any], b: dict[str, Any], tasks: list[str], all
     out = []
     for field in PIN_FIELDS:
         va, vb = a.get(field), b.get(field)
-        if isinstance(va, dict) and isinstance(vb, dict):  # per task: only the paired tasks must agree
+        if field in WHOLE_PINS:  # named fields, all of them compared
+            if va != vb:
+                out.append(PinDifference(field=field, detail=_show(va, vb), allowed=field in allowed))
+        elif isinstance(va, dict) and isinstance(vb, dict):  # per task: only the paired tasks must agree
             for task in tasks:
                 if task in va and task in vb and va[task] != vb[task]:
                     out.append(PinDifference(field=field, detail=f"{task}: {_show(va[task], vb[task])}",

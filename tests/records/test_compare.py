@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 from roboswe.protocol.recorder import (
@@ -24,12 +25,14 @@ from .conftest import trial_records
 BUDGETS = {"trial_steps": 6000, "trial_seconds": 1800.0, "script_steps": 50, "script_seconds": 90.0}
 
 
-def _build(run_dir, mode: str, patterns: dict[str, str], *, budgets=BUDGETS, image: str = "sha256:img1") -> str:
-    """A run database with one verified series per task; 'I' marks an incomplete slot."""
+def _build(run_dir, mode: str, patterns: dict[str, str], *, budgets=BUDGETS, image: str = "sha256:img1",
+           admitted=None) -> str:
+    """A run database with one verified series per task; 'I' marks an incomplete slot; ``admitted``: its file."""
     run_id = f"run-{mode}"
     now = time.time()
-    records: list = [RunRecord(run_id=run_id, created_at=now, admitted_sha256="cd" * 32,
-                               config=RunPins(tasks=list(patterns), run_config={"provider": {"kind": "python"}}))]
+    records: list = [RunRecord(run_id=run_id, created_at=now, admitted_sha256=admitted.digest if admitted else "cd" * 32,
+                               config=RunPins(tasks=list(patterns), run_config={"provider": {"kind": "python"}},
+                                              admitted_path=str(admitted.path) if admitted else ""))]
     for n, (task, pattern) in enumerate(patterns.items()):
         sid = f"{run_id}/{task}"
         records.append(SeriesRecord(series_id=sid, run_id=run_id, task=task, model="python:demo", mode=mode,
@@ -83,6 +86,32 @@ def test_a_mismatched_pin_is_refused_naming_it_unless_allowed(tmp_path):
     other_image = _build(tmp_path / "c", "none", {"Lift": "FSSSS"}, image="sha256:img2")
     with pytest.raises(ComparisonRefused, match=r"image \(\['sha256:img1'\] vs \['sha256:img2'\]\)"):
         compare_runs(a, other_image)
+
+
+def _admit(path, *, created_at: str, build_seconds: float, fingerprint: str = "f1", budgets=None):
+    """An admitted file of one task, Lift, with these measurements (and this reference fingerprint)."""
+    from roboswe.evaluation.admission import FORMAT, Admitted, AdmittedTask, write_admitted
+
+    task = AdmittedTask(id="Lift", status="admitted", manifest={"id": "Lift", "budgets": budgets or {"trial": {"steps": 6000}}},
+                        manifest_digest="m-Lift", privileged=False, fingerprint={"digest": fingerprint, "seed": 0},
+                        measured={"build_seconds": build_seconds, "step_ms": build_seconds / 10, "observe_ms": [3.1]})
+    sealed = write_admitted(Admitted(format=FORMAT, dataset={"id": "d", "tasks": ["Lift"]}, created_at=created_at,
+                                     host={"python": "3.12"}, run_config_sha256=None, tasks=[task]), path)
+    return SimpleNamespace(digest=sealed.digest, path=path)
+
+
+def test_two_admissions_of_the_same_tasks_compare_and_a_changed_task_set_is_named(tmp_path):
+    first = _admit(tmp_path / "a.json", created_at="2026-12-01T10:00:00Z", build_seconds=1.9)
+    again = _admit(tmp_path / "b.json", created_at="2026-12-01T11:00:00Z", build_seconds=2.4)
+    assert first.digest != again.digest  # the files differ, by measurements only
+    a = _build(tmp_path / "a", "retain", {"Lift": "FFSSS"}, admitted=first)
+    c = compare_runs(a, _build(tmp_path / "b", "none", {"Lift": "FSSSS"}, admitted=again))
+    assert c.pin_differences == [] and c.tasks_both == ["Lift"]
+    other = _admit(tmp_path / "c.json", created_at="2026-12-01T12:00:00Z", build_seconds=2.0, fingerprint="f2",
+                   budgets={"trial": {"steps": 3000}})
+    with pytest.raises(ComparisonRefused, match=r"admitted_set \(Lift budgets '[0-9a-f]{16}' vs '[0-9a-f]{16}', "
+                                                r"Lift fingerprint 'f1' vs 'f2'\)"):
+        compare_runs(a, _build(tmp_path / "c", "none", {"Lift": "FSSSS"}, admitted=other))
 
 
 def test_compare_cli_json_table_and_viewer_page(retain_and_fresh, tmp_path):
