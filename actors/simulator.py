@@ -3,8 +3,8 @@
 - ``control`` (the actor's endpoint): the coordinator's door. Everything in
   ``SimControlMessage``: Load, Wait, SuccessQuery, TakeStates, plus the robot subset.
 - ``robot`` (``actors._endpoints.robot_endpoint(control)``): the sandbox bridge's door. Its codec decodes only
-  ``SimRobotMessage`` (GetSpec, GetState, Observe, Step), so a reset or a grading request
-  from that side does not even parse.
+  ``SimRobotMessage`` (GetSpec, GetState, Observe, Step, and Reset, which this simulator refuses: a
+  series trial has no reset), so a grading request from that side does not even parse.
 
   A bridge on the same host reaches the same door over a plain unix stream beside it
   (actors/_robot_stream.py): fewer wake-ups per step than ZeroMQ's I/O threads.
@@ -31,6 +31,7 @@ from roboswe.actors import Accounts, Actor, CurveServerKeys, Server, actor_main
 from roboswe.actors._endpoints import robot_endpoint, stream_path
 from roboswe.actors._robot_stream import RobotStreamServer
 from roboswe.protocol import Decoded
+from roboswe.protocol.bridge import RESET_ONLY_IN_DEVELOPMENT
 from roboswe.protocol.control import Error, Ok
 from roboswe.protocol.sim import (
     SIM_CODEC,
@@ -41,6 +42,7 @@ from roboswe.protocol.sim import (
     Load,
     Observe,
     Prepare,
+    Reset,
     SimControlMessage,
     SimReply,
     SimRequest,
@@ -179,6 +181,8 @@ class SimulatorService:
                 return RobotCall(s.spec)
             case GetState():
                 return RobotCall(s.state)
+            case Reset():
+                return Error(code="reset", detail=RESET_ONLY_IN_DEVELOPMENT)
             case _:
                 assert_never(message)
 
@@ -251,7 +255,7 @@ class SimulatorService:
                 return await self._call(s.task_record, end)
             case GetGoal():
                 return await self._call(s.goal)
-            case GetSpec() | GetState() | Observe() | Step():
+            case GetSpec() | GetState() | Observe() | Step() | Reset():
                 return await self.handle_robot(decoded)
             case _:
                 assert_never(message)

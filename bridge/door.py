@@ -20,12 +20,14 @@ from roboswe.protocol.bridge import (
     INVALID_ACTION,
     LIMIT_REACHED,
     REFUSED,
+    RESET_REFUSED,
     Array,
     GetSpec,
     GetState,
     GetStepsLeft,
     Observe,
     ObserveReply,
+    Reset,
     ScriptLimits,
     SpecReply,
     StateReply,
@@ -169,6 +171,8 @@ class RobotDoor:
             case GetStepsLeft():
                 state = await self._ask(simp.GetState(), simp.RobotState)
                 return StepsLeftReply(steps_left=min(session.steps_left, state.steps_left)), []
+            case Reset():
+                return await self._reset()
         raise Refused(type(message).__name__, "not a robot call")
 
     async def _get_spec(self, session: ScriptSession) -> Message:
@@ -201,6 +205,19 @@ class RobotDoor:
                 fields["T_world_camera"] = blobs.array(np.asarray(img.T_world_camera, dtype=np.float64))
             out[img.camera] = fields
         return ObserveReply(cameras=out), blobs.frames
+
+    async def _reset(self) -> Reply:
+        """A new scene where the simulator has one (an RLE-Bench development phase, which charges it); a
+        series simulator's refusal comes back as the robot module's ResetRefused and a spent development
+        budget as LimitReached, not as bridge faults."""
+        try:
+            state = await self._ask(simp.Reset(), simp.RobotState)
+        except SimRefused as e:
+            if e.error.code not in (RESET_REFUSED, LIMIT_REACHED):
+                raise
+            return _error(RESET_REFUSED, e.error.detail), []
+        blobs = _Blobs()
+        return StateReply(state=_values_arrays(state.values, blobs)), blobs.frames
 
     async def _step(self, session: ScriptSession, rows: list[list[float]]) -> Reply:
         if session.steps_left == 0:

@@ -8,9 +8,11 @@
     robot.step(action)            one control step; returns the new state dict
     robot.step_many(actions)      an (N, action_dim) chunk in one round trip
     robot.steps_left()            control steps left for this script
+    robot.reset()                 a new scene: only in an RLE-Bench development phase (charged);
+                                  anywhere else robot.ResetRefused
 
-Errors: robot.InvalidAction, robot.LimitReached, robot.BridgeError. There is nothing
-else: no reset, no state setting, no success or reward. Every call goes over a unix
+Errors: robot.InvalidAction, robot.LimitReached, robot.ResetRefused, robot.BridgeError. There
+is nothing else: no state setting, no success or reward. Every call goes over a unix
 socket to the sandbox bridge, which may refuse it.
 """
 
@@ -25,23 +27,70 @@ from roboswe.bridge import wire as _wire
 from roboswe.protocol import DecodeError as _DecodeError
 from roboswe.protocol.bridge import (
     BRIDGE_ROBOT_CODEC as _codec,
+)
+from roboswe.protocol.bridge import (
     INVALID_ACTION as _INVALID_ACTION,
+)
+from roboswe.protocol.bridge import (
     LIMIT_REACHED as _LIMIT_REACHED,
+)
+from roboswe.protocol.bridge import (
+    RESET_ONLY_IN_DEVELOPMENT as _RESET_ONLY_IN_DEVELOPMENT,
+)
+from roboswe.protocol.bridge import (
+    RESET_REFUSED as _RESET_REFUSED,
+)
+from roboswe.protocol.bridge import (
     GetSpec as _GetSpec,
+)
+from roboswe.protocol.bridge import (
     GetState as _GetState,
+)
+from roboswe.protocol.bridge import (
     GetStepsLeft as _GetStepsLeft,
+)
+from roboswe.protocol.bridge import (
     Observe as _Observe,
+)
+from roboswe.protocol.bridge import (
     ObserveReply as _ObserveReply,
+)
+from roboswe.protocol.bridge import (
+    Reset as _Reset,
+)
+from roboswe.protocol.bridge import (
     SpecReply as _SpecReply,
+)
+from roboswe.protocol.bridge import (
     StateReply as _StateReply,
+)
+from roboswe.protocol.bridge import (
     Step as _Step,
+)
+from roboswe.protocol.bridge import (
     StepMany as _StepMany,
+)
+from roboswe.protocol.bridge import (
     StepReply as _StepReply,
+)
+from roboswe.protocol.bridge import (
     StepsLeftReply as _StepsLeftReply,
 )
 from roboswe.protocol.control import Error as _Error
 
-__all__ = ["spec", "state", "observe", "step", "step_many", "steps_left", "InvalidAction", "LimitReached", "BridgeError"]
+__all__ = [
+    "BridgeError",
+    "InvalidAction",
+    "LimitReached",
+    "ResetRefused",
+    "observe",
+    "reset",
+    "spec",
+    "state",
+    "step",
+    "step_many",
+    "steps_left",
+]
 
 _TIMEOUT_MS = 120_000  # a chunk of steps plus rendering; the bridge's own wall limit ends scripts sooner
 _CONNECT_SECONDS = 10.0
@@ -64,6 +113,11 @@ class LimitReached(RuntimeError):
         self.state = state
 
 
+class ResetRefused(RuntimeError):
+    """robot.reset() outside an RLE-Bench development phase (a series trial, an artifact's verification)."""
+
+
+
 class _Connection:
     def __init__(self) -> None:
         path = _os.environ.get("ROBOSWE_BRIDGE")
@@ -78,7 +132,7 @@ class _Connection:
         try:
             self.socket.sendall(_wire.encode(frames))
             reply_frames = _wire.read_message(self.socket.recv, self.reader)
-        except _socket.timeout:
+        except TimeoutError:
             raise BridgeError(f"no answer from the bridge within {_TIMEOUT_MS / 1000:.0f} s") from None
         except (OSError, EOFError, _wire.FrameError) as e:
             raise BridgeError(f"the bridge connection failed: {e or type(e).__name__}") from None
@@ -92,6 +146,8 @@ class _Connection:
                 raise InvalidAction(reply.detail)
             if reply.code == _LIMIT_REACHED:
                 raise LimitReached(reply.detail)
+            if reply.code == _RESET_REFUSED:
+                raise ResetRefused(reply.detail)
             raise BridgeError(f"{reply.code}: {reply.detail}")
         return reply, decoded.blobs
 
@@ -218,3 +274,13 @@ def steps_left() -> int:
     reply, _ = _call(_GetStepsLeft(token=_token()))
     assert isinstance(reply, _StepsLeftReply)
     return reply.steps_left
+
+
+def reset() -> dict[str, _np.ndarray]:
+    """Start the next development scene; returns its state. Only in an RLE-Bench development phase, where
+    each reset is charged to the ledger (state()["budget_left"]); elsewhere ResetRefused."""
+    if not _os.environ.get("ROBOSWE_BRIDGE"):  # an artifact under verification has no robot at all
+        raise ResetRefused(_RESET_ONLY_IN_DEVELOPMENT)
+    reply, blobs = _call(_Reset(token=_token()))
+    assert isinstance(reply, _StateReply)
+    return _arrays(reply.state, blobs)

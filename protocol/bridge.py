@@ -63,6 +63,11 @@ class GetStepsLeft(_Call, frozen=True, kw_only=True):
     pass
 
 
+class Reset(_Call, frozen=True, kw_only=True):
+    """A new scene: exists only in an RLE-Bench development phase (charged on its ledger); a series
+    trial's simulator and an artifact's verification refuse it (Error code "reset")."""
+
+
 class SpecReply(Message, frozen=True, kw_only=True):
     spec: dict[str, Any]  # plain JSON-like task description; see bridge.robot.spec()
 
@@ -86,7 +91,7 @@ class StepsLeftReply(Message, frozen=True, kw_only=True):
     steps_left: int
 
 
-RobotCall = GetSpec | GetState | Observe | Step | StepMany | GetStepsLeft
+RobotCall = GetSpec | GetState | Observe | Step | StepMany | GetStepsLeft | Reset
 RobotReply = SpecReply | StateReply | ObserveReply | StepReply | StepsLeftReply | Error
 
 ALLOWED_KINDS = frozenset(t.__name__ for t in RobotCall.__args__)
@@ -98,6 +103,9 @@ BRIDGE_ROBOT_CODEC: Codec = Codec(RobotCall | RobotReply)
 INVALID_ACTION: ErrorCode = "invalid_action"
 LIMIT_REACHED: ErrorCode = "limit_reached"
 REFUSED: ErrorCode = "refused"
+RESET_REFUSED: ErrorCode = "reset"  # robot.reset() outside a development phase
+RESET_ONLY_IN_DEVELOPMENT = ("robot.reset() exists only in an RLE-Bench development phase; a series trial "
+                             "and an artifact's verification start from the scene they are given")
 
 # --- coordinator side: trial control ----------------------------------------------------------
 

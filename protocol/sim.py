@@ -1,8 +1,9 @@
 """Simulator boundary: the coordinator's `control` endpoint and the bridge's `robot` endpoint.
 
 Two unions, two codecs (``SIM_ROBOT_CODEC``, ``SIM_CODEC``). ``SimRobotMessage`` is the robot subset the sandbox bridge may use
-(spec, state, observe, step); admin messages (load, wait, success, recorded states) are not in
-it, so the robot endpoint cannot even decode a reset or a grading request. ``SimControlMessage``
+(spec, state, observe, step, and reset, which only an RLE-Bench development simulator answers); admin
+messages (load, wait, success, recorded states) are not in it, so the robot endpoint cannot even decode
+a grading request. ``SimControlMessage``
 is everything, for the coordinator.
 
 Images travel as blobs: ``CameraImage.rgb_blob`` / ``depth_blob`` index the reply's blob frames.
@@ -185,6 +186,11 @@ class StepResult(Message, frozen=True, kw_only=True):
     values: dict[str, list[float]] | None = None
 
 
+class Reset(Message, frozen=True, kw_only=True):
+    """The next development scene (a RobotState of it comes back). Only an RLE-Bench development
+    simulator (roboswe/rle/develop.py) answers it, charging its ledger; the series simulator refuses it (protocol.bridge.RESET_ONLY_IN_DEVELOPMENT)."""
+
+
 # ---- admin (coordinator only) -----------------------------------------------------------
 
 
@@ -293,7 +299,7 @@ class TaskRecord(Message, frozen=True, kw_only=True):
     files: dict[str, int] = msgspec.field(default_factory=dict)
 
 
-SimRobotRequest = GetSpec | GetState | Observe | Step
+SimRobotRequest = GetSpec | GetState | Observe | Step | Reset
 """What the sandbox bridge may ask on the robot endpoint."""
 
 SimRobotReply = TaskSpec | RobotState | Observation | StepResult | Error

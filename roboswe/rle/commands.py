@@ -31,6 +31,11 @@ def add_arguments_rle(parser: argparse.ArgumentParser) -> None:
     score.add_argument("--out", type=Path, default=None, metavar="DIR", help="write the RLE run directory here")
     score.add_argument("--json", action="store_true", help="print the reward report as JSON")
     score.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None, help="sandbox backend")
+    demo = sub.add_parser("demo", help="a scripted participant develops and submits the reference estimator; "
+                                         "prints the reward report and the index (offline)")
+    demo.add_argument("name", choices=["pose"], help="which family's demo")
+    demo.add_argument("--out", type=Path, default=None, metavar="RUN_DIR", help="write the RLE run directory here")
+    demo.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None, help="sandbox backend")
     image = sub.add_parser("image", help="build or show the artifact image (the sandbox image plus SciPy and OpenCV)")
     image.add_argument("action", choices=["build", "show"])
 
@@ -41,6 +46,10 @@ def add_arguments_index(parser: argparse.ArgumentParser) -> None:
 
 
 def run_rle(args: argparse.Namespace) -> int:
+    if args.rle_command == "demo":
+        from .demo import run_demo
+
+        return run_demo(args.name, args.out, backend=args.engine)
     return _score(args) if args.rle_command == "score" else _image(args)
 
 

@@ -1,0 +1,113 @@
+"""`roboswe rle demo pose [--out RUN_DIR]`: the whole RLE-Bench protocol offline.
+
+A scripted participant (configs/agents/rle_pose_demo, the `python` participant kind) develops in a
+development session (develop.py: the trusted development simulator holding the ledger, the trial
+sandbox, the workspace), the workspace is sealed by the task's artifact contract and the ledger closed
+over the sealed digest, the RLE run directory is written (rundir.py, plus the development record),
+the verifier runs in its own process on the sealed artifact, and the reward report and the index are
+printed. `roboswe verify RUN_DIR` and `roboswe index RUN_DIR` work on the result.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import msgspec
+import trio
+
+from roboswe.terminal import echo
+
+from .ledger import encode_rows
+from .manifest import RleTask, load_task
+
+DEMO_AGENT = "roboswe.agents.rle_pose_demo:PoseDemoAgent"
+DEMO_TASKS = {"pose": "pose-rgbd"}
+"""`rle demo NAME` → the RLE task it develops for."""
+DEVELOPMENT = "development.json"
+"""The development record beside the run directory's files: every operation, its answer, the budget after it."""
+
+
+class DevelopmentRecord(msgspec.Struct, frozen=True, kw_only=True):
+    participant: str
+    ended: str
+    finish_reason: str
+    wall_seconds: float
+    resets: int
+    control_steps: int
+    spent: int
+    budget: int
+    ledger_head: str
+    operations: list
+
+
+def run_demo(name: str, out: Path | None, *, backend: str | None = None) -> int:
+    """The demo's exit status: 0 scored, 1 the report is not scored, 2 the harness failed."""
+    from .commands import render_report, verifier_command
+    from .index import render_index, rle_index
+    from .rundir import read_report
+
+    task = load_task(DEMO_TASKS[name])
+    if out is not None and out.exists() and any(out.iterdir()):
+        echo(f"roboswe rle demo: {out} is not empty; choose a new run directory", file=sys.stderr)
+        return 2
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    with tempfile.TemporaryDirectory(prefix="rle-demo-") as tmp:
+        run_dir = (out or Path(tmp) / "run").resolve()
+        record = develop_and_seal(task, run_dir, backend=backend)
+        echo(f"development: {record.ended} after {len(record.operations)} operations, {record.wall_seconds:.1f} s; "
+             f"{record.control_steps} control steps and {record.resets} resets charged ({record.spent} of {record.budget}); "
+             f"ledger head {record.ledger_head[:16]}")
+        if record.finish_reason:
+            echo(f"  participant: {record.finish_reason}")
+        proc = subprocess.run(verifier_command(run_dir, engine=backend), stdout=subprocess.PIPE, text=True, check=False)
+        if proc.returncode != 0:
+            echo(f"roboswe rle demo: the verifier failed (exit {proc.returncode})", file=sys.stderr)
+            return 2
+        report = read_report(run_dir)
+        echo(render_report(report))
+        echo(render_index(rle_index([report])))
+        if out is not None:
+            echo(f"run directory {run_dir} (`roboswe verify {run_dir}` replays it)")
+    return 0 if report.status == "scored" else 1
+
+
+def develop_and_seal(task: RleTask, run_dir: Path, *, backend: str | None = None) -> DevelopmentRecord:
+    """Develop in a fresh workspace, seal it, and write the RLE run directory (before verification)."""
+    from roboswe.providers._config import ProviderConfig
+    from roboswe.providers.local import PythonParticipant
+
+    from .develop import DevelopmentSim, develop
+    from .rundir import write_submission
+    from .seal import seal_directory
+
+    scratch = Path(tempfile.mkdtemp(prefix="rle-develop-", dir="/tmp"))  # short, traversable by the sandbox user
+    os.chmod(scratch, 0o755)
+    try:
+        workspace = scratch / "workspace"
+        workspace.mkdir()
+        os.chmod(workspace, 0o777)  # the sandbox user writes into it
+        participant = PythonParticipant(ProviderConfig(kind="python", agent=DEMO_AGENT))
+        sim = DevelopmentSim(task)
+        try:
+            result = trio.run(lambda: develop(task, participant, sim, workspace, backend=backend))
+        finally:
+            sim.close()
+        # The seal: the contract's files, then the ledger's closing row over their digest; the
+        # workspace is not read again.
+        sealed, contents = seal_directory(workspace, task.artifact)
+        head = sim.ledger.seal(sealed.digest)
+        sealed = msgspec.structs.replace(sealed, ledger_head=head)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    write_submission(run_dir, task, sealed, contents, encode_rows(sim.ledger.rows))
+    record = DevelopmentRecord(
+        participant=DEMO_AGENT, ended=result.ended, finish_reason=result.finish_reason, wall_seconds=result.wall_seconds,
+        resets=result.resets, control_steps=result.control_steps, spent=sim.ledger.spent, budget=sim.ledger.budget,
+        ledger_head=head, operations=result.operations)
+    (run_dir / DEVELOPMENT).write_bytes(msgspec.json.encode(record))
+    return record
