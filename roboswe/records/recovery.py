@@ -245,7 +245,7 @@ def series_recovery(reader: Any, run: Any, series: Any, rules: TaskRules, scenes
     trials, found = [], []
     for view in reader.trials(series.series_id):
         row: dict[str, Any] = {"trial_id": view.trial_id, "index": view.start.index, "attempt": view.start.attempt,
-                               "outcome": view.outcome, "mishaps": [], "error": ""}
+                               "outcome": view.outcome, "events": [], "error": ""}
         try:
             if view.start.fingerprint != scene_fp:
                 raise RecoveryError(f"scene fingerprint {scene_fp[:12]} is not the trial's {view.start.fingerprint[:12]}")
@@ -255,7 +255,7 @@ def series_recovery(reader: Any, run: Any, series: Any, rules: TaskRules, scenes
         except (RecoveryError, TraceError) as e:
             row["error"] = str(e)
             mishaps = []
-        row["mishaps"] = [mishap_row(m) for m in mishaps]
+        row["events"] = [mishap_row(m) for m in mishaps]  # beside the tally's counts
         row.update(tally(mishaps))
         found += mishaps
         trials.append(row)
@@ -286,3 +286,69 @@ def run_recovery(reader: Any, run_id: str | None = None, *, rules_path: str | Pa
             m.sim.close()
     out["without_rules"] = sorted(set(out["without_rules"]))
     return out
+
+
+# ---- stored beside the run, shown by `roboswe recovery` and `roboswe report` --------------
+
+STORED_NAME = "recovery.json"  # RUN_DIR/recovery.json, written by `roboswe recovery`; never read by scoring
+
+
+def save_recovery(run_dir: str | Path, data: dict[str, Any]) -> Path:
+    """Write the diagnostic beside the run database (atomically); the run database itself is never written."""
+    path = Path(run_dir) / STORED_NAME
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(data), indent=1) + b"\n")
+    tmp.replace(path)
+    return path
+
+
+def stored_recovery(reader: Any, run_id: str | None = None) -> dict[str, Any] | None:
+    """The saved diagnostic of this run with how many of its trial attempts it does not cover (None: never computed)."""
+    path = Path(reader.path).parent / STORED_NAME
+    try:
+        data = msgspec.json.decode(path.read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return None
+    run = reader.run(run_id)
+    if data.get("run_id") != run.run_id:
+        return None
+    measured = {t["trial_id"] for s in data.get("series", []) for t in s.get("trials", [])}
+    ruled = {s["series_id"] for s in data.get("series", [])}
+    now = [v.trial_id for s in reader.series(run.run_id) if s.series_id in ruled for v in reader.trials(s.series_id)]
+    return {**data, "not_covered": len(set(now) - measured)}
+
+
+def _median(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_recovery(data: dict[str, Any] | None, console: Any) -> None:
+    """Per series its tally, per trial its mishaps; always under the diagnostic's label."""
+    from rich.markup import escape
+
+    if data is None:
+        console.print(f"[bold]{LABEL}[/bold]: not computed (`roboswe recovery RUN_DIR`)")
+        return
+    console.print(f"[bold]{LABEL}[/bold]  ·  rules {escape(Path(data['rules_file']).name)} "
+                  f"{data['rules_sha256'][:12]}", soft_wrap=True)
+    if data.get("not_covered"):
+        console.print(f"  {data['not_covered']} trial attempt(s) recorded since: run `roboswe recovery RUN_DIR` again")
+    for s in data["series"]:
+        measured = sum(not t["error"] for t in s["trials"])
+        head = (f"  {escape(s['task'])} ({escape(s['series_id'])}): trials measured {measured}/{len(s['trials'])}, "
+                f"mishaps {s['mishaps']}, recovered {s['recovered']}, "
+                f"censored {s['censored']}, median to recovery {_median(s['median_steps_to_recovery'], 'g')} steps / "
+                f"{_median(s['median_seconds_to_recovery'], '.2f')} s simulated")
+        console.print(head + (f"; not measured: {escape(s['error'])}" if s.get("error") else ""), soft_wrap=True)
+        for t in s["trials"]:
+            if t["error"]:
+                console.print(f"    trial {t['index']} attempt {t['attempt']}: not measured: {escape(t['error'])}",
+                              soft_wrap=True)
+            for m in t["events"]:
+                end = (f"recovered at step {m['recovered_step']} (+{m['steps_to_recovery']} steps, "
+                       f"{m['seconds_to_recovery']:.2f} s)" if m["recovered_step"] is not None
+                       else f"censored at step {m['censored_at']}")
+                console.print(f"    trial {t['index']} attempt {t['attempt']}: {escape(m['rule'])} at step {m['step']} "
+                              f"(progress {m['peak']:.3f} -> {m['level']:.3f}); {end}", soft_wrap=True)
+    if data["without_rules"]:
+        console.print(f"  tasks without recovery rules: {escape(', '.join(data['without_rules']))}", soft_wrap=True)

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from roboswe.protocol.recorder import RunPins
+from roboswe.records.recovery import print_recovery, stored_recovery
 
 # The order timing components are shown in; others follow alphabetically.
 TIMING_ORDER = ("provider", "execution", "transport", "physics", "rendering", "waits", "recovery", "replay")
@@ -84,6 +85,7 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
         "context": msgspec.to_builtins(results.context),
         "predicate_reviews": predicate_reviews(run.config, run.admitted_sha256),
         "assets_notice": assets_notice(series),
+        "recovery": stored_recovery(reader, run.run_id),  # a diagnostic, never scored (roboswe.records.recovery)
         "failed_artifacts": failed_artifacts(reader),
     }
 
@@ -218,6 +220,7 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
     _print_timing(summary["timing"], console)
     if summary["verifications"]:
         console.print("replay verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["verifications"].items())))
+    print_recovery(summary.get("recovery"), console)
 
 
 def print_failed_artifacts(summary: dict[str, Any], console: Any) -> None:

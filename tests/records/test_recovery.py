@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from roboswe.records.recovery import RULES_PATH, RecoveryError, Rule, detect, load_rules, tally
+from roboswe.records.recovery import (
+    RULES_PATH,
+    RecoveryError,
+    Rule,
+    detect,
+    load_rules,
+    tally,
+)
 
 LIFT = Rule(name="cube dropped", measure="rise", body="cube", engaged=0.03, drop=0.02)
 DRAWER = Rule(name="drawer closed again", measure="joint", joint="slide", engaged=0.10, drop=0.05)
