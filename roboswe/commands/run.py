@@ -65,6 +65,10 @@ class UsageError(Exception):
     """Bad input to the command; the message says what and what to do (exit code 2)."""
 
 
+class NothingToResume(Exception):
+    """--resume of a run that finished: nothing is started or written (exit code 0)."""
+
+
 def _fail(command: str, message: str) -> int:
     echo(f"roboswe {command}: {message}", file=sys.stderr)
     return 2
@@ -126,6 +130,9 @@ def _prepare_resume(args: argparse.Namespace) -> tuple[Path, Any, Path]:
         raise UsageError(f"{admitted_path} is not the admitted file this run started with "
                          f"(digest {admitted.digest[:16]}… vs {job.admitted_sha256[:16]}…)")
     config = _load(config_path)
+    flags = {"verify": job.verify and not args.no_verify, "videos": job.videos and not args.no_video,
+             "retry_incomplete": getattr(args, "retry_incomplete", False)}
+    _require_work_left(run_dir, msgspec.structs.replace(job, **flags), config)  # before preflight: nothing may start
     _preflight(args, config, config_path, [admitted.task(t).task_manifest() for t in job.tasks], job.backend,
                run_dir, remote_sim=bool(job.sim_endpoint))
     ray = getattr(args, "ray", None) or job.ray  # a resumed --ray run may name the cluster anew
@@ -133,12 +140,20 @@ def _prepare_resume(args: argparse.Namespace) -> tuple[Path, Any, Path]:
         workers = _workers(args, config, job.sim_endpoint, ray=ray, tasks=len(job.tasks))
     else:
         workers = job.workers
-    job = msgspec.structs.replace(job, kind="run", admitted_path=str(admitted_path.resolve()),
-                                  verify=job.verify and not args.no_verify, videos=job.videos and not args.no_video,
-                                  trials=[], workers=workers, ray=ray,
-                                  retry_incomplete=getattr(args, "retry_incomplete", False))
+    job = msgspec.structs.replace(job, kind="run", admitted_path=str(admitted_path.resolve()), trials=[],
+                                  workers=workers, ray=ray, **flags)
     write_job(run_dir, job)
     return run_dir, config, config_path
+
+
+def _require_work_left(run_dir: Path, job: Any, config: Any) -> None:
+    """Raise NothingToResume when the run finished: a resume would only start actors and rewrite results.json."""
+    from roboswe.evaluation.run import work_left
+
+    if not work_left(run_dir, job, config.series):
+        raise NothingToResume(f"{run_dir} finished: every series ran its {config.series.trials} trial(s), "
+                              "replays, videos and results.json are recorded; nothing to resume, nothing changed "
+                              f"(roboswe report {run_dir})")
 
 
 def _chosen_tasks(args: argparse.Namespace, config: Any, admitted: Any) -> list[str]:
@@ -276,6 +291,9 @@ def run_run(args: argparse.Namespace) -> int:
         run_dir, config, config_path = prepare_run(args)
     except UsageError as e:
         return _fail("run", str(e))
+    except NothingToResume as e:
+        echo(f"roboswe run: {e}")
+        return 0
     except PreflightRefused as e:
         echo(e.report("run"), file=sys.stderr)
         return 2

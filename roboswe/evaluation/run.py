@@ -217,7 +217,7 @@ class JobRun:
     def plan_for(self, task_id: str) -> SeriesPlan:
         job, series_config = self.job, self.config.series
         task = self.admitted.task(task_id)
-        series_id = f"{job.run_id}/{task_id}" + ("" if series_config.retain == "retain" else "/fresh")
+        series_id = series_id_for(job, series_config, task_id)
         return SeriesPlan(run_id=job.run_id, series_id=series_id, task=task,
                           budgets=effective_budgets(series_config, task.task_manifest()), trials=series_config.trials,
                           retain=series_config.retain, backend=job.backend, model=self.model,
@@ -302,6 +302,46 @@ class JobRun:
                     break
                 if idle is not None:
                     nursery.start_soon(idle.release)
+
+
+def series_id_for(job: Job, series_config: Any, task_id: str) -> str:
+    """The id of the job's series of ``task_id`` (the fresh-context control's carries /fresh)."""
+    return f"{job.run_id}/{task_id}" + ("" if series_config.retain == "retain" else "/fresh")
+
+
+def work_left(run_dir: Any, job: Job, series_config: Any) -> list[str]:
+    """What running ``job`` in ``run_dir`` would still do, one line each; empty when the run finished.
+
+    Trials still to run (series.SeriesHistory, with the job's --retry-incomplete), ended trials not
+    replayed (when the job verifies), videos not made (when it renders them), results.json unwritten.
+    """
+    from pathlib import Path
+
+    from roboswe.evaluation.series import SeriesHistory
+    from roboswe.evaluation.verify import replayable
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "run.sqlite").exists():
+        return ["nothing recorded yet"]
+    left = []
+    with RunReader(run_dir) as reader:
+        videos = {a.trial_id for a in reader.artifacts() if a.artifact == "video"}
+        for task in job.tasks:
+            series_id = series_id_for(job, series_config, task)
+            trials = series_config.trials
+            history = SeriesHistory.read(reader, series_id, trials, retry_incomplete=job.retry_incomplete)
+            if history.next_index <= trials:
+                left.append(f"{task}: trial {history.next_index} of {trials} to run")
+                continue
+            views = reader.trials(series_id)
+            unverified = sum(replayable(v) and v.verification is None for v in views) if job.verify else 0
+            unrendered = sum(v.end is not None and v.trial_id not in videos and bool(reader.control_traces(v.trial_id))
+                             for v in views) if job.videos else 0
+            left += [f"{task}: {unverified} trial(s) to replay"] * bool(unverified)
+            left += [f"{task}: {unrendered} video(s) to render"] * bool(unrendered)
+    if not (run_dir / "results.json").exists():
+        left.append("results.json to write")
+    return left
 
 
 async def store_results(actor: Actor, recorder: Recorder, run_id: str, tasks: list[str], kind: str,
