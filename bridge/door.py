@@ -20,6 +20,7 @@ from roboswe.protocol.bridge import (
     INVALID_ACTION,
     LIMIT_REACHED,
     REFUSED,
+    RESET_ONLY_IN_DEVELOPMENT,
     RESET_REFUSED,
     Array,
     GetSpec,
@@ -116,8 +117,11 @@ def chunk_control_steps(rows: list[list[float]], spec: simp.TaskSpec) -> int:
 class RobotDoor:
     """Serves allowed robot calls for the current script against the simulator."""
 
-    def __init__(self, sim: SimLink):
+    def __init__(self, sim: SimLink, *, resets: bool = False):
         self.sim = sim
+        # Only an RLE-Bench development phase's door forwards robot.reset() (its simulator charges it); a
+        # series trial's door refuses it here, so it never reaches the simulator (which refuses it too).
+        self.resets = resets
         self.session: ScriptSession | None = None
         self._spec: simp.TaskSpec | None = None
         # The last simulator round trip: (request sent, reply's envelope sent_at, reply received), all
@@ -171,8 +175,10 @@ class RobotDoor:
             case GetStepsLeft():
                 state = await self._ask(simp.GetState(), simp.RobotState)
                 return StepsLeftReply(steps_left=min(session.steps_left, state.steps_left)), []
-            case Reset():
+            case Reset() if self.resets:
                 return await self._reset()
+            case Reset():
+                raise Refused("Reset", RESET_ONLY_IN_DEVELOPMENT)
         raise Refused(type(message).__name__, "not a robot call")
 
     async def _get_spec(self, session: ScriptSession) -> Message:
@@ -207,9 +213,8 @@ class RobotDoor:
         return ObserveReply(cameras=out), blobs.frames
 
     async def _reset(self) -> Reply:
-        """A new scene where the simulator has one (an RLE-Bench development phase, which charges it); a
-        series simulator's refusal comes back as the robot module's ResetRefused and a spent development
-        budget as LimitReached, not as bridge faults."""
+        """A new development scene (the development simulator charges it); its refusal comes back as the robot
+        module's ResetRefused and a spent development budget as LimitReached, not as bridge faults."""
         try:
             state = await self._ask(simp.Reset(), simp.RobotState)
         except SimRefused as e:

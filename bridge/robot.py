@@ -35,6 +35,9 @@ from roboswe.protocol.bridge import (
     LIMIT_REACHED as _LIMIT_REACHED,
 )
 from roboswe.protocol.bridge import (
+    REFUSED as _REFUSED,
+)
+from roboswe.protocol.bridge import (
     RESET_ONLY_IN_DEVELOPMENT as _RESET_ONLY_IN_DEVELOPMENT,
 )
 from roboswe.protocol.bridge import (
@@ -113,6 +116,10 @@ class LimitReached(RuntimeError):
         self.state = state
 
 
+class _Refused(BridgeError):
+    """The bridge refused the call (Error code "refused"); a BridgeError to callers."""
+
+
 class ResetRefused(RuntimeError):
     """robot.reset() outside an RLE-Bench development phase (a series trial, an artifact's verification)."""
 
@@ -148,6 +155,8 @@ class _Connection:
                 raise LimitReached(reply.detail)
             if reply.code == _RESET_REFUSED:
                 raise ResetRefused(reply.detail)
+            if reply.code == _REFUSED:
+                raise _Refused(f"{reply.code}: {reply.detail}")
             raise BridgeError(f"{reply.code}: {reply.detail}")
         return reply, decoded.blobs
 
@@ -281,6 +290,9 @@ def reset() -> dict[str, _np.ndarray]:
     each reset is charged to the ledger (state()["budget_left"]); elsewhere ResetRefused."""
     if not _os.environ.get("ROBOSWE_BRIDGE"):  # an artifact under verification has no robot at all
         raise ResetRefused(_RESET_ONLY_IN_DEVELOPMENT)
-    reply, blobs = _call(_Reset(token=_token()))
+    try:
+        reply, blobs = _call(_Reset(token=_token()))
+    except _Refused as e:  # a series trial's bridge refuses the call itself
+        raise ResetRefused(str(e).removeprefix("refused: ")) from None
     assert isinstance(reply, _StateReply)
     return _arrays(reply.state, blobs)

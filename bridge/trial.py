@@ -335,11 +335,13 @@ async def open_trial(
     limits: ScriptLimits = ScriptLimits(),
     image: SandboxImage | None = None,
     workspace_mb: int | None = WORKSPACE_MB,
+    resets: bool = False,
 ) -> AsyncIterator[TrialSandbox]:
     """Open a trial's sandbox and bridge socket, its door asking the simulator through ``sim`` (e.g.
     ``async with roboswe.actors.robot_link(endpoint) as sim``); closes both on exit.
 
     With ``workspace_mb`` (and root), the workspace is a filesystem of that size while the trial is open.
+    ``resets``: the door forwards robot.reset() (an RLE-Bench development phase only; a series trial refuses it).
     """
     image = image or load_image()
     chosen = choose_backend(backend, image)
@@ -354,7 +356,7 @@ async def open_trial(
             volume = await _mount_volume(trial, sandbox.workspace, workspace_mb, image)
         await sandbox.start(limits)
         try:
-            trial_sandbox = TrialSandbox(trial, sandbox, RobotDoor(sim), bridge_dir, limits)
+            trial_sandbox = TrialSandbox(trial, sandbox, RobotDoor(sim, resets=resets), bridge_dir, limits)
             async with trio.open_nursery() as nursery:
                 await nursery.start(trial_sandbox.serve_socket)
                 yield trial_sandbox

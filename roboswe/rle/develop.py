@@ -244,7 +244,7 @@ async def develop(task: RleTask, participant, sim: DevelopmentSim, workspace: Pa
     limits = ScriptLimits(steps=task.budget.charged_steps, seconds=script_seconds)
     ended, reason = "operation_cap", ""
     async with open_trial("rle-develop", workspace, sim.link, backend=backend, limits=limits, image=image,
-                          workspace_mb=None) as sandbox:
+                          workspace_mb=None, resets=True) as sandbox:
         for n in range(max_operations):
             if sim.ledger.remaining <= 0:
                 ended = "budget"

@@ -1,0 +1,207 @@
+"""The development phase: the development simulator's ledger charges before anything runs, robot.reset()
+exists only there (refused by a series trial's door and at verification), and `roboswe rle demo pose`
+runs the whole protocol (the one end-to-end run of the demo in the default suite)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import msgspec
+import pytest
+import trio
+from roboswe.protocol import sim as simp
+from roboswe.protocol.bridge import RESET_ONLY_IN_DEVELOPMENT
+from roboswe.protocol.control import Error
+
+from roboswe.rle.develop import DevelopmentSim
+from roboswe.rle.ledger import decode_rows, verify_chain
+from roboswe.rle.manifest import load_task
+from roboswe.rle.seeds import public_salt
+from roboswe.rle.verifier import verify_run
+
+from ..conftest import require_in_ci
+from .conftest import small_task, submit
+from .test_verifier import REFERENCE_BAR
+
+
+def _task(steps: int, resets: int):
+    task = load_task("pose-rgbd")
+    return msgspec.structs.replace(task, budget=msgspec.structs.replace(task.budget, charged_steps=steps, resets=resets))
+
+
+def _scene(sim: DevelopmentSim) -> tuple:
+    return sim.control_step, sim.seed, tuple(sim.scene.data.mocap_pos[0, :2]), sim.scene.block_pose()
+
+
+def test_a_step_the_ledger_cannot_pay_is_refused_before_anything_moves():
+    sim = DevelopmentSim(_task(steps=5, resets=3))
+    at_dispatch = []
+    move = sim._move_stick
+    sim._move_stick = lambda dx, dy: (at_dispatch.append(sim.ledger.rows[-1].kind), move(dx, dy))
+    try:
+        assert sim.step([[0.01, 0.0]] * 3).applied == 3
+        assert at_dispatch == ["charge"] * 3  # charged before the stick moved, confirmed after
+        assert [(r.kind, r.cost) for r in sim.ledger.rows] == [("charge", 3), ("confirm", 0)]
+        cut = sim.step([[0.0, 0.01]] * 4)  # 2 left: as many rows as the ledger pays, the rest refused
+        assert (cut.applied, cut.stopped, cut.steps_left) == (2, "trial_budget", 0)
+        before, rows = _scene(sim), list(sim.ledger.rows)
+        spent = sim.step([[0.01, 0.01]])
+        assert (spent.applied, spent.stopped) == (0, "trial_budget")
+        refused = sim.reset()
+        assert isinstance(refused, Error) and refused.code == "limit_reached" and "cannot pay" in refused.detail
+        assert _scene(sim) == before and sim.ledger.rows == rows and sim.resets == 0  # nothing ran, nothing written
+        assert sim.state().values["budget_left"] == [0.0] and sim.state().steps_left == 0
+        verdict = verify_chain(sim.ledger.rows, budget=5)
+        assert verdict.ok and verdict.spent == 5
+    finally:
+        sim.close()
+
+
+def test_resets_are_charged_and_bounded_by_the_manifest():
+    sim = DevelopmentSim(_task(steps=100, resets=1))
+    try:
+        first = _scene(sim)
+        state = sim.reset()
+        assert isinstance(state, simp.RobotState) and sim.seed == 1 and _scene(sim) != first
+        assert state.values["resets_left"] == [0.0] and state.values["budget_left"] == [99.0]
+        assert [(r.kind, r.operation, r.cost, r.detail) for r in sim.ledger.rows] == [
+            ("charge", "reset", 1, ""), ("confirm", "reset", 0, "seed 1")]
+        rows = list(sim.ledger.rows)
+        again = sim.reset()
+        assert isinstance(again, Error) and again.code == "limit_reached" and "resets are used up" in again.detail
+        assert sim.ledger.rows == rows and sim.seed == 1
+        # observing is free; the label is the block's pose within the manifest's noise, never its shape
+        obs, blobs = sim.observe(depth=True)
+        assert len(blobs) == 2 and obs.images[0].depth_blob == 1 and sim.ledger.rows == rows
+        label, truth = sim.state().values["label"], sim.scene.block_pose()
+        assert abs(label[0] - truth.x) < 0.02 and abs(label[1] - truth.y) < 0.02 and len(label) == 3
+    finally:
+        sim.close()
+
+
+RESETS = """
+import robot
+try:
+    state = robot.reset()
+    print("RESET", int(state["resets_left"][0]))
+except robot.ResetRefused as e:
+    print("REFUSED", e)
+"""
+
+
+@pytest.fixture(scope="module")
+def trial_image():
+    from roboswe.sandbox.images import ImageError, load_image, stale_files
+
+    try:
+        image = load_image()
+    except ImageError as e:
+        require_in_ci(f"{e} (setup.sh builds it)")
+    if stale_files(image):
+        pytest.fail(f"the sandbox image {image.short} predates {stale_files(image)}: run `roboswe images build`")
+    return image
+
+
+@pytest.mark.slow
+def test_reset_exists_only_behind_a_development_door(trial_image):
+    from roboswe.bridge.trial import open_trial
+
+    sim = DevelopmentSim(_task(steps=10, resets=2))
+    asked = []
+
+    async def link(message):
+        asked.append(type(message).__name__)
+        return await sim.link(message)
+
+    async def run(resets: bool):
+        scratch = Path(tempfile.mkdtemp(prefix="rle-reset-", dir="/tmp"))
+        os.chmod(scratch, 0o755)
+        (scratch / "ws").mkdir()
+        (scratch / "ws" / "reset.py").write_text(RESETS)
+        try:
+            async with open_trial("reset", scratch / "ws", link, backend="bwrap", image=trial_image, workspace_mb=None,
+                                  resets=resets) as sandbox:
+                return await sandbox.exec("reset.py")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    try:
+        series = trio.run(run, False)  # a series trial's door: refused there, typed, never reaching the simulator
+        assert series.exit_status == 0 and series.stdout.strip() == f"REFUSED {RESET_ONLY_IN_DEVELOPMENT}", series
+        assert "Reset" not in asked and sim.ledger.rows == [] and series.refused == 1
+        development = trio.run(run, True)
+        assert development.stdout.strip() == "RESET 1", development
+        assert [r.operation for r in sim.ledger.rows] == ["reset", "reset"] and sim.resets == 1
+    finally:
+        sim.close()
+
+
+def test_series_simulator_refuses_reset():
+    """The series simulator's robot endpoint refuses a Reset that reached it (defence in depth behind the door)."""
+    from roboswe.actors.simulator import SimulatorService
+
+    service = SimulatorService.__new__(SimulatorService)  # robot_call reads only the request; no scene needed
+    service.session = None
+    _, frames = simp.SIM_ROBOT_CODEC.encode(simp.Reset(), sender="bridge")
+    reply = service.robot_call(simp.SIM_ROBOT_CODEC.decode(frames))
+    assert isinstance(reply, Error) and reply.code == "reset" and reply.detail == RESET_ONLY_IN_DEVELOPMENT
+
+
+@pytest.mark.slow
+def test_reset_is_refused_at_verification(artifact_image, battery_cache, tmp_path):
+    source = "import robot\n\ndef make_estimator():\n    robot.reset()\n"
+    run = submit(tmp_path / "run", small_task(), {"estimator.py": source})
+    report, _ = verify_run(run, salt=public_salt(), backend="bwrap", battery_cache=battery_cache)
+    assert report.status == "gated" and [g.name for g in report.gates] == ["load"]
+    assert "ResetRefused" in report.gates[0].reason and "development phase" in report.gates[0].reason
+
+
+def _roboswe(*args: str, cache: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ROBOSWE_RLE_BATTERY_CACHE": str(cache)}
+    return subprocess.run([sys.executable, "-m", "roboswe.cli", *args], env=env, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.slow
+def test_rle_demo_pose_develops_seals_verifies_and_indexes(artifact_image, trial_image, battery_cache, tmp_path):
+    run = tmp_path / "run"
+    demo = _roboswe("rle", "demo", "pose", "--out", str(run), "-e", "bwrap", cache=battery_cache)
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    assert "development: finished" in demo.stdout and "ledger verified" in demo.stdout and "RLE Index" in demo.stdout
+    report = json.loads((run / "report.json").read_text())
+    assert report["status"] == "scored" and report["ledger"]["ok"], report
+    names = {c["name"]: c["value"] for c in report["components"]}
+    assert 0.3 * names["stage_a"] + 0.7 * names["stage_b"] >= REFERENCE_BAR["pose-rgbd"]
+    # the development record: the participant's operations through the sandbox, charged on the real ledger
+    record = json.loads((run / "development.json").read_text())
+    assert record["ended"] == "finished" and [o["operation"] for o in record["operations"]] == [
+        "ListFiles", "WriteFile", "WriteFile", "WriteFile", "Exec", "Finish"]
+    rows = decode_rows((run / "ledger.jsonl").read_bytes())
+    assert {r.operation for r in rows} == {"step", "reset", "seal"} and rows[-1].detail == report["artifact_digest"]
+    assert record["resets"] == 2 and record["spent"] == sum(r.cost for r in rows) == record["control_steps"] + 2
+    assert json.loads((run / "sealed.json").read_text())["ledger_head"] == rows[-1].hash
+    sealed_files = {f["path"] for f in json.loads((run / "sealed.json").read_text())["files"]}
+    assert {"estimator.py", "templates.json", "develop_pose.py"} <= sealed_files
+    verified = _roboswe("verify", str(run), cache=battery_cache)
+    assert verified.returncode == 0 and "reproduced" in verified.stdout, verified.stderr
+    index = json.loads(_roboswe("index", str(run), "--json", cache=battery_cache).stdout)
+    entry = next(t for t in index["tasks"] if t["task"] == "pose-rgbd")
+    assert entry["reward"] == report["reward"]
+    # one edited row of the demo's real ledger: the verifier gates it unverifiable and never runs the artifact
+    forged = tmp_path / "forged"
+    shutil.copytree(run, forged, ignore=shutil.ignore_patterns("verify"))
+    os.chmod(forged, 0o755)
+    lines = (forged / "ledger.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["cost"] = 0
+    lines[0] = json.dumps(first)
+    os.chmod(forged / "ledger.jsonl", 0o644)
+    (forged / "ledger.jsonl").write_text("\n".join(lines) + "\n")
+    report, result = verify_run(forged, salt=public_salt(), backend="bwrap")
+    assert report.status == "gated" and result is None and report.ledger.first_bad_row == 0
+    assert report.gates[0].reason.startswith("ledger unverifiable: row 0's hash does not match")
