@@ -21,7 +21,8 @@ def add_arguments_logs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--series", default=None, metavar="SERIES_ID",
                         help="only events of this series (its id, RUN/TASK, or just the task id)")
     parser.add_argument("--level", default="debug", choices=LEVELS, help="only events at this level or above")
-    parser.add_argument("--json", action="store_true", help="print raw JSON lines")
+    parser.add_argument("--json", action="store_true", help="print the raw JSON lines (default: one line of text per event, "
+                                                            "on a terminal or piped)")
 
 
 def run_logs(args: argparse.Namespace) -> int:
@@ -38,7 +39,7 @@ def run_logs(args: argparse.Namespace) -> int:
         echo(f"roboswe logs: {path} not found; is {run_dir} a run dir?", file=sys.stderr)
         return 2
     threshold = LEVELS.index(args.level)
-    pretty = not args.json and sys.stdout.isatty()
+    pretty = not args.json  # piped or not: JSON is what --json asks for
 
     def show(line: str) -> None:
         try:

@@ -28,7 +28,8 @@ RAY_NOTE = ("Ray workers' figures are sampled by the run's coordinator over its 
 
 def add_arguments_status(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", type=Path, default=None, help="run directory (default: the latest under ./runs)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON instead of the tables (piped too); an actor's figures are there when it answered")
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -49,8 +50,8 @@ def run_status(args: argparse.Namespace) -> int:
         echo(f"roboswe status: {e}", file=sys.stderr)
         return 2
     report = status_report(run_dir, state)
-    if args.json or not sys.stdout.isatty():
-        print(json.dumps(report, indent=1))  # ASCII: every control and non-ASCII character written as \uXXXX
+    if args.json:
+        print(json.dumps(report, indent=1))  # ASCII: every control and non-ASCII character as \uXXXX
         return 0
     print_report(report, terminal_console())
     return 0
@@ -85,14 +86,16 @@ def status_report(run_dir: Path, state: SupervisorState) -> dict[str, Any]:
 
 
 def _figures(stats: dict[str, Any] | None) -> dict[str, Any]:
-    """The columns one actor's Statistics give (None when it did not answer)."""
+    """The columns one actor's Statistics give; none when it did not answer (a stopped run's actors)."""
+    if stats is None:
+        return {}
     return {
-        "uptime": stats and round(stats["uptime"], 2),
-        "busy": stats and round(stats["uptime"] - stats["idle"], 3),
-        "idle": stats and round(stats["idle"], 2),
-        "handled": stats and sum(stats["handled"].values()),
-        "waiting": stats and round(sum(stats["waiting"].values()), 3),
-        "errors": stats and stats["errors"],
+        "uptime": round(stats["uptime"], 2),
+        "busy": round(stats["uptime"] - stats["idle"], 3),
+        "idle": round(stats["idle"], 2),
+        "handled": sum(stats["handled"].values()),
+        "waiting": round(sum(stats["waiting"].values()), 3),
+        "errors": stats["errors"],
     }
 
 
@@ -171,7 +174,7 @@ def _actors_table(groups: list[list[dict[str, Any]]], title: Any) -> Any:
                          no_wrap=key != "last_exit")
     for rows in groups:
         for i, row in enumerate(rows):
-            table.add_row(*(_cell(row[key]) for key in headers), end_section=i == len(rows) - 1)
+            table.add_row(*(_cell(row.get(key)) for key in headers), end_section=i == len(rows) - 1)
     return table
 
 
@@ -214,7 +217,7 @@ def _workers_table(workers: list[dict[str, Any]], title: str) -> Any:
         processes.add_row(f"host.{w['number']}", _cell(w["pids"].get("host")))
         for kind, p in w["processes"].items():
             processes.add_row(_cell(f"{kind}.{w['number']}"),
-                              *(_cell(p[key]) for key in ("pid", "uptime", "busy", "handled", "errors")))
+                              *(_cell(p.get(key)) for key in ("pid", "uptime", "busy", "handled", "errors")))
     return Group(placement, processes)
 
 

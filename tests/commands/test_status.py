@@ -94,8 +94,8 @@ def test_status_lists_ray_workers_beside_the_actors_with_their_sampled_figures(t
     assert one["processes"]["simulator"] == {"pid": 12, "uptime": 12.5, "busy": 2.5, "idle": 10.0, "handled": 40,
                                              "waiting": 0, "errors": 0}
     assert one["processes"]["sandbox_bridge"]["handled"] == 7 and 0 <= one["sample_age"] < 30
-    assert (two["state"], two["restarts"], two["sample_age"], two["processes"]["simulator"]["uptime"]) == (
-        "lost", 1, None, None)
+    assert (two["state"], two["restarts"], two["sample_age"], two["processes"]["simulator"]) == (
+        "lost", 1, None, {"pid": None})  # never sampled: no figures
     assert three["state"] == "released"
 
     # The tables: a row per worker, one per process, the note, 80 columns.
