@@ -35,11 +35,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def installed_version() -> str:
+    """The installed roboswe distribution's version (what `--version` prints and each run records)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("roboswe")
+    except PackageNotFoundError:  # an uninstalled checkout still runs
+        return "0+unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="roboswe",
         description="Evaluate embodied coding agents: five retained-context trials per robot task, verified by replay.",
     )
+    parser.add_argument("--version", action="version", version=f"roboswe {installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     from roboswe.sim.families import family_commands
 

@@ -19,6 +19,7 @@ import structlog
 import trio
 
 from roboswe.actors import Actor, Client, CurveClientKeys
+from roboswe.cli import installed_version
 from roboswe.config import RunConfig, worker_name
 from roboswe.evaluation.admission import Admitted, read_admitted
 from roboswe.evaluation.job import Job, read_job
@@ -210,7 +211,7 @@ class JobRun:
         if not has_run:
             await self.recording.durable(rec.RunRecord(
                 run_id=self.job.run_id, created_at=time.time(), admitted_sha256=self.admitted.digest,
-                roboswe_version=_version(), config=_run_config(self.job, self.config, self.admitted, self.workers)))
+                roboswe_version=installed_version(), config=_run_config(self.job, self.config, self.admitted, self.workers)))
         else:
             await self.recording.event("run_resumed", None, pid=os.getpid(), workers=self.workers)
 
@@ -380,12 +381,3 @@ def _model_pin(config: RunConfig) -> str:
     if p is None:
         return "none"
     return f"{p.kind}:{p.model or p.agent}"
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("roboswe")
-    except Exception:  # noqa: BLE001 - an uninstalled checkout still runs
-        return "0+unknown"
