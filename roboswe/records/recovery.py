@@ -40,12 +40,13 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     """One progress measure and its thresholds (the rules file's header explains each)."""
 
     name: str
-    measure: Literal["rise", "joint"]
+    measure: Literal["rise", "joint", "opening"]
     engaged: float
     drop: float
     body: str = ""
     joint: str = ""
     sign: float = 1.0
+    fixture: str = ""  # opening: the task env's attribute naming the fixture it chose at reset (RoboCasa)
     regain: float | None = None
     target: str = ""
     target_radius: float = 0.0
@@ -90,9 +91,10 @@ def load_rules(path: str | Path = RULES_PATH) -> dict[str, TaskRules]:
         raise RecoveryError(f"{path}: {e}") from None
     for task, tr in rules.items():
         for r in tr.rules:
-            if (r.measure == "rise") != bool(r.body) or (r.measure == "joint") != bool(r.joint):
+            needs = {"rise": "body", "joint": "joint", "opening": "fixture"}
+            if [k for k in needs.values() if getattr(r, k)] != [needs[r.measure]]:
                 raise RecoveryError(f"{path}: {task} rule {r.name!r}: measure {r.measure!r} needs "
-                                    f"{'body' if r.measure == 'rise' else 'joint'} (and only that)")
+                                    f"{needs[r.measure]} (and only that)")
             if not (r.engaged > 0 and r.drop > 0 and r.regain_level > 0):
                 raise RecoveryError(f"{path}: {task} rule {r.name!r}: engaged, drop and regain must be > 0")
     return rules
@@ -168,11 +170,30 @@ class SceneMeasures:
         j = self._id(self._mj.mjtObj.mjOBJ_JOINT, joint)
         return qpos[:, int(self.model.jnt_qposadr[j])].copy()
 
+    def opening(self, qpos: np.ndarray, fixture: str) -> np.ndarray:
+        """Mean open fraction of the door or drawer joints of the fixture the task chose at reset, normalised
+        as RoboCasa's own predicate does (Fixture.get_joint_state: 0 closed, 1 open, whichever way it
+        opens), clipped to [0, 1]."""
+        fx = getattr(getattr(self.sim, "env", None), fixture, None)
+        if fx is None or not hasattr(fx, "door_joint_names"):
+            raise RecoveryError(f"this task's scene has no fixture {fixture!r} with door joints")
+        fractions = []
+        for name in fx.door_joint_names:
+            # RoboCasa normalises by the range in the fixture's own XML (Fixture._joint_infos), which
+            # need not be the compiled model's jnt_range (a drawer's slide is rescaled with its size)
+            rng = getattr(fx, "_joint_infos", {}).get(name, {}).get("range")
+            lo, hi = rng if rng is not None else self.model.jnt_range[self._id(self._mj.mjtObj.mjOBJ_JOINT, name)]
+            f = np.clip((self.joint_positions(qpos, name) - lo) / (hi - lo), 0.0, 1.0)
+            fractions.append(1.0 - f if lo < 0 else f)
+        return np.mean(fractions, axis=0)
+
 
 def trial_progress(measures: SceneMeasures, states: Any, rule: Rule) -> tuple[np.ndarray, np.ndarray | None]:
     """The rule's progress per recorded row, and whether the body is over its target there (None: no target)."""
     if states.qpos.shape[1:] != (measures.model.nq,):
         raise RecoveryError(f"recorded qpos has {states.qpos.shape[1:]} columns, the model has nq = {measures.model.nq}")
+    if rule.measure == "opening":
+        return measures.opening(states.qpos, rule.fixture), None
     if rule.measure == "joint":
         q = measures.joint_positions(states.qpos, rule.joint)
         return rule.sign * (q - q[0]), None

@@ -103,12 +103,13 @@ def test_a_fall_over_the_target_is_a_placement_not_a_mishap():
 
 def test_the_shipped_rules_load_and_cover_the_robosuite_pilot():
     rules = load_rules()
-    assert {"lift-panda", "stack-panda", "door-panda"} <= set(rules)
+    assert {"lift-panda", "stack-panda", "door-panda", "kit-opendrawer"} <= set(rules)
     assert rules["lift-panda"].rules[0].body == "cube_main"
 
 
 @pytest.mark.parametrize("body, needle", [
     ('measure = "rise"\nengaged = 0.03\ndrop = 0.02', "needs body"),
+    ('measure = "opening"\njoint = "j"\nengaged = 0.3\ndrop = 0.1', "needs fixture"),
     ('measure = "rise"\nbody = "b"\nengaged = 0.0\ndrop = 0.02', "must be > 0"),
     ('measure = "rise"\nbody = "b"\nengaged = 0.03\ndrop = 0.02\nthreshold = 1', "threshold"),
 ])
