@@ -14,6 +14,6 @@ def export_comparisons(comparisons: list[Any], site: str | Path) -> Path:
     """Write the comparisons (records.compare.Comparison) beside a viewer site; returns SITE_DIR/compare.html."""
     site = Path(site)
     site.mkdir(parents=True, exist_ok=True)
-    _copy_assets(site)
+    _copy_assets(site, pages=("compare.html",))
     _write_data(site, "data/compare.js", "compare", msgspec.to_builtins(comparisons))
     return site / "compare.html"

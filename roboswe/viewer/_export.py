@@ -124,12 +124,16 @@ def _changes(before: dict[str, str], after: dict[str, str]) -> list[dict[str, st
     return out
 
 
-def _copy_assets(site: Path) -> None:
+RUN_PAGES = ("index.html", "trial.html")  # a run's export; compare.html only beside its data (viewer._compare)
+
+
+def _copy_assets(site: Path, pages: tuple[str, ...] = RUN_PAGES) -> None:
     assets = resources.files("roboswe.viewer").joinpath("assets")
     (site / "assets").mkdir(parents=True, exist_ok=True)
     for item in assets.iterdir():
         if item.name.endswith(".html"):
-            (site / item.name).write_bytes(item.read_bytes())
+            if item.name in pages:
+                (site / item.name).write_bytes(item.read_bytes())
         elif item.is_file():
             (site / "assets" / item.name).write_bytes(item.read_bytes())
 
@@ -152,6 +156,7 @@ def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_i
     site.mkdir(parents=True, exist_ok=True)
     for sub in ("data", "videos", "images", "evidence"):  # replace what an earlier export wrote; nothing else is touched
         shutil.rmtree(site / sub, ignore_errors=True)
+    (site / "compare.html").unlink(missing_ok=True)  # its data/compare.js went with data/: `roboswe compare --viewer` again
     _copy_assets(site)
     blobs = BlobStore(run_dir / "blobs") if (run_dir / "blobs").is_dir() else None
     exported_blobs: set[str] = set()

@@ -13,7 +13,8 @@ recommendation, never as a score.
 Blinded pairwise rating of the round-3 canvases (``gallery/pairs/``): each canvas copied under an
 anonymous name, every same-goal pair once, pair order and sides shuffled with a recorded seed;
 ``pairs.json`` holds no model, series or run names; ``key.json`` (for whoever collects the
-ratings, not the raters) maps the anonymous names back. ``roboswe pairs RUN_DIR... --out DIR``
+ratings, not the raters) maps the anonymous names back and is written by ``roboswe pairs`` only,
+never into an exported site. ``roboswe pairs RUN_DIR... --out DIR``
 does the same across runs (one model per run, the usual case).
 """
 
@@ -41,6 +42,7 @@ GALLERY = "gallery.html"
 FOLDER = "gallery"
 ROUNDS_SHOWN = 3  # RoboPaint's three ICL rounds; a longer series shows every round it has
 PAIRS_FORMAT = "roboswe-paint-pairs/1"
+KEY_FILE = "key.json"  # anonymous canvas name -> run, series, model, round: written by `roboswe pairs` only
 
 
 @dataclass
@@ -220,8 +222,10 @@ def write_gallery(reader: RunReader, run_dir: Path, site: Path) -> dict[str, Any
             parts += [_canvas_html(rounds.get(r), r) for r in range(1, shown + 1)]
             parts.append("</div>")
         parts.append("</section>")
-    pairs = write_pairs(found, site / FOLDER / "pairs", seed=_seed_for(reader))
-    parts.append(f"<p>Blinded pairs of round-3 canvases: {pairs['pairs']} (seed {pairs['seed']}, in gallery/pairs/).</p>")
+    pairs = write_pairs(found, site / FOLDER / "pairs", seed=_seed_for(reader), key_file=False)  # the site un-blinds nothing
+    parts.append(f"<p>Blinded pairs of round-3 canvases: {pairs['pairs']} (seed {pairs['seed']}, in gallery/pairs/; "
+                 "the key that names them is not in this site: <code>roboswe pairs RUN_DIR --out DIR</code> writes it "
+                 "for whoever collects the ratings).</p>")
     parts.append("</body></html>")
     (site / GALLERY).write_text("\n".join(parts), encoding="utf-8")
     return {"canvases": sum(1 for c in found if c.site_png), "rounds": len(found), "goals": len(groups), "pairs": pairs}
@@ -236,8 +240,10 @@ def _seed_for(reader: RunReader) -> int:
     return int(hashlib.sha256(reader.run().run_id.encode()).hexdigest()[:8], 16)
 
 
-def write_pairs(found: list[Canvas], out: Path, *, seed: int) -> dict[str, Any]:
-    """Blinded pairwise-rating files for the round-3 canvases (see the module docs); returns the summary."""
+def write_pairs(found: list[Canvas], out: Path, *, seed: int, key_file: bool = True) -> dict[str, Any]:
+    """Blinded pairwise-rating files for the round-3 canvases (see the module docs); returns the summary.
+
+    ``key_file``: also write key.json (the names back); never in a shareable site, which raters read."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     rng = random.Random(seed)
@@ -263,8 +269,9 @@ def write_pairs(found: list[Canvas], out: Path, *, seed: int) -> dict[str, Any]:
         "format": PAIRS_FORMAT, "seed": seed, "round": 3, "goals": goals, "pairs": pairs,
         "instructions": "For each pair, which canvas better matches the goal? Canvases are anonymous; sides and order are random.",
     }, indent=1) + "\n", encoding="utf-8")
-    (out / "key.json").write_text(json.dumps({"format": PAIRS_FORMAT, "seed": seed, "canvases": key}, indent=1) + "\n",
-                                  encoding="utf-8")
+    if key_file:
+        (out / KEY_FILE).write_text(json.dumps({"format": PAIRS_FORMAT, "seed": seed, "canvases": key}, indent=1) + "\n",
+                                    encoding="utf-8")
     return {"pairs": len(pairs), "canvases": len(finals), "seed": seed}
 
 

@@ -176,6 +176,20 @@ def test_a_painting_round_gets_its_video_drawn_with_the_canvas_it_painted(paint,
         renderer.close()
 
 
+def test_the_shareable_site_holds_no_key_to_the_blinded_pairs_and_no_page_without_its_data(paint, tmp_path):
+    from roboswe.viewer._compare import export_comparisons
+
+    pairs = paint["site"] / "gallery" / "pairs"
+    assert (pairs / "pairs.json").is_file() and not (pairs / "key.json").exists()  # raters read the site
+    assert not (paint["site"] / "compare.html").exists()  # no comparison was written into it
+    site = tmp_path / "site"
+    shutil.copytree(paint["site"], site)
+    export_comparisons([], site)
+    assert (site / "compare.html").is_file() and (site / "data" / "compare.js").is_file()
+    export_site(paint["run_dir"], site, evidence=False)  # a re-export replaces data/, compare.js with it
+    assert not (site / "compare.html").exists() and (site / "index.html").is_file()
+
+
 LOST = "AttributeError: 'NoneType' object has no attribute 'load_state'"
 
 
