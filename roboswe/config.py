@@ -88,6 +88,8 @@ class FleetConfig(Section, frozen=True, kw_only=True):
     ray_cpus: Annotated[float, msgspec.Meta(gt=0)] = 2.0
     ray_memory_gib: Annotated[float, msgspec.Meta(gt=0)] = 3.0  # as GIB_PER_WORKER below
     ray_gpus: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # e.g. 0.25: four workers render on one GPU
+    # A worker Ray has not placed after this long (no node has room now) is reported: an event, `roboswe status`.
+    ray_pending_notice: Annotated[float, msgspec.Meta(gt=0)] = 60.0
 
 
 GIB_PER_WORKER = 3.0  # a robosuite scene (~1.5 GiB resident) plus its sandbox and the worker's context window

@@ -218,7 +218,8 @@ def _workers_table(workers: list[dict[str, Any]], title: str) -> Any:
         for kind, p in w["processes"].items():
             processes.add_row(_cell(f"{kind}.{w['number']}"),
                               *(_cell(p.get(key)) for key in ("pid", "uptime", "busy", "handled", "errors")))
-    return Group(placement, processes)
+    waiting = [plain(f"worker {w['number']} {w['pending']}") for w in workers if w.get("pending")]
+    return Group(placement, *waiting, processes)
 
 
 def _cell(value: Any) -> Any:

@@ -182,7 +182,7 @@ class RayFleet:
             handle = self._host_class.options(**self._options(number)).remote(spec)
             self.handles.append(handle)
             try:
-                data = await trio.to_thread.run_sync(ray.get, handle.endpoints.remote(), abandon_on_cancel=True)
+                data = await self._placed(number, handle.endpoints.remote())
             except ray.exceptions.RayActorError as e:
                 node = NODE_ID.search(str(e))
                 if "NodeRefused" not in str(e) or node is None:
@@ -194,6 +194,28 @@ class RayFleet:
                 continue
             return handle, msgspec.msgpack.decode(data, type=Placement)
         raise FleetUnavailable(f"worker {number}: {MAX_REFUSALS} nodes refused it: {self.excluded}")
+
+    async def _placed(self, number: int, endpoints: Any) -> bytes:
+        """The placed worker's endpoints; a worker still unplaced after ``[fleet] ray_pending_notice`` seconds is
+        reported (a ``worker_pending`` event, the roster's ``pending`` for `roboswe status`), never a silent wait."""
+        import ray
+
+        waited, notice = 0.0, self.fleet.ray_pending_notice
+        while True:
+            wait = notice if waited == 0 else 30.0
+            try:
+                data = await trio.to_thread.run_sync(lambda: ray.get(endpoints, timeout=wait), abandon_on_cancel=True)
+            except ray.exceptions.GetTimeoutError:
+                waited += wait
+                why = (f"not placed and started after {waited:.0f} s: when no node has room for its request it waits "
+                       "in Ray's queue (`ray status` shows the pending demand) until a worker finishes or a node joins")
+                if waited == notice:
+                    log.warning("worker_pending", worker=number, waited=waited)
+                    await self.recorder.event("worker_pending", None, worker=number, waited_s=waited)
+                self.roster.update(number, pending=why)
+                continue
+            self.roster.update(number, pending=None)
+            return data
 
     async def replacement(self, number: int, handle: Any, old: Placement) -> tuple[Any, Placement]:
         """The lost worker back: its instance Ray restarted, or a fresh one when Ray gave up on it."""

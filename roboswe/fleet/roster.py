@@ -47,6 +47,7 @@ class WorkerRow(msgspec.Struct, kw_only=True):
     done: list[str] = msgspec.field(default_factory=list)  # the series it finished, in order
     statistics: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)  # process -> protocol Statistics
     sampled_at: float | None = None
+    pending: str | None = None  # why a worker is still unplaced (Ray's queue), once it waited a while
 
 
 class Roster(msgspec.Struct, kw_only=True):
