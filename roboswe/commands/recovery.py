@@ -8,6 +8,7 @@ it as RUN_DIR/recovery.json, which `roboswe report` shows.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +27,10 @@ def add_arguments_recovery(parser: argparse.ArgumentParser) -> None:
 
 
 def run_recovery(args: argparse.Namespace) -> int:
+    if sys.flags.hash_randomization:
+        # The scenes are rebuilt as the simulator builds them, with a fixed hash seed (set iteration
+        # order can shape a scene); without it a fingerprint could differ and a trial go unmeasured.
+        os.execve(sys.executable, [sys.executable, "-m", "roboswe.cli", *sys.argv[1:]], {**os.environ, "PYTHONHASHSEED": "0"})
     from roboswe.logs import configure_logging
     from roboswe.records.reader import RunReader
     from roboswe.records.recovery import (
