@@ -25,7 +25,7 @@ from roboswe.rle.manifest import load_task
 from roboswe.rle.seeds import public_salt
 from roboswe.rle.verifier import verify_run
 
-from ..conftest import require_in_ci
+from ..sandbox.conftest import image  # noqa: F401 - the sandbox image fixture (refused when stale), used by name
 from .conftest import small_task, submit
 from .test_verifier import REFERENCE_BAR
 
@@ -95,21 +95,8 @@ except robot.ResetRefused as e:
 """
 
 
-@pytest.fixture(scope="module")
-def trial_image():
-    from roboswe.sandbox.images import ImageError, load_image, stale_files
-
-    try:
-        image = load_image()
-    except ImageError as e:
-        require_in_ci(f"{e} (setup.sh builds it)")
-    if stale_files(image):
-        pytest.fail(f"the sandbox image {image.short} predates {stale_files(image)}: run `roboswe images build`")
-    return image
-
-
 @pytest.mark.slow
-def test_reset_exists_only_behind_a_development_door(trial_image):
+def test_reset_exists_only_behind_a_development_door(image):  # noqa: F811
     from roboswe.bridge.trial import open_trial
 
     sim = DevelopmentSim(_task(steps=10, resets=2))
@@ -125,7 +112,7 @@ def test_reset_exists_only_behind_a_development_door(trial_image):
         (scratch / "ws").mkdir()
         (scratch / "ws" / "reset.py").write_text(RESETS)
         try:
-            async with open_trial("reset", scratch / "ws", link, backend="bwrap", image=trial_image, workspace_mb=None,
+            async with open_trial("reset", scratch / "ws", link, backend="bwrap", image=image, workspace_mb=None,
                                   resets=resets) as sandbox:
                 return await sandbox.exec("reset.py")
         finally:
@@ -168,7 +155,7 @@ def _roboswe(*args: str, cache: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_rle_demo_pose_develops_seals_verifies_and_indexes(artifact_image, trial_image, battery_cache, tmp_path):
+def test_rle_demo_pose_develops_seals_verifies_and_indexes(artifact_image, image, battery_cache, tmp_path):  # noqa: F811
     run = tmp_path / "run"
     demo = _roboswe("rle", "demo", "pose", "--out", str(run), "-e", "bwrap", cache=battery_cache)
     assert demo.returncode == 0, demo.stderr[-3000:]
