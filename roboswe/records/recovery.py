@@ -252,17 +252,20 @@ def series_manifest(run: Any, series: Any, tasks_dir: Path = TASKS_DIR) -> Any:
 def series_recovery(reader: Any, run: Any, series: Any, rules: TaskRules, scenes: dict[str, Any],
                     tasks_dir: Path = TASKS_DIR) -> dict[str, Any]:
     """One series: per trial its mishaps (or why it could not be measured), and the series' tally."""
-    from roboswe.sim.backend import create_backend
+    from roboswe.sim.backend import SimError, create_backend
     from roboswe.sim.physics_state import TraceError, states_from_traces
 
     manifest = series_manifest(run, series, tasks_dir)
     key = manifest.digest()
-    if key not in scenes:  # the scene the video renderer builds; one per manifest (seconds for robosuite)
-        scenes[key] = SceneMeasures(create_backend(manifest.upstream.package, manifest))
-    measures = scenes[key]
-    # The trial's fingerprint covers the model XML, the compiled model and the initial state: equal
-    # digests mean the states are read through the very model they were recorded on.
-    scene_fp = measures.sim.reset(series.pins.get("seed", manifest.seed)).digest
+    try:
+        if key not in scenes:  # the scene the video renderer builds; one per manifest (seconds for robosuite)
+            scenes[key] = SceneMeasures(create_backend(manifest.upstream.package, manifest))
+        measures = scenes[key]
+        # The trial's fingerprint covers the model XML, the compiled model and the initial state: equal
+        # digests mean the states are read through the very model they were recorded on.
+        scene_fp = measures.sim.reset(series.pins.get("seed", manifest.seed)).digest
+    except SimError as e:
+        raise RecoveryError(f"series {series.series_id}: cannot rebuild the scene of {series.task!r}: {e}") from None
     trials, found = [], []
     for view in reader.trials(series.series_id):
         row: dict[str, Any] = {"trial_id": view.trial_id, "index": view.start.index, "attempt": view.start.attempt,

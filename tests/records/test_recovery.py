@@ -127,3 +127,26 @@ def test_rules_file_is_outside_every_task_manifest():
 
     m = load_manifest(RULES_PATH.parents[1] / "tasks" / "lift-panda.toml")
     assert "recovery" not in str(m.to_builtins()) and "cube dropped" not in str(m.to_builtins())
+
+
+def test_a_series_whose_manifest_is_not_the_pinned_one_is_not_measured_and_tasks_without_rules_are_named(tmp_path):
+    import time
+
+    from roboswe.protocol.recorder import RunPins, RunRecord, SeriesRecord
+
+    from roboswe.records.reader import RunReader
+    from roboswe.records.recovery import run_recovery
+    from roboswe.records.store import RunStore
+
+    store = RunStore.open(tmp_path / "run", flush_interval=0.01)
+    now = time.time()
+    store.put_durable(RunRecord(run_id="r1", created_at=now, config=RunPins(), admitted_sha256=""),
+                      *(SeriesRecord(series_id=f"r1/{task}", run_id="r1", task=task, model="m", mode="retain",
+                                     created_at=now, pins={"manifest_digest": "0" * 64})
+                        for task in ("lift-panda", "paint-three-strokes")))
+    store.close()
+    with RunReader(tmp_path / "run") as reader:
+        data = run_recovery(reader)
+    (series,) = data["series"]
+    assert "the series pinned 000000000000" in series["error"] and series["mishaps"] == 0
+    assert data["without_rules"] == ["paint-three-strokes"] and "never part of A or Q" in data["label"]
