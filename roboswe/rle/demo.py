@@ -22,6 +22,7 @@ import trio
 
 from roboswe.terminal import echo
 
+from .develop import DevelopmentSim, OperationRecord, develop
 from .ledger import encode_rows
 from .manifest import RleTask, load_task
 
@@ -42,7 +43,7 @@ class DevelopmentRecord(msgspec.Struct, frozen=True, kw_only=True):
     spent: int
     budget: int
     ledger_head: str
-    operations: list
+    operations: list[OperationRecord]
 
 
 def run_demo(name: str, out: Path | None, *, backend: str | None = None) -> int:
@@ -81,7 +82,6 @@ def develop_and_seal(task: RleTask, run_dir: Path, *, backend: str | None = None
     from roboswe.providers._config import ProviderConfig
     from roboswe.providers.local import PythonParticipant
 
-    from .develop import DevelopmentSim, develop
     from .rundir import write_submission
     from .seal import seal_directory
 

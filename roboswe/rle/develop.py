@@ -120,6 +120,8 @@ class DevelopmentSim:
                 return self.observe(depth)
             case simp.Step(actions=actions) if actions:
                 return self.step(actions), []
+            case simp.Step():
+                return Error(code="invalid_action", detail="Step needs at least one action"), []
             case simp.Reset():
                 return self.reset(), []
         return Error(code="refused", detail=f"the development simulator does not accept {type(message).__name__}"), []
@@ -263,8 +265,9 @@ async def develop(task: RleTask, participant, sim: DevelopmentSim, workspace: Pa
                         text, error = (await trio.to_thread.run_sync(ws.read, path))[0], False
                     case ListFiles():
                         text, error = await trio.to_thread.run_sync(ws.listing_text), False
-                    case Exec(path=path):
-                        feedback = await sandbox.exec(path)
+                    case Exec(path=path):  # a script runs at most until the phase's wall time is spent
+                        left = task.budget.wall_seconds - (time.monotonic() - started)
+                        feedback = await sandbox.exec(path, ScriptLimits(steps=limits.steps, seconds=max(1.0, min(script_seconds, left))))
                         text = (f"exit {feedback.exit_status}, {feedback.steps} steps, limit {feedback.limit}; "
                                 f"budget left {sim.ledger.remaining}\n{feedback.stdout}\n{feedback.stderr}")
                         error = feedback.exit_status != 0
