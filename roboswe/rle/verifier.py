@@ -93,7 +93,12 @@ def check_ledger(run_dir: Path, task: RleTask, sealed) -> ChainVerdict | None:
         rows = decode_rows(path.read_bytes())
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         return ChainVerdict(ok=False, rows=0, head="", spent=0, first_bad_row=None, reason=f"a row does not parse: {e}")
-    return verify_chain(rows, budget=task.budget.charged_steps, head=sealed.ledger_head, artifact_digest=sealed.digest)
+    verdict = verify_chain(rows, budget=task.budget.charged_steps, head=sealed.ledger_head, artifact_digest=sealed.digest)
+    resets = [r.index for r in rows if r.kind == "charge" and r.operation == "reset"]
+    if verdict.ok and len(resets) > task.budget.resets:  # resets have their own budget beside the charged steps
+        return msgspec.structs.replace(verdict, ok=False, first_bad_row=resets[task.budget.resets],
+                                       reason=f"the rows charge {len(resets)} resets, over the budget of {task.budget.resets}")
+    return verdict
 
 
 def verify_run(run_dir: Path, *, salt: Salt | None = None, seeds: list[int] | None = None,

@@ -20,10 +20,11 @@ from roboswe.protocol.bridge import RESET_ONLY_IN_DEVELOPMENT
 from roboswe.protocol.control import Error
 
 from roboswe.rle.develop import DevelopmentSim
-from roboswe.rle.ledger import decode_rows, verify_chain
+from roboswe.rle.ledger import decode_rows, encode_rows, verify_chain
 from roboswe.rle.manifest import load_task
+from roboswe.rle.rundir import read_sealed_record
 from roboswe.rle.seeds import public_salt
-from roboswe.rle.verifier import verify_run
+from roboswe.rle.verifier import check_ledger, verify_run
 
 from ..sandbox.conftest import image  # noqa: F401 - the sandbox image fixture (refused when stale), used by name
 from .conftest import small_task, submit
@@ -83,6 +84,23 @@ def test_resets_are_charged_and_bounded_by_the_manifest():
         assert abs(label[0] - truth.x) < 0.02 and abs(label[1] - truth.y) < 0.02 and len(label) == 3
     finally:
         sim.close()
+
+
+def test_the_verifier_holds_the_ledger_to_the_reset_budget_too(tmp_path):
+    task = _task(steps=100, resets=1)
+    sim = DevelopmentSim(task)
+    try:
+        sim.reset()
+        sim.resets -= 1  # a development side that miscounted: a second reset charged past the reset budget
+        sim.reset()
+    finally:
+        sim.close()
+    run = submit(tmp_path / "run", task, {"estimator.py": "def make_estimator():\n    return None\n"})
+    record = read_sealed_record(run)
+    record = msgspec.structs.replace(record, ledger_head=sim.ledger.seal(record.digest))
+    (run / "ledger.jsonl").write_bytes(encode_rows(sim.ledger.rows))
+    verdict = check_ledger(run, task, record)
+    assert not verdict.ok and verdict.first_bad_row == 2 and "2 resets, over the budget of 1" in verdict.reason
 
 
 RESETS = """
