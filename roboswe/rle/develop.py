@@ -205,6 +205,19 @@ class DevelopmentSim:
         return self.state()
 
 
+def development_guide(task: RleTask) -> str:
+    """What the participant is told about the development phase, beside the task's instruction."""
+    art, budget = task.artifact, task.budget
+    return (f"Development phase: scripts you exec in the sandbox drive the development scene through `import robot` "
+            f"(public seeds only). Free: robot.observe(depth=True) (camera {CAMERA!r}, as the estimator will get it) and "
+            f"robot.state(): {STATE_KEYS} (stick x, y; the block's x, y, yaw with label noise; no shape). Charged: each "
+            f"row of robot.step_many([[dx, dy], ...]) (the stick's displacement per step, at most {STICK_STEP_M} m per axis) "
+            f"costs 1 and robot.reset() (the next scene) costs 1 and one of {budget.resets} resets, out of {budget.charged_steps} "
+            f"in all; the phase ends when you finish or the budget or {budget.wall_seconds:.0f} s are spent. Then the "
+            f"workspace is sealed: {art.entry_file} (defining {art.entry_function}) and files matching {list(art.include)}, "
+            f"at most {art.max_files} files; nothing else is kept.")
+
+
 # --- the session ---------------------------------------------------------------------------------
 
 
@@ -241,7 +254,7 @@ async def develop(task: RleTask, participant, sim: DevelopmentSim, workspace: Pa
 
     started = time.monotonic()
     ws = Workspace(workspace)
-    conversation = [Turn(id="develop", role="user", trial=1, parts=[TextPart(text=task.instruction.strip())])]
+    conversation = [Turn(id="develop", role="user", trial=1, parts=[TextPart(text=task.instruction.strip() + "\n\n" + development_guide(task))])]
     records: list[OperationRecord] = []
     limits = ScriptLimits(steps=task.budget.charged_steps, seconds=script_seconds)
     ended, reason = "operation_cap", ""
