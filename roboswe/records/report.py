@@ -66,7 +66,9 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
                 "fingerprint": view.start.fingerprint,
             })
         m = metrics_by_id.get(s.series_id)
-        from roboswe.records.compare import protocol_pin  # the series' budget-track identity and interface
+        from roboswe.records.compare import (
+            protocol_pin,  # the series' budget-track identity and interface
+        )
         series.append({"series_id": s.series_id, "task": s.task, "model": s.model, "mode": s.mode,
                        "protocol": protocol_pin(dict(s.pins.get("budgets") or {})),
                        "trials": s.trials, "assets": assets.get(s.task), "attempts": attempts,
@@ -231,20 +233,32 @@ def print_failed_artifacts(summary: dict[str, Any], console: Any) -> None:
         console.print(failed_artifact_line(failure), style="bold yellow", soft_wrap=True, markup=False)
 
 
+# The attempts table's columns (header, justify): short headers, so the table reads at 80 columns.
+ATTEMPT_COLUMNS = (("trial", "right"), ("att", "right"), ("outcome", "left"), ("replay", "left"), ("slot", "left"),
+                   ("steps", "right"), ("sim s", "right"), ("active s", "right"), ("cause", "left"), ("detail", "left"))
+
+
+def _narrow_table(title: str, columns: tuple[tuple[str, str], ...]) -> Any:
+    """A table that reads at 80 columns: a rule under the header, one space between columns, figures
+    never cut, words folded onto the next line instead of ending in "…"."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
+    for col, just in columns:
+        table.add_column(col, justify=just, min_width=len(col), overflow="fold", no_wrap=just == "right")
+    return table
+
+
 def _print_series(s: dict[str, Any], console: Any) -> None:
     """One series: its attempts table, what each replay found, its figures."""
     from rich.markup import escape as text
-    from rich.table import Table
 
     from roboswe.terminal import plain
 
     label = f"  ·  assets={s['assets']}" if s.get("assets") not in (None, "unlabelled") else ""
     protocol = f"  ·  protocol {s['protocol']}" if s.get("protocol") else ""
-    table = Table(title=text(f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}{label}{protocol}"), title_justify="left")
-    for col, just in (("trial", "right"), ("attempt", "right"), ("outcome", "left"), ("replay", "left"),
-                      ("slot", "left"), ("steps", "right"), ("sim time s", "right"), ("active s", "right"),
-                      ("cause", "left"), ("detail", "left")):
-        table.add_column(col, justify=just)
+    table = _narrow_table(text(f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}{label}{protocol}"), ATTEMPT_COLUMNS)
     m = s["metrics"] or {}
     statuses = m.get("statuses") or []
     last = {a["index"]: a["trial_id"] for a in s["attempts"]}  # the attempt that fills each slot
@@ -312,6 +326,9 @@ def _print_timing(timing: dict[str, Any], console: Any) -> None:
     console.print(table)
 
 
+USAGE_COLUMNS = ("series", "calls", "input", "cached", "output", "reasoning", "unrep/failed", "cost")  # a legend follows
+
+
 def _tokens(u: dict[str, Any]) -> list[str]:
     return [f"{u['calls']}", f"{u['input']:,}", f"{u['cached_input']:,}", f"{u['output']:,}",
             "-" if u["reasoning"] is None else f"{u['reasoning']:,}",
@@ -321,23 +338,26 @@ def _tokens(u: dict[str, Any]) -> list[str]:
 def _cost(c: dict[str, Any]) -> str:
     from rich.markup import escape
 
-    return escape(f"{c['amount']:.4f} {c['currency']}" if c["amount"] is not None else f"not reported: {c['reason']}")
+    return escape(f"{c['amount']:.4f} {c['currency']}") if c["amount"] is not None else "-"  # the reason: below the table
 
 
 def print_usage(summary: dict[str, Any], console: Any) -> None:
     """Tokens and cost per series and for the run (per trial in --json and the viewer)."""
     from rich.markup import escape
-    from rich.table import Table
 
     usage = summary["usage"]
-    table = Table(title="tokens and cost (from the stored provider responses)", title_justify="left")
-    for col in ("series", "calls", "input", "cached input", "output", "reasoning", "unreported / failed", "cost"):
-        table.add_column(col, justify="left" if col in ("series", "cost") else "right")
+    table = _narrow_table("tokens and cost (from the stored provider responses)",
+                          tuple((col, "left" if col in ("series", "cost") else "right") for col in USAGE_COLUMNS))
     names = {s["series_id"]: s["task"] for s in summary["series"]}
+    costs = [*usage["series_cost"].values(), usage["run_cost"]]
     for sid, u in usage["series"].items():
         table.add_row(escape(names.get(sid, sid)), *_tokens(u), _cost(usage["series_cost"][sid]))
     table.add_row("[bold]run[/bold]", *_tokens(usage["run"]), _cost(usage["run_cost"]))
     console.print(table)
+    console.print("  cached: cached input tokens; unrep/failed: calls whose reply reported no usage / calls that "
+                  "failed", markup=False, soft_wrap=True)
+    for reason in dict.fromkeys(c["reason"] for c in costs if c["amount"] is None):  # once, not in every row
+        console.print(f"  cost not reported: {reason}", markup=False, soft_wrap=True)
     run = usage["run"]
     if run.get("reported_cost") is not None:
         console.print(f"  cost the provider reported (usage.cost): {run['reported_cost']:.4f}", markup=False)

@@ -30,7 +30,13 @@ from typing import Any, Self
 import structlog
 
 from roboswe.protocol.recorder import ArtifactRecord
-from roboswe.records.artifacts import FAILED_ARTIFACT_EVENTS, StoredVideo, VideoWriter, artifact_record, video_relpath
+from roboswe.records.artifacts import (
+    FAILED_ARTIFACT_EVENTS,
+    StoredVideo,
+    VideoWriter,
+    artifact_record,
+    video_relpath,
+)
 from roboswe.records.reader import RunReader
 from roboswe.sim.physics_state import states_from_traces
 

@@ -6,7 +6,12 @@ import argparse
 import time
 
 import msgspec
-from roboswe.protocol.recorder import RunPins, RunRecord, SeriesRecord, VerificationRecord
+from roboswe.protocol.recorder import (
+    RunPins,
+    RunRecord,
+    SeriesRecord,
+    VerificationRecord,
+)
 
 from roboswe.commands.run import add_arguments_run, run_run
 from roboswe.evaluation.job import CONFIG_COPY, Job, read_job, write_job

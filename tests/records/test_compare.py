@@ -90,7 +90,12 @@ def test_a_mismatched_pin_is_refused_naming_it_unless_allowed(tmp_path):
 
 def _admit(path, *, created_at: str, build_seconds: float, fingerprint: str = "f1", budgets=None):
     """An admitted file of one task, Lift, with these measurements (and this reference fingerprint)."""
-    from roboswe.evaluation.admission import FORMAT, Admitted, AdmittedTask, write_admitted
+    from roboswe.evaluation.admission import (
+        FORMAT,
+        Admitted,
+        AdmittedTask,
+        write_admitted,
+    )
 
     task = AdmittedTask(id="Lift", status="admitted", manifest={"id": "Lift", "budgets": budgets or {"trial": {"steps": 6000}}},
                         manifest_digest="m-Lift", privileged=False, fingerprint={"digest": fingerprint, "seed": 0},

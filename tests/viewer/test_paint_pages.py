@@ -150,11 +150,12 @@ PAINT_TASK = ROOT / "configs" / "tasks" / "paint-three-strokes.toml"
 
 
 def test_a_painting_round_gets_its_video_drawn_with_the_canvas_it_painted(paint, tmp_path):
-    from roboswe.records.video import render_trial_video
     from roboswe.sim.backend import SimError
     from roboswe.sim.paint.video import round_frames
     from roboswe.sim.physics_state import states_from_traces
     from roboswe.sim.video import VideoRenderer, frame_rows
+
+    from roboswe.records.video import render_trial_video
 
     run_dir = tmp_path / "run"
     shutil.copytree(paint["run_dir"], run_dir)
@@ -190,6 +191,32 @@ def test_the_shareable_site_holds_no_key_to_the_blinded_pairs_and_no_page_withou
     assert not (site / "compare.html").exists() and (site / "index.html").is_file()
 
 
+def test_the_report_reads_at_80_columns_nothing_cut_off(paint):
+    from rich.console import Console
+
+    from roboswe.records.report import (
+        ATTEMPT_COLUMNS,
+        BADGES,
+        USAGE_COLUMNS,
+        print_report,
+        run_summary,
+    )
+
+    with RunReader(paint["run_dir"]) as reader:
+        report = run_summary(reader)
+    console = Console(record=True, width=80)
+    print_report(report, console)
+    lines = console.export_text().splitlines()
+    assert "…" not in "\n".join(lines)  # words fold, figures stay whole
+    assert any(line.split() == " ".join(col for col, _ in ATTEMPT_COLUMNS).split() for line in lines)  # one header line
+    assert any(line.split() == list(USAGE_COLUMNS) for line in lines)
+    (series,) = report["series"]
+    (a,) = series["attempts"]
+    row = ["1", "0", a["outcome"], BADGES[a["verdict"]], series["metrics"]["statuses"][0], str(a["control_steps"])]
+    assert row == ["1", "0", "success", "unverified", "unverified", row[-1]]  # the longest words a table shows
+    assert any(line.split()[:6] == row for line in lines)
+
+
 LOST = "AttributeError: 'NoneType' object has no attribute 'load_state'"
 
 
@@ -197,6 +224,7 @@ LOST = "AttributeError: 'NoneType' object has no attribute 'load_state'"
 def lost_video(paint, tmp_path_factory):
     """The painting round's run as it was when its video failed: the worker's event, then an export."""
     from roboswe.protocol.recorder import EventRecord
+
     from roboswe.records.store import RunStore
 
     tmp = tmp_path_factory.mktemp("lost")
@@ -214,6 +242,7 @@ def lost_video(paint, tmp_path_factory):
 
 def test_a_failed_video_is_a_warning_in_the_runs_output_the_report_and_the_trial_data(lost_video, capsys):
     from rich.console import Console
+
     from roboswe.commands.run import print_outcome
     from roboswe.records.report import print_report, run_summary
 
