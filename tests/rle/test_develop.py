@@ -18,8 +18,9 @@ import trio
 from roboswe.protocol import sim as simp
 from roboswe.protocol.bridge import RESET_ONLY_IN_DEVELOPMENT
 from roboswe.protocol.control import Error
+from roboswe.protocol.participant import Exec, Finish, WriteFile
 
-from roboswe.rle.develop import DevelopmentSim
+from roboswe.rle.develop import DevelopmentSim, develop
 from roboswe.rle.ledger import decode_rows, encode_rows, verify_chain
 from roboswe.rle.manifest import load_task
 from roboswe.rle.rundir import read_sealed_record
@@ -145,6 +146,51 @@ def test_reset_exists_only_behind_a_development_door(image):  # noqa: F811
         assert [r.operation for r in sim.ledger.rows] == ["reset", "reset"] and sim.resets == 1
     finally:
         sim.close()
+
+
+SPEND = """
+import robot
+try:
+    while True:
+        robot.step_many([[0.0, 0.0]] * 7)
+except robot.LimitReached as e:
+    print("SPENT", robot.state()["budget_left"][0], e)
+"""
+
+
+class _Spender:
+    """Writes and runs a script that steps until the ledger refuses; would finish if asked again."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def decide(self, request):
+        self.asked += 1
+        return [WriteFile(path="spend.py", content=SPEND), Exec(path="spend.py")][self.asked - 1] if self.asked <= 2 else Finish()
+
+
+@pytest.mark.slow
+def test_the_spent_budget_ends_the_development_phase(image, tmp_path):  # noqa: F811
+    from roboswe.providers._config import ProviderConfig
+    from roboswe.providers.local import PythonParticipant
+
+    task = _task(steps=30, resets=0)
+    sim, agent = DevelopmentSim(task), _Spender()
+    scratch = Path(tempfile.mkdtemp(prefix="rle-spend-", dir="/tmp"))
+    os.chmod(scratch, 0o755)
+    (scratch / "ws").mkdir(mode=0o777)
+    os.chmod(scratch / "ws", 0o777)
+    try:
+        result = trio.run(lambda: develop(task, PythonParticipant(ProviderConfig(kind="python"), agent=agent), sim,
+                                          scratch / "ws", backend="bwrap", image=image))
+    finally:
+        sim.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    assert result.ended == "budget" and agent.asked == 2, result  # ended by the ledger, not by the participant
+    assert [o.operation for o in result.operations] == ["WriteFile", "Exec"]
+    assert "SPENT 0.0" in result.operations[1].text and result.operations[1].budget_left == 0
+    assert [r.cost for r in sim.ledger.rows if r.kind == "charge"] == [7, 7, 7, 7, 2]  # the last chunk cut to what was left
+    assert verify_chain(sim.ledger.rows, budget=30).ok
 
 
 def test_series_simulator_refuses_reset():
