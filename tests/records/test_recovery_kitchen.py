@@ -61,3 +61,20 @@ def test_a_kit_drawer_closed_again_and_reopened_is_one_recovered_mishap():
     back = next(i for i in range(onset, rows) if wanted[i] >= 0.3)
     assert (m.rule, m.step, m.recovered_step) == ("drawer closed again", onset, back)
     assert m.peak == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("task", ["stack-panda", "pickplacecan-panda", "nutassemblyround-panda", "door-panda",
+                                  "kit-opencabinet-single", "kit-opencabinet-double", "kit-openmicrowave"])
+def test_every_shipped_rule_measures_its_scene(task):
+    """Each rule's body, joint or fixture is in its task's scene; at rest nothing is engaged, so nothing is lost."""
+    from roboswe.sim.backend import create_backend
+    from roboswe.sim.manifest import load_manifest
+
+    manifest = load_manifest(ROOT / "configs" / "tasks" / f"{task}.toml")
+    sim = create_backend(manifest.upstream.package, manifest)
+    try:
+        sim.reset(manifest.seed)
+        sim.wait(5)
+        assert trial_mishaps(SceneMeasures(sim), sim.take_states(), load_rules()[task].rules) == []
+    finally:
+        sim.close()
