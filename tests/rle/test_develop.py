@@ -16,7 +16,7 @@ import msgspec
 import pytest
 import trio
 from roboswe.protocol import sim as simp
-from roboswe.protocol.bridge import RESET_ONLY_IN_DEVELOPMENT
+from roboswe.protocol.bridge import RESET_ONLY_IN_DEVELOPMENT, ScriptLimits
 from roboswe.protocol.control import Error
 from roboswe.protocol.participant import Exec, Finish, WriteFile
 
@@ -114,7 +114,7 @@ except robot.ResetRefused as e:
 """
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive  # the fast versions: the door and robot.reset() unit tests below
 def test_reset_exists_only_behind_a_development_door(image):  # noqa: F811
     from roboswe.bridge.trial import open_trial
 
@@ -169,7 +169,7 @@ class _Spender:
         return [WriteFile(path="spend.py", content=SPEND), Exec(path="spend.py")][self.asked - 1] if self.asked <= 2 else Finish()
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 def test_the_spent_budget_ends_the_development_phase(image, tmp_path):  # noqa: F811
     from roboswe.providers._config import ProviderConfig
     from roboswe.providers.local import PythonParticipant
@@ -193,6 +193,33 @@ def test_the_spent_budget_ends_the_development_phase(image, tmp_path):  # noqa: 
     assert verify_chain(sim.ledger.rows, budget=30).ok
 
 
+def test_a_series_door_refuses_reset_without_asking_the_simulator():
+    from roboswe.bridge.door import Refused, RobotDoor
+    from roboswe.protocol.bridge import BRIDGE_ROBOT_CODEC, Reset
+
+    asked = []
+
+    async def link(message):
+        asked.append(message)
+        raise AssertionError("a series door must not forward a reset")
+
+    door = RobotDoor(link)
+    session = door.begin("script.py", ScriptLimits())
+    _, frames = BRIDGE_ROBOT_CODEC.encode(Reset(token=session.token), sender="robot")
+    with pytest.raises(Refused) as refused:
+        trio.run(door.handle, BRIDGE_ROBOT_CODEC.decode(frames))
+    assert refused.value.kind == "Reset" and refused.value.reason == RESET_ONLY_IN_DEVELOPMENT and asked == []
+
+
+def test_robot_reset_without_a_bridge_is_refused_typed(monkeypatch):
+    """An artifact under verification has no bridge (no ROBOSWE_BRIDGE): robot.reset() is refused, typed."""
+    from roboswe.bridge import robot
+
+    monkeypatch.delenv("ROBOSWE_BRIDGE", raising=False)
+    with pytest.raises(robot.ResetRefused, match="only in an RLE-Bench development phase"):
+        robot.reset()
+
+
 def test_series_simulator_refuses_reset():
     """The series simulator's robot endpoint refuses a Reset that reached it (defence in depth behind the door)."""
     from roboswe.actors.simulator import SimulatorService
@@ -204,7 +231,7 @@ def test_series_simulator_refuses_reset():
     assert isinstance(reply, Error) and reply.code == "reset" and reply.detail == RESET_ONLY_IN_DEVELOPMENT
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 def test_reset_is_refused_at_verification(artifact_image, battery_cache, tmp_path):
     source = "import robot\n\ndef make_estimator():\n    robot.reset()\n"
     run = submit(tmp_path / "run", small_task(), {"estimator.py": source})
