@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -317,6 +318,23 @@ def run_checks(*, environ: Mapping[str, str] | None = None, render: bool = True,
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "absent": "dim"}
 
 
+def print_checks(checks: list[Check], console: Any) -> None:
+    """One line per check (status, name, detail) and its fix on the next: no table, so a path is never broken
+    mid-word at any width; the terminal wraps a long line whole."""
+    from rich.text import Text
+
+    names = max(len(c.check) for c in checks)
+    statuses = [c.status + (" (required)" if c.required and c.status == "fail" else "") for c in checks]
+    shown = max(map(len, statuses))
+    console.print("roboswe doctor", style="bold")
+    for c, status in zip(checks, statuses):
+        # Text, not markup: details carry brackets (pip extras, paths) that rich would read as styles.
+        console.print(Text.assemble((f"{status:<{shown}}", _STYLE[c.status]), f"  {c.check:<{names}}  ", plain(c.detail)),
+                      soft_wrap=True)
+        if c.status != "ok" and c.fix:
+            console.print(plain(f"{'':<{shown}}  {'':<{names}}  fix: {c.fix}"), soft_wrap=True)
+
+
 def run_doctor(args: argparse.Namespace) -> int:
     tty = sys.stderr.isatty() and not args.json
     checks = run_checks(render=not args.no_render, image_cache=args.cache_dir,
@@ -325,20 +343,9 @@ def run_doctor(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"ok": not failed, "checks": msgspec.to_builtins(checks)}, indent=2))
         return 1 if failed else 0
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title="roboswe doctor", show_lines=False)
-    for column in ("check", "status", "detail", "fix"):
-        table.add_column(column, overflow="fold")
-    for c in checks:
-        status = c.status + (" (required)" if c.required and c.status == "fail" else "")
-        # Text, not markup: details carry brackets (pip extras, paths) that rich would read as styles.
-        table.add_row(c.check, Text(status, style=_STYLE[c.status]), plain(c.detail), plain(c.fix if c.status != "ok" else ""))
-    console = terminal_console(width=None if sys.stdout.isatty() else 160)
-    console.print(table)
+    print_checks(checks, terminal_console())
     if failed:
-        console.print(f"{len(failed)} required check(s) failed: {', '.join(c.check for c in failed)}; see the fix column.")
+        echo(f"{len(failed)} required check(s) failed: {', '.join(c.check for c in failed)}; each says how to fix it.")
     else:
-        console.print("all required checks pass.")
+        echo("all required checks pass.")
     return 1 if failed else 0

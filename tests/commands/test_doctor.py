@@ -101,3 +101,22 @@ def test_robocasa_assets_are_looked_up_as_roboswe_assets_does_and_what_is_missin
     (kit / robocasa_kit.MARKER).write_text("{}")
     over = assets_check({**environ, "ROBOCASA_ASSETS": str(kit)})
     assert over.status == "warn" and over.detail == f"{kit} ($ROBOCASA_ASSETS) is roboswe's placeholder kit, not RoboCasa's assets"
+
+
+def test_the_text_output_never_breaks_a_path_and_puts_each_fix_under_its_check(monkeypatch, capsys):
+    import argparse
+
+    from roboswe.commands import doctor
+
+    path = "/a/very/long/path/to/site-packages/robocasa/models/assets/textures/and/fixtures/that/is/wider/than/80/columns"
+    checks = [doctor.Check(check="python", status="ok", detail="3.11.7"),
+              doctor.Check(check="RoboCasa assets", status="absent", detail=f"{path}: missing textures",
+                           fix="python -m robocasa.scripts.download_kitchen_assets")]
+    monkeypatch.setattr(doctor, "run_checks", lambda **_: checks)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert doctor.run_doctor(argparse.Namespace(json=False, no_render=True, cache_dir=None)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    detail = next(i for i, line in enumerate(lines) if path in line)  # whole, on one line
+    assert lines[detail].split()[:3] == ["absent", "RoboCasa", "assets"]
+    assert lines[detail + 1].split() == ["fix:", "python", "-m", "robocasa.scripts.download_kitchen_assets"]
+    assert lines[-1] == "all required checks pass."
