@@ -1,8 +1,8 @@
 """`roboswe rle demo pose [--out RUN_DIR]`: the whole RLE-Bench protocol offline.
 
 A scripted participant (configs/agents/rle_pose_demo, the `python` participant kind) develops in a
-development session (develop.py: the trusted development simulator holding the ledger, the trial
-sandbox, the workspace), the workspace is sealed by the task's artifact contract and the ledger closed
+development session (develop.py: the workspace and the trial sandbox, whose door reaches the
+development simulator's own process, development_simulator.py, which holds the ledger), the workspace is sealed by the task's artifact contract and the ledger closed
 over the sealed digest, the RLE run directory is written (rundir.py, plus the development record),
 the verifier runs in its own process on the sealed artifact, and the reward report and the index are
 printed. `roboswe verify RUN_DIR` and `roboswe index RUN_DIR` work on the result.
@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -22,8 +24,8 @@ import trio
 
 from roboswe.terminal import echo
 
-from .develop import DevelopmentSim, OperationRecord, develop
-from .ledger import encode_rows
+from .develop import DevelopmentResult, OperationRecord, develop
+from .ledger import Ledger, decode_rows, encode_rows, verify_chain
 from .manifest import RleTask, load_task
 
 DEMO_AGENT = "roboswe.agents.rle_pose_demo:PoseDemoAgent"
@@ -78,7 +80,8 @@ def run_demo(name: str, out: Path | None, *, backend: str | None = None) -> int:
 
 
 def develop_and_seal(task: RleTask, run_dir: Path, *, backend: str | None = None) -> DevelopmentRecord:
-    """Develop in a fresh workspace, seal it, and write the RLE run directory (before verification)."""
+    """Develop in a fresh workspace against the development simulator's own process, seal the workspace,
+    close the ledger over it, and write the RLE run directory (before verification)."""
     from roboswe.providers._config import ProviderConfig
     from roboswe.providers.local import PythonParticipant
 
@@ -92,22 +95,62 @@ def develop_and_seal(task: RleTask, run_dir: Path, *, backend: str | None = None
         workspace.mkdir()
         os.chmod(workspace, 0o777)  # the sandbox user writes into it
         participant = PythonParticipant(ProviderConfig(kind="python", agent=DEMO_AGENT))
-        sim = DevelopmentSim(task)
-        try:
-            result = trio.run(lambda: develop(task, participant, sim, workspace, backend=backend))
-        finally:
-            sim.close()
+        rows_file = scratch / "ledger.jsonl"
+        with development_simulator(task, scratch, rows_file) as endpoint:
+            result = trio.run(_session, task, participant, endpoint, workspace, backend)
+        rows = decode_rows(rows_file.read_bytes()) if rows_file.exists() else []
+        verdict = verify_chain(rows, budget=task.budget.charged_steps)
+        if not verdict.ok:  # the trusted side's own record: a bad one is a harness failure, not the artifact's
+            raise RuntimeError(f"the development simulator's ledger does not verify: {verdict.reason}")
         # The seal: the contract's files, then the ledger's closing row over their digest; the
         # workspace is not read again.
         sealed, contents = seal_directory(workspace, task.artifact)
-        head = sim.ledger.seal(sealed.digest)
+        ledger = Ledger.resume(rows, task.budget.charged_steps)
+        head = ledger.seal(sealed.digest)
         sealed = msgspec.structs.replace(sealed, ledger_head=head)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    write_submission(run_dir, task, sealed, contents, encode_rows(sim.ledger.rows))
+    write_submission(run_dir, task, sealed, contents, encode_rows(ledger.rows))
+    charged = [r for r in ledger.rows if r.kind == "charge"]
     record = DevelopmentRecord(
         participant=DEMO_AGENT, ended=result.ended, finish_reason=result.finish_reason, wall_seconds=result.wall_seconds,
-        resets=result.resets, control_steps=result.control_steps, spent=sim.ledger.spent, budget=sim.ledger.budget,
-        ledger_head=head, operations=result.operations)
+        resets=sum(r.operation == "reset" for r in charged), control_steps=sum(r.cost for r in charged if r.operation == "step"),
+        spent=ledger.spent, budget=ledger.budget, ledger_head=head, operations=result.operations)
     (run_dir / DEVELOPMENT).write_bytes(msgspec.json.encode(record))
     return record
+
+
+async def _session(task: RleTask, participant, endpoint: str, workspace: Path, backend: str | None) -> DevelopmentResult:
+    from roboswe.actors import Client, robot_link
+    from roboswe.protocol.control import Shutdown
+    from roboswe.protocol.sim import SIM_ROBOT_CODEC
+
+    async with robot_link(endpoint, name="rle_develop") as link:
+        result = await develop(task, participant, link, workspace, backend=backend)
+    async with Client("coordinator", endpoint, SIM_ROBOT_CODEC, peer="rle_development_simulator") as sim:
+        await sim.request(Shutdown(reason="development over"))
+    return result
+
+
+@contextmanager
+def development_simulator(task: RleTask, scratch: Path, rows_file: Path, *, start_seconds: float = 60.0):
+    """The development simulator's process (development_simulator.py); yields its endpoint, ends it on exit."""
+    (scratch / "task.json").write_bytes(msgspec.json.encode(task))
+    endpoint = f"ipc://{scratch}/sim/development.sock"
+    log = scratch / "development_simulator.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "roboswe.rle.development_simulator", str(scratch / "task.json"),
+                                 endpoint, str(rows_file)], env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")},
+                                stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + start_seconds
+        while not (scratch / "sim" / "development.sock").exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the development simulator did not start: {log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.05)
+        yield endpoint
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

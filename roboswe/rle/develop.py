@@ -20,14 +20,13 @@ step, the wall-time budget is spent, or the operation cap is reached.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 import numpy as np
 import trio
 
-from roboswe.bridge.door import SimRefused
+from roboswe.bridge.door import SimLink, SimRefused
 from roboswe.protocol import Decoded, Message
 from roboswe.protocol import sim as simp
 from roboswe.protocol.bridge import ScriptLimits
@@ -46,7 +45,7 @@ from roboswe.protocol.participant import (
 from roboswe.sim.pose import battery as pose_battery
 from roboswe.sim.pose.scene import CAMERA, FRAME_STEPS, TABLE_HALF, Pose, wrap
 
-from .ledger import BudgetExhausted, Ledger
+from .ledger import BudgetExhausted, Ledger, encode_rows
 from .manifest import RleTask
 
 SENDER = "rle-develop"
@@ -60,9 +59,10 @@ STATE_KEYS = ["stick", "label", "budget_left", "resets_left"]
 class DevelopmentSim:
     """The trusted side of a development phase: the public scene, the ledger, the budget."""
 
-    def __init__(self, task: RleTask, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, task: RleTask, *, record: Path | None = None):
         self.task = task
         self.ledger = Ledger(task.budget.charged_steps)
+        self._record, self._recorded = record, 0  # where each ledger row is appended as it is written
         self.resets = 0
         self.control_step = 0
         self._renderer = pose_battery.Renderer(task.evaluation.width, task.evaluation.height)
@@ -71,6 +71,13 @@ class DevelopmentSim:
 
     def close(self) -> None:
         self._renderer.close()
+
+    def _write_rows(self) -> None:
+        """Append the rows written since the last call to the record (the ledger's own JSON lines)."""
+        if self._record is not None and len(self.ledger.rows) > self._recorded:
+            with open(self._record, "ab") as f:
+                f.write(encode_rows(self.ledger.rows[self._recorded:]))
+            self._recorded = len(self.ledger.rows)
 
     # --- the scene ---------------------------------------------------------------------------
 
@@ -176,13 +183,16 @@ class DevelopmentSim:
         if pay == 0:
             return self._stepped(0, "trial_budget")
         self.ledger.charge("step", pay)
+        self._write_rows()
         try:
             for dx, dy in actions[:pay]:
                 self._move_stick(dx, dy)
         except Exception as e:
             self.ledger.confirm(f"error: {type(e).__name__}")
+            self._write_rows()
             raise
         self.ledger.confirm("ok")
+        self._write_rows()
         return self._stepped(pay, "done" if pay == len(actions) else "trial_budget")
 
     def _stepped(self, applied: int, stopped: simp.StepStop) -> simp.StepResult:
@@ -198,10 +208,12 @@ class DevelopmentSim:
             self.ledger.charge("reset", 1)
         except BudgetExhausted as e:
             return Error(code="limit_reached", detail=f"the development budget cannot pay a reset: {e}")
+        self._write_rows()
         self.resets += 1
         self.control_step = 0
         self._load(self.resets % self.task.development.public_seeds)
         self.ledger.confirm(f"seed {self.seed}")
+        self._write_rows()
         return self.state()
 
 
@@ -239,16 +251,15 @@ class DevelopmentResult(msgspec.Struct, kw_only=True):
     ended: str  # finished | budget | wall_time | operation_cap
     finish_reason: str = ""
     wall_seconds: float
-    resets: int
-    control_steps: int
 
 
 MAX_TEXT = 4000  # characters of an operation's answer kept in its record (the conversation holds the rest)
 
 
-async def develop(task: RleTask, participant, sim: DevelopmentSim, workspace: Path, *, backend: str | None = None,
+async def develop(task: RleTask, participant, sim: SimLink, workspace: Path, *, backend: str | None = None,
                   image=None, max_operations: int = 40, script_seconds: float = 120.0) -> DevelopmentResult:
-    """Carry out ``participant``'s operations until it finishes or the budget ends the phase."""
+    """Carry out ``participant``'s operations until it finishes or the budget ends the phase. ``sim`` reaches the
+    development simulator (its process: ``robot_link``; in this process: ``DevelopmentSim.link``)."""
     from roboswe.bridge.trial import open_trial
     from roboswe.evaluation.workspace import Workspace, WorkspaceError
 
@@ -258,10 +269,13 @@ async def develop(task: RleTask, participant, sim: DevelopmentSim, workspace: Pa
     records: list[OperationRecord] = []
     limits = ScriptLimits(steps=task.budget.charged_steps, seconds=script_seconds)
     ended, reason = "operation_cap", ""
-    async with open_trial("rle-develop", workspace, sim.link, backend=backend, limits=limits, image=image,
+    async def state() -> simp.RobotState:
+        return (await sim(simp.GetState())).message
+
+    async with open_trial("rle-develop", workspace, sim, backend=backend, limits=limits, image=image,
                           workspace_mb=None, resets=True) as sandbox:
         for n in range(max_operations):
-            if sim.ledger.remaining <= 0:
+            if (await state()).steps_left <= 0:
                 ended = "budget"
                 break
             if time.monotonic() - started > task.budget.wall_seconds:
@@ -282,7 +296,7 @@ async def develop(task: RleTask, participant, sim: DevelopmentSim, workspace: Pa
                         left = task.budget.wall_seconds - (time.monotonic() - started)
                         feedback = await sandbox.exec(path, ScriptLimits(steps=limits.steps, seconds=max(1.0, min(script_seconds, left))))
                         text = (f"exit {feedback.exit_status}, {feedback.steps} steps, limit {feedback.limit}; "
-                                f"budget left {sim.ledger.remaining}\n{feedback.stdout}\n{feedback.stderr}")
+                                f"budget left {(await state()).steps_left}\n{feedback.stdout}\n{feedback.stderr}")
                         error = feedback.exit_status != 0
                     case Finish(reason=reason):
                         text, error = "Development finished.", False
@@ -291,13 +305,12 @@ async def develop(task: RleTask, participant, sim: DevelopmentSim, workspace: Pa
             except (WorkspaceError, ValueError) as e:
                 text, error = str(e), True
             records.append(OperationRecord(n=n, operation=type(op).__name__, path=getattr(op, "path", None),
-                                           text=text[:MAX_TEXT], error=error, exec=feedback, budget_left=sim.ledger.remaining,
+                                           text=text[:MAX_TEXT], error=error, exec=feedback, budget_left=(await state()).steps_left,
                                            seconds=round(time.monotonic() - op_started, 3)))
             conversation.append(result_turn(decision, id=f"r{n}", text=text, is_error=error, trial=1))
             if isinstance(op, Finish):
                 ended = "finished"
                 break
     return DevelopmentResult(operations=records, ended=ended, finish_reason=reason,
-                             wall_seconds=round(time.monotonic() - started, 3), resets=sim.resets,
-                             control_steps=sum(r.cost for r in sim.ledger.rows if r.kind == "charge" and r.operation == "step"))
+                             wall_seconds=round(time.monotonic() - started, 3))
 

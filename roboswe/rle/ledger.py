@@ -44,6 +44,15 @@ class Ledger:
         self.rows: list[LedgerRow] = []
         self._open: int | None = None  # index of the charge awaiting its confirm
 
+    @classmethod
+    def resume(cls, rows: list[LedgerRow], budget: int) -> Ledger:
+        """The ledger another process kept, from its recorded rows (check them with verify_chain first)."""
+        ledger = cls(budget)
+        ledger.rows = list(rows)
+        if rows and rows[-1].kind == "charge":
+            ledger._open = rows[-1].index
+        return ledger
+
     @property
     def head(self) -> str:
         return self.rows[-1].hash if self.rows else GENESIS

@@ -41,14 +41,17 @@ def _scene(sim: DevelopmentSim) -> tuple:
     return sim.control_step, sim.seed, tuple(sim.scene.data.mocap_pos[0, :2]), sim.scene.block_pose()
 
 
-def test_a_step_the_ledger_cannot_pay_is_refused_before_anything_moves():
-    sim = DevelopmentSim(_task(steps=5, resets=3))
+def test_a_step_the_ledger_cannot_pay_is_refused_before_anything_moves(tmp_path):
+    record = tmp_path / "ledger.jsonl"
+    sim = DevelopmentSim(_task(steps=5, resets=3), record=record)
     at_dispatch = []
     move = sim._move_stick
-    sim._move_stick = lambda dx, dy: (at_dispatch.append(sim.ledger.rows[-1].kind), move(dx, dy))
+    sim._move_stick = lambda dx, dy: (at_dispatch.append((sim.ledger.rows[-1].kind, decode_rows(record.read_bytes())[-1].kind)),
+                                      move(dx, dy))
     try:
         assert sim.step([[0.01, 0.0]] * 3).applied == 3
-        assert at_dispatch == ["charge"] * 3  # charged before the stick moved, confirmed after
+        # charged (and the charge recorded) before the stick moved, confirmed after
+        assert at_dispatch == [("charge", "charge")] * 3
         assert [(r.kind, r.cost) for r in sim.ledger.rows] == [("charge", 3), ("confirm", 0)]
         cut = sim.step([[0.0, 0.01]] * 4)  # 2 left: as many rows as the ledger pays, the rest refused
         assert (cut.applied, cut.stopped, cut.steps_left) == (2, "trial_budget", 0)
@@ -60,7 +63,7 @@ def test_a_step_the_ledger_cannot_pay_is_refused_before_anything_moves():
         assert _scene(sim) == before and sim.ledger.rows == rows and sim.resets == 0  # nothing ran, nothing written
         assert sim.state().values["budget_left"] == [0.0] and sim.state().steps_left == 0
         verdict = verify_chain(sim.ledger.rows, budget=5)
-        assert verdict.ok and verdict.spent == 5
+        assert verdict.ok and verdict.spent == 5 and decode_rows(record.read_bytes()) == sim.ledger.rows
     finally:
         sim.close()
 
@@ -181,7 +184,7 @@ def test_the_spent_budget_ends_the_development_phase(image, tmp_path):  # noqa: 
     (scratch / "ws").mkdir(mode=0o777)
     os.chmod(scratch / "ws", 0o777)
     try:
-        result = trio.run(lambda: develop(task, PythonParticipant(ProviderConfig(kind="python"), agent=agent), sim,
+        result = trio.run(lambda: develop(task, PythonParticipant(ProviderConfig(kind="python"), agent=agent), sim.link,
                                           scratch / "ws", backend="bwrap", image=image))
     finally:
         sim.close()
