@@ -102,7 +102,7 @@ def run_demo(args: argparse.Namespace) -> int:
     run_args = run_parser.parse_args([str(admitted), "--config", str(CONFIGS_DIR / "runs" / "demo.toml"),
                                       "--out", str(run_dir), "--tasks", DEMO_TASK, "--preflight", "offline",
                                       *(["--engine", args.engine] if args.engine else [])])
-    code = run_run(run_args)
+    code = run_run(run_args, outcome=False)  # the report (4/4) shows the trial table, once
     if not (run_dir / "run.sqlite").exists():
         echo("roboswe demo: the run recorded nothing; see the messages above and "
              f"{run_dir / 'actors'} for each actor's log", file=sys.stderr)

@@ -284,7 +284,8 @@ def _entry_environment() -> None:
     os.environ.setdefault("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "roboswe" / "numba"))
 
 
-def run_run(args: argparse.Namespace) -> int:
+def run_run(args: argparse.Namespace, *, outcome: bool = True) -> int:
+    """``outcome``: print the trial tables at the end (the demo prints its report instead)."""
     from roboswe.evaluation.preflight import PreflightRefused
 
     try:
@@ -302,7 +303,8 @@ def run_run(args: argparse.Namespace) -> int:
     job = read_job(run_dir)
     actors = fleet_actors(tuple(a for a in RUN_ACTORS if a not in _elsewhere(job)), job.workers)
     code, progress = drive(run_dir, config, config_path, actors, "run")
-    print_outcome(run_dir)
+    if outcome:
+        print_outcome(run_dir)
     return code
 
 

@@ -107,7 +107,7 @@ async def run_job(actor: Actor, progress: Progress) -> None:
         await run.dispatch()
         if run.videos is not None:
             progress.update(state="videos", detail="rendering trial videos")
-            await run.videos.record(run.recording)
+            await run.videos.record(run.recording, say=progress.say)
         await store_results(actor, run.recording, job.run_id, job.tasks, job.kind, progress)
 
 

@@ -35,6 +35,7 @@ from roboswe.records.artifacts import (
     StoredVideo,
     VideoWriter,
     artifact_record,
+    failed_artifact_line,
     video_relpath,
 )
 from roboswe.records.reader import RunReader
@@ -222,8 +223,11 @@ class SeriesVideos:
             self._pending.append((trial_id, self.worker.submit(self.run_dir, trial_id, manifest, run_id=self.run_id)))
         return len(trial_ids)
 
-    async def record(self, recording: Any) -> int:
-        """Wait for queued videos and record them durably via ``recording`` (series.Recording); returns videos stored."""
+    async def record(self, recording: Any, say: Any = None) -> int:
+        """Wait for queued videos and record them durably via ``recording`` (series.Recording); returns videos stored.
+
+        ``say(line)`` (the run's progress) hears of each trial's videos as they are stored or fail, so
+        the run's output is not silent while they render."""
         from roboswe.actors import run_off_loop
         from roboswe.protocol.recorder import EventRecord
 
@@ -233,12 +237,17 @@ class SeriesVideos:
             try:
                 records = await run_off_loop(future.result)
             except Exception as e:  # noqa: BLE001 - a missing video is evidence lost, not a failed run
-                log.error("trial_video_failed", trial=trial_id, error=f"{type(e).__name__}: {e}")
+                reason = f"{type(e).__name__}: {e}"
+                log.error("trial_video_failed", trial=trial_id, error=reason)
                 await recording.put(EventRecord(run_id=self.run_id, event=VIDEO_FAILED, at=time.time(),
-                                                trial_id=trial_id, data={"error": f"{type(e).__name__}: {e}"}))
+                                                trial_id=trial_id, data={"error": reason}))
+                if say is not None:
+                    say(failed_artifact_line({"trial_id": trial_id, "artifact": "video", "reason": reason}))
                 continue
             await recording.durable(*records)
             stored += sum(r.artifact == "video" for r in records)
+            if say is not None:
+                say(f"{trial_id}: videos stored ({', '.join(r.camera or '' for r in records if r.artifact == 'video')})")
         return stored
 
     def close(self) -> None:

@@ -36,6 +36,8 @@ def test_demo_runs_verifies_renders_and_exports(demo_run):
     assert "1/4 admitting lift-panda" in out.stdout and "4/4 report" in out.stdout
     assert f"Open the viewer: {(run_dir / 'viewer' / 'index.html').resolve().as_uri()}" in out.stdout
     assert "where time went" in out.stdout and "replay verdicts: verified 5" in out.stdout  # the report
+    assert "outcome reason steps" not in " ".join(out.stdout.split())  # run's trial table: not before the report's
+    assert out.stdout.count("videos stored (agentview, frontview)") == 5  # the video stage says what it does
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
         trials = reader.trials(series.series_id)
