@@ -35,6 +35,7 @@ def add_arguments_rle(parser: argparse.ArgumentParser) -> None:
                                          "prints the reward report and the index (offline)")
     demo.add_argument("name", choices=["pose"], help="which family's demo")
     demo.add_argument("--out", type=Path, default=None, metavar="RUN_DIR", help="write the RLE run directory here")
+    demo.add_argument("--task", default=None, metavar="TASK", help="which of the family's tasks (pose: pose-rgbd, the default, or pose-rgb)")
     demo.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None, help="sandbox backend")
     image = sub.add_parser("image", help="build or show the artifact image (the sandbox image plus SciPy and OpenCV)")
     image.add_argument("action", choices=["build", "show"])
@@ -49,7 +50,7 @@ def run_rle(args: argparse.Namespace) -> int:
     if args.rle_command == "demo":
         from .demo import run_demo
 
-        return run_demo(args.name, args.out, backend=args.engine)
+        return run_demo(args.name, args.out, backend=args.engine, task=args.task)
     return _score(args) if args.rle_command == "score" else _image(args)
 
 

@@ -29,8 +29,8 @@ from .ledger import Ledger, decode_rows, encode_rows, verify_chain
 from .manifest import RleTask, load_task
 
 DEMO_AGENT = "roboswe.agents.rle_pose_demo:PoseDemoAgent"
-DEMO_TASKS = {"pose": "pose-rgbd"}
-"""`rle demo NAME` → the RLE task it develops for."""
+DEMO_TASKS = {"pose": ("pose-rgbd", "pose-rgb")}
+"""`rle demo NAME` → the RLE tasks its participant develops for (the first by default)."""
 DEVELOPMENT = "development.json"
 """The development record beside the run directory's files: every operation, its answer, the budget after it."""
 
@@ -48,13 +48,16 @@ class DevelopmentRecord(msgspec.Struct, frozen=True, kw_only=True):
     operations: list[OperationRecord]
 
 
-def run_demo(name: str, out: Path | None, *, backend: str | None = None) -> int:
+def run_demo(name: str, out: Path | None, *, backend: str | None = None, task: str | None = None) -> int:
     """The demo's exit status: 0 scored, 1 the report is not scored, 2 the harness failed."""
     from .commands import render_report, verifier_command
     from .index import render_index, rle_index
     from .rundir import read_report
 
-    task = load_task(DEMO_TASKS[name])
+    if task is not None and task not in DEMO_TASKS[name]:
+        echo(f"roboswe rle demo: the {name} demo develops for {', '.join(DEMO_TASKS[name])}, not {task}", file=sys.stderr)
+        return 2
+    task = load_task(task or DEMO_TASKS[name][0])
     if out is not None and out.exists() and any(out.iterdir()):
         echo(f"roboswe rle demo: {out} is not empty; choose a new run directory", file=sys.stderr)
         return 2

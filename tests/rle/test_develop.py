@@ -249,15 +249,16 @@ def _roboswe(*args: str, cache: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_rle_demo_pose_develops_seals_verifies_and_indexes(artifact_image, image, battery_cache, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("task", ["pose-rgbd", pytest.param("pose-rgb", marks=pytest.mark.exhaustive)])
+def test_rle_demo_pose_develops_seals_verifies_and_indexes(task, artifact_image, image, battery_cache, tmp_path):  # noqa: F811
     run = tmp_path / "run"
-    demo = _roboswe("rle", "demo", "pose", "--out", str(run), "-e", "bwrap", cache=battery_cache)
+    demo = _roboswe("rle", "demo", "pose", "--task", task, "--out", str(run), "-e", "bwrap", cache=battery_cache)
     assert demo.returncode == 0, demo.stderr[-3000:]
     assert "development: finished" in demo.stdout and "ledger verified" in demo.stdout and "RLE Index" in demo.stdout
     report = json.loads((run / "report.json").read_text())
     assert report["status"] == "scored" and report["ledger"]["ok"], report
     names = {c["name"]: c["value"] for c in report["components"]}
-    assert 0.3 * names["stage_a"] + 0.7 * names["stage_b"] >= REFERENCE_BAR["pose-rgbd"]
+    assert 0.3 * names["stage_a"] + 0.7 * names["stage_b"] >= REFERENCE_BAR[task]
     # the development record: the participant's operations through the sandbox, charged on the real ledger
     record = json.loads((run / "development.json").read_text())
     assert record["ended"] == "finished" and [o["operation"] for o in record["operations"]] == [
@@ -271,7 +272,7 @@ def test_rle_demo_pose_develops_seals_verifies_and_indexes(artifact_image, image
     verified = _roboswe("verify", str(run), cache=battery_cache)
     assert verified.returncode == 0 and "reproduced" in verified.stdout, verified.stderr
     index = json.loads(_roboswe("index", str(run), "--json", cache=battery_cache).stdout)
-    entry = next(t for t in index["tasks"] if t["task"] == "pose-rgbd")
+    entry = next(t for t in index["tasks"] if t["task"] == task)
     assert entry["reward"] == report["reward"]
     # one edited row of the demo's real ledger: the verifier gates it unverifiable and never runs the artifact
     forged = tmp_path / "forged"
