@@ -42,6 +42,7 @@ from roboswe.protocol.participant import (
     WriteFile,
     result_turn,
 )
+from roboswe.sandbox.volume import WORKSPACE_MB
 from roboswe.sim.pose import battery as pose_battery
 from roboswe.sim.pose.scene import CAMERA, FRAME_STEPS, TABLE_HALF, Pose, wrap
 
@@ -257,7 +258,8 @@ MAX_TEXT = 4000  # characters of an operation's answer kept in its record (the c
 
 
 async def develop(task: RleTask, participant, sim: SimLink, workspace: Path, *, backend: str | None = None,
-                  image=None, max_operations: int = 40, script_seconds: float = 120.0) -> DevelopmentResult:
+                  image=None, max_operations: int = 40, script_seconds: float = 120.0,
+                  workspace_mb: int | None = WORKSPACE_MB) -> DevelopmentResult:
     """Carry out ``participant``'s operations until it finishes or the budget ends the phase. ``sim`` reaches the
     development simulator (its process: ``robot_link``; in this process: ``DevelopmentSim.link``)."""
     from roboswe.bridge.trial import open_trial
@@ -273,7 +275,7 @@ async def develop(task: RleTask, participant, sim: SimLink, workspace: Path, *, 
         return (await sim(simp.GetState())).message
 
     async with open_trial("rle-develop", workspace, sim, backend=backend, limits=limits, image=image,
-                          workspace_mb=None, resets=True) as sandbox:
+                          workspace_mb=workspace_mb, resets=True) as sandbox:
         for n in range(max_operations):
             if (await state()).steps_left <= 0:
                 ended = "budget"
