@@ -44,13 +44,13 @@ from roboswe.protocol.participant import (
 )
 from roboswe.sandbox.volume import WORKSPACE_MB
 from roboswe.sim.pose import battery as pose_battery
-from roboswe.sim.pose.scene import CAMERA, FRAME_STEPS, TABLE_HALF, Pose, wrap
+from roboswe.sim.pose.scene import CAMERA, FRAME_STEPS, TABLE_HALF, TIMESTEP, Pose, wrap
 
 from .ledger import BudgetExhausted, Ledger, encode_rows
 from .manifest import RleTask
 
 SENDER = "rle-develop"
-CONTROL_HZ = 1000 // (2 * FRAME_STEPS)  # one control step = one frame of a push episode (20 Hz)
+CONTROL_HZ = round(1 / (TIMESTEP * FRAME_STEPS))  # one control step = one frame of a push episode (20 Hz)
 STICK_STEP_M = 0.01
 """Largest stick displacement per control step and axis (0.2 m/s at 20 Hz, twice a battery push)."""
 STICK_REACH_M = TABLE_HALF
@@ -61,6 +61,9 @@ class DevelopmentSim:
     """The trusted side of a development phase: the public scene, the ledger, the budget."""
 
     def __init__(self, task: RleTask, *, record: Path | None = None):
+        import mujoco  # the scene's own physics; imported here, as sim/pose does, so importing this module loads no GL
+
+        self._mj = mujoco
         self.task = task
         self.ledger = Ledger(task.budget.charged_steps)
         self._record, self._recorded = record, 0  # where each ledger row is appended as it is written
@@ -89,11 +92,11 @@ class DevelopmentSim:
         self.scene = self._renderer.scene(still.shape)
         self.scene.set_block(still.block.x, still.block.y, still.block.yaw)
         self.scene.set_stick(*still.stick)
-        self.scene._mj.mj_forward(self.scene.model, self.scene.data)
+        self._mj.mj_forward(self.scene.model, self.scene.data)
 
     def _move_stick(self, dx: float, dy: float) -> None:
         """One control step: the stick moves (dx, dy) over FRAME_STEPS physics steps."""
-        mj, data = self.scene._mj, self.scene.data
+        mj, data = self._mj, self.scene.data
         for _ in range(FRAME_STEPS):
             x, y = data.mocap_pos[0, :2] + (dx / FRAME_STEPS, dy / FRAME_STEPS)
             data.mocap_pos[0, :2] = (float(np.clip(x, -STICK_REACH_M, STICK_REACH_M)),
