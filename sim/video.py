@@ -2,7 +2,9 @@
 
 The simulator only records states while it runs (sim.physics_state.StateLog); a video worker, or
 replay, builds the same scene here, checks its model is the one the states came from, and
-draws the manifest's video cameras at the manifest's frame rate.
+draws the manifest's video cameras at the manifest's frame rate. A family whose look is not all in
+the physics state (RoboPaint's canvas) is drawn by re-executing the trial's task record instead
+(``replay``; sim/paint/video.py).
 """
 
 from __future__ import annotations
