@@ -258,16 +258,19 @@ def _print_series(s: dict[str, Any], console: Any) -> None:
 
     label = f"  ·  assets={s['assets']}" if s.get("assets") not in (None, "unlabelled") else ""
     protocol = f"  ·  protocol {s['protocol']}" if s.get("protocol") else ""
-    table = _narrow_table(text(f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}{label}{protocol}"), ATTEMPT_COLUMNS)
+    # no detail column when no attempt has one (every trial succeeded): the room goes to the cause
+    columns = ATTEMPT_COLUMNS if any(a["detail"] for a in s["attempts"]) else ATTEMPT_COLUMNS[:-1]
+    table = _narrow_table(text(f"{s['task']}  ·  {s['model']}  ·  mode={s['mode']}{label}{protocol}"), columns)
     m = s["metrics"] or {}
     statuses = m.get("statuses") or []
     last = {a["index"]: a["trial_id"] for a in s["attempts"]}  # the attempt that fills each slot
     for a in s["attempts"]:
         slot = statuses[a["index"] - 1] if last[a["index"]] == a["trial_id"] and statuses else "superseded"
         style = SLOT_STYLES.get(slot, "dim")
-        table.add_row(str(a["index"]), str(a["attempt"]), a["outcome"], BADGES.get(a["verdict"], a["verdict"]),
-                      f"[{style}]{slot}[/{style}]", _fmt(a["control_steps"], "d"), _fmt(a["sim_time"]),
-                      _fmt(a["active_time"]), a["cause"] or "-", plain((a["detail"] or "")[:60], multiline=False))
+        row = [str(a["index"]), str(a["attempt"]), a["outcome"], BADGES.get(a["verdict"], a["verdict"]),
+               f"[{style}]{slot}[/{style}]", _fmt(a["control_steps"], "d"), _fmt(a["sim_time"]),
+               _fmt(a["active_time"]), a["cause"] or "-", plain((a["detail"] or "")[:60], multiline=False)]
+        table.add_row(*row[:len(columns)])
     console.print(table)
     for a in s["attempts"]:
         slot = statuses[a["index"] - 1] if last[a["index"]] == a["trial_id"] and statuses else "superseded"
@@ -356,8 +359,9 @@ def print_usage(summary: dict[str, Any], console: Any) -> None:
     console.print(table)
     console.print("  cached: cached input tokens; unrep/failed: calls whose reply reported no usage / calls that "
                   "failed", markup=False, soft_wrap=True)
-    for reason in dict.fromkeys(c["reason"] for c in costs if c["amount"] is None):  # once, not in every row
-        console.print(f"  cost not reported: {reason}", markup=False, soft_wrap=True)
+    if usage["price"]:  # without one the price line below says why no cost is shown
+        for reason in dict.fromkeys(c["reason"] for c in costs if c["amount"] is None):  # once, not in every row
+            console.print(f"  cost not reported: {reason}", markup=False, soft_wrap=True)
     run = usage["run"]
     if run.get("reported_cost") is not None:
         console.print(f"  cost the provider reported (usage.cost): {run['reported_cost']:.4f}", markup=False)
