@@ -87,6 +87,10 @@ def run_demo(args: argparse.Namespace) -> int:
         echo(refusal, file=sys.stderr)
         return 2
     run_dir.mkdir(parents=True, exist_ok=True)
+    from roboswe.logs import configure_logging
+
+    # The admission's log lines go to the run's events.jsonl (`roboswe logs`), not into the demo's own lines.
+    configure_logging(run_dir=run_dir, actor="demo", console=False)
     _say(f"run dir {run_dir}")
     _say(f"1/4 admitting {DEMO_TASK}: building it in two fresh simulators, fingerprints must agree")
     try:

@@ -38,6 +38,7 @@ def test_demo_runs_verifies_renders_and_exports(demo_run):
     assert "where time went" in out.stdout and "replay verdicts: verified 5" in out.stdout  # the report
     assert "outcome reason steps" not in " ".join(out.stdout.split())  # run's trial table: not before the report's
     assert out.stdout.count("videos stored (agentview, frontview)") == 5  # the video stage says what it does
+    assert "admission.task_started" not in out.stdout + out.stderr  # log lines go to events.jsonl, not among the demo's
     with RunReader(run_dir) as reader:
         (series,) = reader.series()
         trials = reader.trials(series.series_id)
