@@ -123,7 +123,9 @@ async def run_trial(participant, real: RealTrial, conversation: list[Turn], tria
     raise AssertionError(f"no finish: {ops}")
 
 
-@pytest.mark.parametrize("seed", [0, pytest.param(7, marks=pytest.mark.exhaustive)])  # a second seed: pre-release
+# Both seeds are repeats: `roboswe demo` (tests/viewer/test_demo.py) runs this participant through every actor by default.
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("seed", [0, 7])
 async def test_demo_participant_lifts_the_cube_on_the_real_stack(seed, image, run_dir, simulator):
     from roboswe.bridge.trial import open_trial
     from roboswe.sim.manifest import load_manifest
@@ -157,6 +159,7 @@ async def test_demo_participant_lifts_the_cube_on_the_real_stack(seed, image, ru
         await sim.request(Shutdown(reason="test over"))
 
 
+@pytest.mark.exhaustive  # a repeat: tests/sandbox/test_exec_command.py runs `roboswe exec` by default
 def test_the_script_alone_lifts_the_cube_through_roboswe_exec(tmp_path):
     """The task author's path: `roboswe exec` with simulator and bridge actors as processes.
 

@@ -53,6 +53,7 @@ def test_a_refused_key_stops_the_run_after_the_first_trial_with_the_cause_in_ful
     print(f"stopped after {seconds:.1f} s")
 
 
+@pytest.mark.exhaustive  # a repeat of the configuration stop above (a refused key), through the same path
 def test_a_missing_key_stops_the_run_after_the_first_trial(work_dir, admitted, monkeypatch):  # noqa: F811
     """What the issue saw: no key exported. Preflight refuses it; past preflight, the run still stops at once."""
     monkeypatch.delenv("ROBOSWE_UNSET_KEY", raising=False)

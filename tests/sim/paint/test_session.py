@@ -36,6 +36,8 @@ def test_the_same_action_log_gives_the_same_canvas_hash_in_two_fresh_processes(p
     assert first == second == [[rounds[0]["canvas_sha256"], rounds[0]["fingerprint"]]]
 
 
+# A repeat: the three-round gallery session (tests/viewer/test_gallery.py) replays every canvas by default.
+@pytest.mark.exhaustive
 @pytest.mark.slow  # ~35 s on a loaded 2-core machine: three rounds here, three replays and a fresh session there
 def test_three_rounds_reset_the_paper_and_each_canvas_replays_identically_in_a_fresh_process(paint_sim, paint_manifest):
     rounds = scripted_session(paint_sim, SEED, rounds=3)
