@@ -80,7 +80,7 @@ def plan_workers(nodes: Iterable[NodeCapacity], fleet: FleetConfig, tasks: int,
     ``asked`` (``--workers`` or ``[fleet] workers``) is kept even above what the nodes hold now (the
     others queue until a worker finishes or a node joins), but never when no node can hold even one.
     """
-    nodes = [n for n in nodes]
+    nodes = list(nodes)
     if not nodes:
         raise Infeasible("the cluster has no alive node")
     per_node = [holds(n, fleet) for n in nodes]

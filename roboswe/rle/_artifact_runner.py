@@ -48,17 +48,9 @@ def main():
     entry_file, entry_function = sys.argv[1], sys.argv[2]
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(SOCKET)
-    stream = sock.makefile("rb")
-
-    def receive_exactly(n):
-        data = stream.read(n)
-        if len(data) < n:
-            raise EOFError("the verifier closed the connection")
-        return data
-
     estimator = None
     while True:
-        frames = wire.read_message(receive_exactly)
+        frames = wire.read_message(sock.recv)  # partial reads and the verifier's close (EOFError) handled there
         head = json.loads(frames[0])
         call = head.get("call")
         try:
@@ -67,7 +59,7 @@ def main():
             if call == "load":
                 estimator, value = _load(entry_file, entry_function), None
             elif call == "reset":
-                value = estimator.reset()
+                estimator.reset()
                 value = None
             elif call == "estimate":
                 value = estimator.estimate(_observation(head, frames[1:]))
