@@ -76,6 +76,15 @@ class DevelopmentSim:
     def close(self) -> None:
         self._renderer.close()
 
+    def _charge(self, op: str, cost: int) -> None:
+        """Charge the ledger and put the row on record before the operation runs."""
+        self.ledger.charge(op, cost)
+        self._write_rows()
+
+    def _confirm(self, outcome: str) -> None:
+        self.ledger.confirm(outcome)
+        self._write_rows()
+
     def _write_rows(self) -> None:
         """Append the rows written since the last call to the record (the ledger's own JSON lines)."""
         if self._record is not None and len(self.ledger.rows) > self._recorded:
@@ -186,17 +195,14 @@ class DevelopmentSim:
         pay = min(len(actions), self.ledger.remaining)
         if pay == 0:
             return self._stepped(0, "trial_budget")
-        self.ledger.charge("step", pay)
-        self._write_rows()
+        self._charge("step", pay)
         try:
             for dx, dy in actions[:pay]:
                 self._move_stick(dx, dy)
         except Exception as e:
-            self.ledger.confirm(f"error: {type(e).__name__}")
-            self._write_rows()
+            self._confirm(f"error: {type(e).__name__}")
             raise
-        self.ledger.confirm("ok")
-        self._write_rows()
+        self._confirm("ok")
         return self._stepped(pay, "done" if pay == len(actions) else "trial_budget")
 
     def _stepped(self, applied: int, stopped: simp.StepStop) -> simp.StepResult:
@@ -209,15 +215,13 @@ class DevelopmentSim:
         if self.resets_left <= 0:
             return Error(code="limit_reached", detail=f"the development phase's {self.task.budget.resets} resets are used up")
         try:
-            self.ledger.charge("reset", 1)
+            self._charge("reset", 1)
         except BudgetExhausted as e:
             return Error(code="limit_reached", detail=f"the development budget cannot pay a reset: {e}")
-        self._write_rows()
         self.resets += 1
         self.control_step = 0
         self._load(self.resets % self.task.development.public_seeds)
-        self.ledger.confirm(f"seed {self.seed}")
-        self._write_rows()
+        self._confirm(f"seed {self.seed}")
         return self.state()
 
 
