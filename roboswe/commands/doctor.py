@@ -3,7 +3,8 @@
 One row per check (check, status, detail, fix). A *required* check that fails makes the
 exit status 1; optional ones (Docker when bwrap works, Chromium for the viewer tests,
 provider keys, RoboCasa/GR1 assets, Ray) are reported as ``warn`` or ``absent``. Key
-values are never printed, only whether their variables are set. `--json` for scripts.
+values are never printed, only whether their variables are set. `--json` for scripts;
+`--config RUN.toml` adds the model profile that run's [provider] will use, as its preflight prints it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def add_arguments_doctor(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-render", action="store_true", help="skip the MuJoCo render check (it starts a subprocess)")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="sandbox image cache to check (as `roboswe images build --cache-dir`; default: where it builds)")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="a run config: also show the model profile its [provider] will use (configs/models.toml)")
 
 
 # ---- the checks ---------------------------------------------------------------------------------
@@ -286,8 +289,25 @@ def check_ray() -> Check:
     return Check(check="ray", status="ok", detail=f"ray {metadata.version('ray')} importable")
 
 
+def check_model_profile(config_path: Path) -> Check:
+    """The model profile a run config's hosted [provider] will use (`roboswe.providers.profile_lines`, as the
+    run's preflight prints it); ``warn`` for a model the table does not know (the conservative default)."""
+    from roboswe.config import ConfigError, load_config
+
+    try:
+        provider = load_config(config_path).provider
+    except ConfigError as e:
+        return Check(check="model profile", status="fail", detail=str(e), fix="fix the run config", required=True)
+    if provider is None or provider.kind not in _providers.hosted_kinds():
+        return Check(check="model profile", status="absent", detail=f"{config_path}: no hosted [provider] section")
+    lines = _providers.profile_lines(provider)
+    unknown = not _providers.model_profile(provider).known
+    return Check(check="model profile", status="warn" if unknown else "ok", detail="; ".join(s.strip() for s in lines),
+                 fix=f"add a line for {provider.model!r} to configs/models.toml with its documented limits" if unknown else "")
+
+
 def run_checks(*, environ: Mapping[str, str] | None = None, render: bool = True, image_cache: Path | None = None,
-               progress: Callable[[str], None] = lambda name: None) -> list[Check]:
+               progress: Callable[[str], None] = lambda name: None, config: Path | None = None) -> list[Check]:
     """Every check, in table order."""
     environ = os.environ if environ is None else environ
     checks = []
@@ -310,6 +330,8 @@ def run_checks(*, environ: Mapping[str, str] | None = None, render: bool = True,
     checks += family_checks(environ)
     checks += [check_assets(label, var, environ) for label, var in ASSET_VARIABLES.items()]
     checks.append(check_ray())
+    if config is not None:
+        checks.append(check_model_profile(config))
     return checks
 
 
@@ -337,7 +359,7 @@ def print_checks(checks: list[Check], console: Any) -> None:
 
 def run_doctor(args: argparse.Namespace) -> int:
     tty = sys.stderr.isatty() and not args.json
-    checks = run_checks(render=not args.no_render, image_cache=args.cache_dir,
+    checks = run_checks(render=not args.no_render, image_cache=args.cache_dir, config=args.config,
                         progress=(lambda name: echo(f"checking {name}…", file=sys.stderr, flush=True)) if tty else (lambda n: None))
     failed = [c for c in checks if c.required and c.status == "fail"]
     if args.json:
