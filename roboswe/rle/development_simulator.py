@@ -1,7 +1,7 @@
 """The development simulator as its own process: ``python -m roboswe.rle.development_simulator
 TASK_JSON ENDPOINT LEDGER_JSONL``.
 
-It serves ``DevelopmentSim`` (develop.py) on ENDPOINT with the actors runtime's Server and the
+It serves ``DevelopmentSim`` (scene.py) on ENDPOINT with the actors runtime's Server and the
 simulator's robot codec, as the series simulator serves its robot endpoint, so the sandbox bridge's
 door reaches it through ``roboswe.actors.robot_link`` exactly as in a series trial. The ledger lives
 here, on the trusted side, apart from the coordinator, the bridge and the sandbox; every row is
@@ -25,7 +25,7 @@ async def serve_development(task: RleTask, endpoint: str, ledger: Path, *, task_
     from roboswe.actors import Server
     from roboswe.protocol.sim import SIM_ROBOT_CODEC
 
-    from .develop import DevelopmentSim
+    from .scene import DevelopmentSim
 
     sim = DevelopmentSim(task, record=ledger)
 

@@ -20,7 +20,8 @@ from roboswe.protocol.bridge import RESET_ONLY_IN_DEVELOPMENT, ScriptLimits
 from roboswe.protocol.control import Error
 from roboswe.protocol.participant import Exec, Finish, WriteFile
 
-from roboswe.rle.develop import DevelopmentSim, develop
+from roboswe.rle.develop import develop
+from roboswe.rle.scene import DevelopmentSim
 from roboswe.rle.ledger import decode_rows, encode_rows, verify_chain
 from roboswe.rle.manifest import load_task
 from roboswe.rle.rundir import read_sealed_record
@@ -38,16 +39,16 @@ def _task(steps: int, resets: int):
 
 
 def _scene(sim: DevelopmentSim) -> tuple:
-    return sim.control_step, sim.seed, tuple(sim.scene.data.mocap_pos[0, :2]), sim.scene.block_pose()
+    return sim.control_step, sim.seed, tuple(sim.scene.scene.data.mocap_pos[0, :2]), sim.scene.scene.block_pose()
 
 
 def test_a_step_the_ledger_cannot_pay_is_refused_before_anything_moves(tmp_path):
     record = tmp_path / "ledger.jsonl"
     sim = DevelopmentSim(_task(steps=5, resets=3), record=record)
     at_dispatch = []
-    move = sim._move_stick
-    sim._move_stick = lambda dx, dy: (at_dispatch.append((sim.ledger.rows[-1].kind, decode_rows(record.read_bytes())[-1].kind)),
-                                      move(dx, dy))
+    move = sim.scene.step
+    sim.scene.step = lambda row: (at_dispatch.append((sim.ledger.rows[-1].kind, decode_rows(record.read_bytes())[-1].kind)),
+                                  move(row))
     try:
         assert sim.step([[0.01, 0.0]] * 3).applied == 3
         # charged (and the charge recorded) before the stick moved, confirmed after
@@ -84,7 +85,7 @@ def test_resets_are_charged_and_bounded_by_the_manifest():
         # observing is free; the label is the block's pose within the manifest's noise, never its shape
         obs, blobs = sim.observe(depth=True)
         assert len(blobs) == 2 and obs.images[0].depth_blob == 1 and sim.ledger.rows == rows
-        label, truth = sim.state().values["label"], sim.scene.block_pose()
+        label, truth = sim.state().values["label"], sim.scene.scene.block_pose()
         assert abs(label[0] - truth.x) < 0.02 and abs(label[1] - truth.y) < 0.02 and len(label) == 3
     finally:
         sim.close()

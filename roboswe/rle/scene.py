@@ -1,0 +1,224 @@
+"""The RLE-Bench development simulator, family-neutral: the ledger and budgets here, the scene from the family.
+
+A family supplies its development SCENE (``DevelopmentScene``): what the robot does in one charged
+control step, what the camera shows, what the participant may read, and how a public seed is loaded.
+``DevelopmentSim`` (the trusted side) wraps any scene with what every RLE task shares: the ``Ledger``
+(budget: the manifest's ``charged_steps``), the reset budget (the manifest's ``resets``), the
+public-seed cycle (the first scene is seed 0, each reset the next, modulo ``public_seeds``), the
+participant's remaining budget in every state, and the robot subset of the simulator protocol
+(protocol/sim.py: ``GetSpec``, ``GetState``, ``Observe``, ``Step``, ``Reset``). Observing is free;
+``Step`` rows and ``Reset`` are charged before they run and confirmed after; a charge the budget
+cannot pay is refused before anything moves. Every ledger row is appended to ``record`` as it is
+written (a charge before its operation runs).
+
+A family registers its scene by the manifest's ``development.scene`` in ``DEVELOPMENT_SCENES``
+(``"module:factory"``, imported only when a task names it); the factory takes the ``RleTask`` and
+returns the scene. Family 06's is ``roboswe.rle.pose.development:PoseDevelopmentScene``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from roboswe.protocol import Decoded, Message
+from roboswe.protocol import sim as simp
+from roboswe.protocol.control import Error
+
+from .ledger import BudgetExhausted, Ledger, encode_rows
+from .manifest import RleTask
+
+SENDER = "rle-develop"
+BUDGET_KEYS = ["budget_left", "resets_left"]
+"""State keys every development scene's state carries after its own: what the participant has left."""
+
+DEVELOPMENT_SCENES: dict[str, str] = {
+    "pose": "roboswe.rle.pose.development:PoseDevelopmentScene",
+}
+"""``development.scene`` → ``"module:factory"``: ``factory(task: RleTask) -> DevelopmentScene``."""
+
+
+class DevelopmentScene(Protocol):
+    """One RLE family's development scene on public seeds. ``DevelopmentSim`` owns the ledger and the
+    budgets; the scene never charges, counts resets or knows the budget."""
+
+    control_hz: int  # charged control steps per simulated second
+    action: simp.ActionSpec  # one Step row; rows outside low..high are refused before anything is charged
+    cameras: list[simp.CameraInfo]
+    state_keys: list[str]  # the keys of ``values()``, the scene's own (BUDGET_KEYS follow them)
+
+    def load(self, seed: int) -> None:
+        """Public development seed ``seed`` as a fresh scene (control step 0)."""
+
+    def values(self, control_step: int) -> dict[str, list[float]]:
+        """What the participant may read of the scene now (a family's labels included); free."""
+
+    def observe(self, control_step: int, depth: bool) -> tuple[list[simp.CameraImage], list[bytes]]:
+        """The cameras as the artifact will see them (blobs indexed from the images); free."""
+
+    def step(self, row: list[float]) -> None:
+        """One charged control step applying ``row`` (already within ``action``'s bounds)."""
+
+    def guide(self) -> str:
+        """What the participant is told of this scene beside the task's instruction."""
+
+    def close(self) -> None: ...
+
+
+def open_scene(task: RleTask) -> DevelopmentScene:
+    """The development scene the task's manifest names (``DEVELOPMENT_SCENES``)."""
+    target = DEVELOPMENT_SCENES.get(task.development.scene)
+    if target is None:
+        raise ValueError(f"{task.id}: no development scene {task.development.scene!r}; "
+                         f"registered: {sorted(DEVELOPMENT_SCENES)}")
+    module, factory = target.split(":")
+    make: Callable[[RleTask], DevelopmentScene] = getattr(importlib.import_module(module), factory)
+    return make(task)
+
+
+class DevelopmentSim:
+    """The trusted side of a development phase: a family's public scene, the ledger, the budgets."""
+
+    def __init__(self, task: RleTask, *, record: Path | None = None, scene: DevelopmentScene | None = None):
+        self.task = task
+        self.ledger = Ledger(task.budget.charged_steps)
+        self._record, self._recorded = record, 0  # where each ledger row is appended as it is written
+        self.resets = 0
+        self.control_step = 0
+        self.scene = scene if scene is not None else open_scene(task)
+        self._load(0)
+
+    def close(self) -> None:
+        self.scene.close()
+
+    def _load(self, seed: int) -> None:
+        self.seed, self.control_step = seed, 0
+        self.scene.load(seed)
+
+    def _charge(self, op: str, cost: int) -> None:
+        """Charge the ledger and put the row on record before the operation runs."""
+        self.ledger.charge(op, cost)
+        self._write_rows()
+
+    def _confirm(self, outcome: str) -> None:
+        self.ledger.confirm(outcome)
+        self._write_rows()
+
+    def _write_rows(self) -> None:
+        """Append the rows written since the last call to the record (the ledger's own JSON lines)."""
+        if self._record is not None and len(self.ledger.rows) > self._recorded:
+            with open(self._record, "ab") as f:
+                f.write(encode_rows(self.ledger.rows[self._recorded:]))
+            self._recorded = len(self.ledger.rows)
+
+    # --- the robot subset of the simulator protocol ------------------------------------------
+
+    async def link(self, message: Message) -> Decoded:
+        """The door's SimLink: the reply encoded and decoded by the simulator's robot codec; an Error raises SimRefused."""
+        from roboswe.bridge.door import SimRefused
+
+        reply, blobs = self.answer(message)
+        if isinstance(reply, Error):  # as roboswe.actors.robot_link does for the series simulator
+            raise SimRefused(reply)
+        _, frames = simp.SIM_ROBOT_CODEC.encode(reply, sender=SENDER, blobs=blobs)
+        return simp.SIM_ROBOT_CODEC.decode(frames)
+
+    def answer(self, message: Message) -> tuple[Message, list[bytes]]:
+        match message:
+            case simp.GetSpec():
+                return self.spec(), []
+            case simp.GetState():
+                return self.state(), []
+            case simp.Observe(depth=depth):
+                return self.observe(depth)
+            case simp.Step(actions=actions) if actions:
+                return self.step(actions), []
+            case simp.Step():
+                return Error(code="invalid_action", detail="Step needs at least one action"), []
+            case simp.Reset():
+                return self.reset(), []
+        return Error(code="refused", detail=f"the development simulator does not accept {type(message).__name__}"), []
+
+    def spec(self) -> simp.TaskSpec:
+        action, budget = self.scene.action, self.task.budget
+        limits = simp.Limits(steps=budget.charged_steps, seconds=budget.wall_seconds)
+        return simp.TaskSpec(
+            task_id=self.task.id, instruction=self.task.instruction.strip() + "\n\n" + self.guide(), privileged=False, action_dim=action.dim,
+            action_low=action.low, action_high=action.high, action=action, control_hz=self.scene.control_hz,
+            control_dt=1 / self.scene.control_hz, cameras=self.scene.cameras,
+            state_keys=[*self.scene.state_keys, *BUDGET_KEYS], script_limits=limits, trial_limits=limits)
+
+    @property
+    def resets_left(self) -> int:
+        return self.task.budget.resets - self.resets
+
+    def state(self) -> simp.RobotState:
+        return simp.RobotState(
+            control_step=self.control_step, sim_time=self.control_step / self.scene.control_hz,
+            steps_left=self.ledger.remaining,
+            values={**self.scene.values(self.control_step), "budget_left": [float(self.ledger.remaining)],
+                    "resets_left": [float(self.resets_left)]})
+
+    def observe(self, depth: bool) -> tuple[simp.Observation, list[bytes]]:
+        started = time.monotonic()
+        images, blobs = self.scene.observe(self.control_step, depth)
+        return simp.Observation(control_step=self.control_step, sim_time=self.control_step / self.scene.control_hz,
+                                images=images, state=self.state(), render_seconds=time.monotonic() - started), blobs
+
+    def step(self, actions: list[list[float]]) -> simp.StepResult | Error:
+        """Charged before it runs: as many rows as the ledger can pay (none: nothing moves)."""
+        if (refused := self._out_of_bounds(actions)) is not None:
+            return refused
+        pay = min(len(actions), self.ledger.remaining)
+        if pay == 0:
+            return self._stepped(0, "trial_budget")
+        self._charge("step", pay)
+        try:
+            for row in actions[:pay]:
+                self.scene.step(row)
+                self.control_step += 1
+        except Exception as e:
+            self._confirm(f"error: {type(e).__name__}")
+            raise
+        self._confirm("ok")
+        return self._stepped(pay, "done" if pay == len(actions) else "trial_budget")
+
+    def _out_of_bounds(self, actions: list[list[float]]) -> Error | None:
+        """A row of the wrong length or outside the scene's bounds: refused whole, nothing charged."""
+        low, high = self.scene.action.low, self.scene.action.high
+        for i, row in enumerate(actions):
+            if len(row) != len(low) or any(not lo <= v <= hi for v, lo, hi in zip(row, low, high)):
+                return Error(code="invalid_action", detail=f"row {i} {row} is outside the action bounds {low}..{high}")
+        return None
+
+    def _stepped(self, applied: int, stopped: simp.StepStop) -> simp.StepResult:
+        state = self.state()
+        return simp.StepResult(applied=applied, control_step=self.control_step, sim_time=state.sim_time,
+                               steps_left=self.ledger.remaining, stopped=stopped, values=state.values)
+
+    def reset(self) -> simp.RobotState | Error:
+        """The next public scene, charged one step of the ledger and one of the reset budget."""
+        if self.resets_left <= 0:
+            return Error(code="limit_reached", detail=f"the development phase's {self.task.budget.resets} resets are used up")
+        try:
+            self._charge("reset", 1)
+        except BudgetExhausted as e:
+            return Error(code="limit_reached", detail=f"the development budget cannot pay a reset: {e}")
+        self.resets += 1
+        self._load(self.resets % self.task.development.public_seeds)
+        self._confirm(f"seed {self.seed}")
+        return self.state()
+
+    def guide(self) -> str:
+        """What the participant is told about the development phase, beside the task's instruction."""
+        art, budget = self.task.artifact, self.task.budget
+        return (f"Development phase: scripts you exec in the sandbox drive the development scene through `import robot` "
+                f"(public seeds only). {self.scene.guide()} robot.state() also carries {BUDGET_KEYS}. Charged: each "
+                f"row of robot.step_many([...]) costs 1 and robot.reset() (the next scene) costs 1 and one of "
+                f"{budget.resets} resets, out of {budget.charged_steps} in all; observing is free. The phase ends when "
+                f"you finish or the budget or {budget.wall_seconds:.0f} s are spent. Then the workspace is sealed: "
+                f"{art.entry_file} (defining {art.entry_function}) and files matching {list(art.include)}, at most "
+                f"{art.max_files} files; nothing else is kept.")
