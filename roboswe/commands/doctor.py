@@ -359,7 +359,7 @@ def print_checks(checks: list[Check], console: Any) -> None:
 
 def run_doctor(args: argparse.Namespace) -> int:
     tty = sys.stderr.isatty() and not args.json
-    checks = run_checks(render=not args.no_render, image_cache=args.cache_dir, config=args.config,
+    checks = run_checks(render=not args.no_render, image_cache=args.cache_dir, config=getattr(args, "config", None),
                         progress=(lambda name: echo(f"checking {name}…", file=sys.stderr, flush=True)) if tty else (lambda n: None))
     failed = [c for c in checks if c.required and c.status == "fail"]
     if args.json:
