@@ -13,11 +13,14 @@ The archive keeps every turn; the participant may search what left the request
 (`search_history`, offered from the first request so the tool list never changes; before the first
 slide it answers that nothing has left yet).
 
-Units: a provider's exact count where it has a count endpoint (Anthropic, Google); for
-OpenRouter the proxy ceil(m*N) + 8192, m starting at 1.30 and raised after each response
-to max(m, 1.1*U/N), never lowered within the series; for local estimates (OpenAI, the
-`python` kind) ceil(e*N) with e starting at 1.0 and raised the same way, so an
-estimate that turned out low is corrected upward for the rest of the series.
+Units: a provider's exact count of the whole request where it has a count endpoint (Anthropic,
+OpenAI); for OpenRouter the proxy ceil(m*N) + 8192, m starting at 1.30 and raised after each
+response to max(m, 1.1*U/N), never lowered within the series; for every other total -- local
+estimates (the `python` kind, a count endpoint that failed), Google's contents-only count, and
+the sum of per-turn counts, which adds up counts made with different neighbours and framing --
+ceil(e*N) with e starting at 1.0 and raised the same way, so a total that turned out low is
+corrected upward for the rest of the series. Only a whole request counted by the endpoint is
+recorded as exact (``exact_tokens``); every other total is recorded as estimated units.
 
 For a model that binds thinking to its prefix (its profile's prefix_check) every request is counted
 whole by the provider: a turn's thinking is sent or left out depending on what came before it, so
@@ -264,7 +267,8 @@ class ContextWindow:
             for t in new:
                 self._turn_tokens[t.id] = max(1, math.ceil(share * estimates[t.id] / total))
         summed = base.tokens + sum(self._turn_tokens[t.id] for t in request.conversation)
-        count = TokenCount(tokens=summed, method=base.method + PER_MESSAGE, exact=base.exact, proxy=base.proxy)
+        # Inexact even when each part was counted exactly: the parts were counted with other neighbours.
+        count = TokenCount(tokens=summed, method=base.method + PER_MESSAGE, exact=False, proxy=base.proxy)
         if actual or self.units(count) > NEAR_BUDGET * self.budget:
             whole = await self._counted(request)
             count = msgspec.structs.replace(whole, method=whole.method + WHOLE)

@@ -90,7 +90,8 @@ async def test_no_slide_under_budget_and_count_cached_per_request():
     await w.prepare("system", 1)
     assert counter.calls == 3 and counter.turns_sent == len(w.archive)  # only the two new turns were sent
     assert p1.count.method == "test.count:per_message_sum"
-    assert p1.count.exact_tokens == p1.count.units and p1.count.estimated_units is None
+    # A sum of per-turn counts is no count of this request: recorded as estimated, never as exact.
+    assert p1.count.exact_tokens is None and p1.count.estimated_units == p1.count.units == p1.count.base_tokens
     assert [t.id for t in p1.request.conversation] == [t.id for t in w.archive][:11]
     # search_history is offered from the first request: the tool list never changes within a series (it is
     # part of every thinking block's prefix and of the cached prefix), and before a slide it says so.
@@ -231,3 +232,27 @@ async def test_random_histories_never_split_pairs(seed):
         assert p.count.units <= w.budget
         assert_pairs_whole(w)
         assert all(t.id in {x.id for x in w.active} for t in w.archive if t.pinned)
+
+
+async def test_a_per_turn_sum_that_ran_low_is_corrected_and_only_a_whole_count_is_exact():
+    """The sum of exactly counted turns is no count of the request (each part was counted with other
+    neighbours); it is recorded as estimated, and when the billed input shows it ran low the margin
+    rises for the rest of the series, while a whole request counted near the budget stays exact."""
+    w = window(ExactCounter(), C=60_000, O=8_000)
+    w.append(opening())
+    for t in exchange(1, 3000):
+        w.append(t)
+    first = await w.prepare("system", 1)
+    n = first.count.base_tokens
+    assert first.count.method.endswith(":per_message_sum") and first.count.exact_tokens is None
+    w.record_usage(Usage(input_tokens=int(n * 1.2)))  # the service billed 20% more than the sum said
+    assert w.estimate_multiplier == pytest.approx(1.1 * int(n * 1.2) / n)
+    for t in exchange(2, 3000):
+        w.append(t)
+    second = await w.prepare("system", 1)
+    assert second.count.units == math.ceil(w.estimate_multiplier * second.count.base_tokens) > second.count.base_tokens
+    for n_ in range(3, 60):  # toward the budget: above 95% of B the request is counted whole, exactly
+        for t in exchange(n_, 3000):
+            w.append(t)
+    near = await w.prepare("system", 1)
+    assert near.count.method.endswith(":whole_request") and near.count.exact_tokens == near.count.units
