@@ -7,6 +7,7 @@ Layout of SITE_DIR::
     data/t/<trial key>/trial.js                one trial: figures, videos + step index, checkpoints, chunks
     data/t/<trial key>/ops-<n>.js              operations n*chunk .. (n+1)*chunk-1, with model text and diffs
     data/t/<trial key>/trace.js                commanded actions and qpos per control step (the plot)
+    data/t/<trial key>/transcript.js           the system prompt and every turn of the conversation, with slides
     data/b/<sha256>.js                         one workspace file's content (loaded when opened)
     videos/<trial key>/<camera>.mp4            copies of the trial videos (checked against their sha256)
 
@@ -44,6 +45,7 @@ from ._gallery import GALLERY, write_gallery
 from ._readable import readable_parts
 from ._summary import reached_scene, scene_moves, summary
 from ._trace import trace_data
+from ._transcript import transcript
 
 log = structlog.get_logger()
 
@@ -235,12 +237,15 @@ _IMAGE_EXT = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
 MAX_EVENTS = 500
 
 
-def _export_events(reader: RunReader, site: Path, trial_id: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """Observed camera images as files (digest -> path) and the trial's other events (clipped, at most MAX_EVENTS)."""
+def _export_events(reader: RunReader, site: Path, trial_id: str
+                   ) -> tuple[dict[str, str], list[dict[str, Any]], list[tuple[float, dict[str, Any]]]]:
+    """Observed camera images as files (digest -> path), the trial's other events (clipped, at most MAX_EVENTS)
+    and its turns (at, data), in recorded order, for the transcript."""
     import base64
 
     images: dict[str, str] = {}
     events: list[dict[str, Any]] = []
+    turns: list[tuple[float, dict[str, Any]]] = []
     for _, e in reader.events(trial_id=trial_id):
         if e.event == "image":
             digest, ext = str(e.data.get("digest", "")), _IMAGE_EXT.get(str(e.data.get("media_type")), "bin")
@@ -256,9 +261,18 @@ def _export_events(reader: RunReader, site: Path, trial_id: str) -> tuple[dict[s
             (site / rel).parent.mkdir(parents=True, exist_ok=True)
             (site / rel).write_bytes(data)
             images[digest] = rel
-        elif e.event != "turn" and len(events) < MAX_EVENTS:  # turns: the messages table already has them
+        elif e.event == "turn":
+            turns.append((e.at, e.data))
+        elif len(events) < MAX_EVENTS:
             events.append({"event": e.event, "at": e.at, "data": _clip(e.data, 2000)})
-    return images, events
+    return images, events, turns
+
+
+def _first_request(reader: RunReader, trial_id: str) -> bytes | None:
+    """The request of the trial's first provider call (it carries the system prompt), or None."""
+    row = reader._conn.execute(  # one request, not every message's (each carries the whole conversation)
+        "SELECT request FROM messages WHERE trial_id = ? ORDER BY requested_at LIMIT 1", (trial_id,)).fetchone()
+    return bytes(row[0]) if row is not None else None
 
 
 def _export_checkpoints(reader: RunReader, site: Path, trial_id: str, blobs: Any, exported_blobs: set[str],
@@ -355,7 +369,11 @@ def _export_trial(reader: RunReader, run_dir: Path, site: Path, series: dict[str
         "failed_artifacts": [{**f, "line": failed_artifact_line(f)} for f in failed_artifacts(reader)
                              if f["trial_id"] == trial_id],
     }
-    meta["images"], meta["events"] = _export_events(reader, site, trial_id)
+    meta["images"], meta["events"], turns = _export_events(reader, site, trial_id)
+    conversation = transcript(turns, reader.operations(trial_id), reader.slides(trial_id),
+                              _first_request(reader, trial_id), meta["images"], attempt["index"])
+    _write_data(site, f"data/t/{key}/transcript.js", f"t/{key}/transcript", conversation)
+    meta["transcript"] = {"src": f"data/t/{key}/transcript.js", "turns": len(conversation["entries"])}
     trace = trace_data(reader, trial_id)
     if "error" in trace:
         meta["trace"] = trace

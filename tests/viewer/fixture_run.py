@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 import msgspec
-from roboswe.protocol.participant import TextPart, ToolCallPart, Turn, image_part
+from roboswe.protocol.participant import (DecisionRequest, ImagePart, OpaquePart, ReasoningPart, TextPart,
+                                         ToolCallPart, ToolResultPart, Turn, image_part)
 from roboswe.protocol.recorder import (
     BlobRecord,
     CheckpointRecord,
@@ -58,6 +59,10 @@ EXEC_STEPS, WAIT_STEPS = 20, 6
 PRICE = {"input": 3.0, "output": 15.0, "currency": "USD"}  # per million tokens
 SLIDE = {"before_units": 190_000, "after_units": 12_000, "removed": ["m1", "m2", "m3", "m4"]}  # on Lift trial 2
 VIDEO_TRIALS = (2, 5)  # rendering costs ~0.1-0.2 s per frame on a shared CPU; the others show "no video"
+SYSTEM = "You control a Panda arm through a sandboxed workspace. <b>Budgets</b> follow."
+# Participant-controlled text with markup in it, on Lift trial 2's observe decision: the pages must show it as text.
+HOSTILE = ('</textarea></pre><script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+           "<!-- & ' \"")
 
 
 def lift_manifest():
@@ -92,8 +97,14 @@ class _Builder:
             label=label, op_seq=op_seq, manifest_sha256=cap.manifest_sha256, files=len(cap.manifest.entries),
             total_bytes=cap.manifest.total_bytes, manifest=cap.manifest_bytes, created_at=now))
 
-    def message(self, trial_id: str, op_name: str, arguments: dict, *, hosted: bool = False) -> str:
-        """A provider call deciding one operation: python participant Turn JSON, or Anthropic-shaped bytes."""
+    def turn(self, trial_id: str, turn: Turn) -> None:
+        """The turn event the trial loop records for each turn of the conversation (the transcript's source)."""
+        self.store.put(EventRecord(run_id=RUN_ID, event="turn", at=self.tick(0.01), trial_id=trial_id,
+                                   data={"turn": msgspec.to_builtins(turn)}))
+
+    def message(self, trial_id: str, op_name: str, arguments: dict, *, hosted: bool = False, text: str = "") -> str:
+        """A provider call deciding one operation: python participant Turn JSON, or Anthropic-shaped bytes;
+        the request carries the system prompt as each provider's body does."""
         self.msg_n += 1
         mid = f"{trial_id}/m{self.msg_n}"
         requested = self.tick(0.2)
@@ -109,26 +120,33 @@ class _Builder:
                 ],
                 "usage": {"input_tokens": 1200, "output_tokens": 80},
             }).encode()
+            request = json.dumps({"model": "claude-fixture", "system": SYSTEM, "messages": []}).encode()
+            parts = [ReasoningPart(text="The cube is below the gripper; I should descend first."),
+                     OpaquePart(provider="anthropic", kind="thinking", data=b'{"signature": "OPAQUE-SIGNATURE"}'),
+                     TextPart(text="I will rewrite the script to go lower and close the gripper.")]
         else:
             provider = "python"
-            turn = Turn(id=f"turn-{self.msg_n}", role="assistant", provider="python", parts=[
-                TextPart(text=f"Next: {op_name}."),
-                ToolCallPart(call_id=f"call-{self.msg_n}", name=op_name, arguments=json.dumps(arguments)),
-            ])
-            response = msgspec.json.encode(turn)
+            parts = [TextPart(text=f"Next: {op_name}." + text)]
+            response = msgspec.json.encode(Turn(id=f"turn-{self.msg_n}", role="assistant", provider="python", parts=[
+                *parts, ToolCallPart(call_id=f"call-{self.msg_n}", name=op_name, arguments=json.dumps(arguments))]))
+            request = msgspec.json.encode(DecisionRequest(system=SYSTEM, tools=[], conversation=[]))
+        self.turn(trial_id, Turn(id=f"turn-{self.msg_n}", role="assistant", provider=provider, parts=[
+            *parts, ToolCallPart(call_id=f"call-{self.msg_n}", name=op_name, arguments=json.dumps(arguments))]))
         self.store.put(MessageRecord(message_id=mid, trial_id=trial_id, provider=provider, model="fixture",
-                                     request=json.dumps({"op": op_name, "n": self.msg_n}).encode(),
+                                     request=request,
                                      response=response, requested_at=requested, responded_at=requested + 0.1,
                                      latency=0.1, usage={"input_tokens": 10}))
         return mid
 
     def op(self, trial_id: str, seq: int, name: str, arguments: dict, feedback: dict, steps: tuple[int, int],
-           *, hosted: bool = False) -> None:
-        mid = self.message(trial_id, name, arguments, hosted=hosted)
+           *, hosted: bool = False, text: str = "", images: tuple[ImagePart, ...] = ()) -> None:
+        mid = self.message(trial_id, name, arguments, hosted=hosted, text=text)
         started = self.tick(0.05)
         self.store.put(OperationRecord(trial_id=trial_id, seq=seq, operation=name, arguments=arguments,
                                        feedback=feedback, step_start=steps[0], step_end=steps[1],
                                        started_at=started, ended_at=self.tick(0.3), message_id=mid))
+        self.turn(trial_id, Turn(id=f"{trial_id}/u-{seq}", role="user", parts=[ToolResultPart(
+            call_id=f"call-{self.msg_n}", text=str(feedback.get("text", "")), images=list(images))]))
 
 
 def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = BIG_TRIAL_OPS) -> dict:
@@ -166,6 +184,9 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
             store.put(TrialStarted(trial_id=trial_id, series_id=lift_series, index=t, fingerprint=fingerprint.digest,
                                    started_at=b.tick()))
             b.checkpoint(trial_id, workspace, "trial_start", None)
+            b.turn(trial_id, Turn(id=f"{trial_id}/u-open", role="user", trial=t, pinned=t == 1, parts=[TextPart(
+                text=(f"Trial {t} of 5." if t == 1 else f"Trial {t} of 5. The previous trial ended: {OUTCOMES[t - 1]}.")
+                + " Lift the cube.")]))
             seq = 0
             script = SCRIPT_V1 if t == 1 else SCRIPT_V2
             if t <= 2:
@@ -181,7 +202,8 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
                                   data={"digest": part.digest, "camera": "agentview", "media_type": part.media_type,
                                         "data": base64.b64encode(png).decode()}))
             b.op(trial_id, seq, "observe", {"cameras": ["agentview"], "depth": False},
-                 {"cameras": ["agentview"], "images": [part.digest], "text": "1 image (agentview 256x256)"}, (0, 0))
+                 {"cameras": ["agentview"], "images": [part.digest], "text": "1 image (agentview 256x256)"}, (0, 0),
+                 text=HOSTILE if t == 2 else "", images=(part,))
             seq += 1
             action = [0.0, 0.0, -0.4, 0, 0, 0, -1] if t == 1 else [0.1, 0.0, -0.5, 0, 0, 0, 1]
             out = sim.step([action] * EXEC_STEPS)
@@ -200,7 +222,7 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
                                       data={"trial": t, "method": "anthropic.count_tokens:whole_request",
                                             "units": SLIDE["before_units"], "exact_tokens": SLIDE["before_units"]}))
                 store.put(SlideRecord(trial_id=trial_id, seq=0, at=b.tick(), method="anthropic.count_tokens:whole_request",
-                                      **SLIDE))
+                                      **{**SLIDE, "removed": [f"{trial_id}/u-open", f"{trial_id}/u-0", *SLIDE["removed"][2:]]}))
             if t == 5:
                 for i in range(big_trial_ops):
                     name = "read_file" if i % 2 else "list_files"

@@ -241,6 +241,7 @@
     seekStep(op.step_start);
     $("detail").classList.remove("muted");
     $("detail").innerHTML = detail(op);
+    linkTurns(op.seq);
     const cp = checkpointAt(op.seq);
     if (cp >= 0) { $("checkpoint").value = String(cp); showCheckpoint(cp); }
   }
@@ -265,11 +266,7 @@
       const parts = (m.parts || []).map((p) => {
         if (p.kind === "reasoning") return block("reasoning (exposed by the provider)", pre(p.text, "reasoning"), "reason");
         if (p.kind === "text") return block("model text", pre(p.text));
-        if (p.kind === "tool_call") {
-          let args = p.arguments;
-          try { args = JSON.stringify(JSON.parse(p.arguments), null, 1); } catch (e) { /* keep verbatim */ }
-          return block(`tool call: ${p.name}`, pre(args.length > 4000 ? args.slice(0, 4000) + "\n…" : args));
-        }
+        if (p.kind === "tool_call") return block(`tool call: ${p.name}`, pre(argsText(p.arguments)));
         return block("note", pre(p.text || ""));
       }).join("");
       h += block(`model call · ${m.provider}${m.model ? " · " + m.model : ""} · ${num(m.latency)} s`, parts || '<p class="muted">no readable content</p>');
@@ -296,7 +293,117 @@
     if (shots) { fb += `<div class="shots">${shots}</div>`; delete f.images; }
     if (Object.keys(f).length) fb += pre(JSON.stringify(f, null, 1));
     h += block("feedback", fb || '<p class="muted">none</p>');
+    const turns = document.querySelectorAll(`#transcript li.turn[data-seq="${op.seq}"]`);
+    if (turns.length) h += `<p><a href="#" class="to-turn" data-n="${turns[0].dataset.n}">in the transcript: ` +
+      `${turns.length} turn(s) from #${turns[0].dataset.n}</a></p>`;
     return h;
+  }
+
+  // --- transcript (written at export from the records: roboswe/viewer/_transcript.py) ---------------
+  // Every string in it is participant- or provider-controlled: it reaches the page only through esc().
+  function argsText(a) {
+    try { a = JSON.stringify(JSON.parse(a), null, 1); } catch (e) { /* keep verbatim */ }
+    return a.length > 4000 ? a.slice(0, 4000) + "\n…" : a;
+  }
+  function shotsHtml(list) {
+    const shots = list.map((p) => p.src
+      ? `<figure class="shot"><img loading="lazy" src="${esc(p.src)}" alt="${esc(p.camera)}"><figcaption>${esc(p.camera)}</figcaption></figure>`
+      : `<p class="small muted">image ${esc(p.camera)}: its bytes are not in the records</p>`).join("");
+    return shots ? `<div class="shots">${shots}</div>` : "";
+  }
+  function partHtml(p) {
+    switch (p.kind) {
+      case "text": return pre(p.text);
+      case "reasoning": return block("reasoning (exposed by the provider)", pre(p.text, "reasoning"), "reason");
+      case "tool_call": return block(`tool call: ${p.name}`, pre(argsText(p.arguments)));
+      case "tool_result": return block(p.is_error ? "tool result (error)" : "tool result",
+        pre(p.text, p.is_error ? "err" : "") + shotsHtml(p.images || []));
+      case "image": return shotsHtml([p]);
+      case "opaque": return `<p class="opaque small muted">opaque ${esc(p.provider)} item (${esc(p.item)}, ${num(p.size, 0)} bytes): ` +
+        "passed back to the provider as it came, not readable</p>";
+      default: return pre(JSON.stringify(p));
+    }
+  }
+  function turnHtml(e) {
+    const op = e.seq == null ? "" : ` data-seq="${e.seq}" data-step="${e.step}"`;
+    return `<li class="turn t-${esc(e.role.split(" ")[0])}${e.removed_by == null ? "" : " removed"}" id="turn-${e.n}" data-n="${e.n}"${op} tabindex="0">` +
+      `<div class="turn-h"><b>#${e.n} ${esc(e.role)}</b>` + (e.provider ? `<span>${esc(e.provider)}</span>` : "") +
+      (e.seq == null ? "" : `<span>operation #${e.seq} · step ${e.step}</span>`) +
+      (e.pinned ? "<span>pinned</span>" : "") +
+      (e.removed_by == null ? "" : `<span class="warning">left the context at slide ${e.removed_by}</span>`) +
+      `<span class="muted">${when(e.at)}</span></div>` + e.parts.map(partHtml).join("") + "</li>";
+  }
+  function slideHtml(s) {
+    const n = (v) => Number(v).toLocaleString("en-US");
+    return `<li class="slide-mark" data-slide="${s.seq}">context slide ${s.seq}: ${s.removed} turn(s) left the request ` +
+      `(${n(s.before_units)} → ${n(s.after_units)} units, ${esc(s.method)}) before the next request</li>`;
+  }
+  function setupTranscript() {
+    const t = trial.transcript;
+    if (!t) { $("transcript").innerHTML = '<li class="muted">This export has no transcript.</li>'; return Promise.resolve(); }
+    return RS.load(t.src, `t/${key}/transcript`).then((c) => {
+      $("system-text").textContent = c.system != null ? c.system : c.system_recorded
+        ? "(not readable from this provider's recorded request)" : "(no provider call recorded for this trial)";
+      const html = [];
+      c.entries.forEach((e) => {
+        c.slides.filter((s) => s.before === e.n).forEach((s) => html.push(slideHtml(s)));
+        html.push(turnHtml(e));
+      });
+      c.slides.filter((s) => s.before == null).forEach((s) => html.push(slideHtml(s)));
+      $("transcript").innerHTML = html.join("") || '<li class="muted">No turns recorded for this trial.</li>';
+      $("transcript-count").textContent = `(${c.entries.length} turns, ${c.slides.length} slide(s))`;
+      $("transcript").querySelectorAll("li.turn[data-seq]").forEach((li) => {
+        const go = () => goToOperation(Number(li.dataset.seq));
+        li.addEventListener("click", (ev) => { if (!ev.target.closest("a, summary")) go(); });
+        li.addEventListener("keydown", (ev) => { if (ev.key === "Enter") go(); });
+      });
+      $("transcript-search").addEventListener("input", (ev) => filterTranscript(ev.target.value));
+    });
+  }
+  function filterTranscript(query) {
+    const q = query.trim().toLowerCase();
+    let shown = 0;
+    const turns = $("transcript").querySelectorAll("li.turn");
+    turns.forEach((li) => {
+      li.hidden = q !== "" && !li.textContent.toLowerCase().includes(q);
+      if (!li.hidden) shown++;
+    });
+    $("transcript").querySelectorAll("li.slide-mark").forEach((li) => (li.hidden = q !== ""));
+    const sys = $("system-text").textContent.toLowerCase();
+    if (q && sys.includes(q)) $("system-prompt").open = true;
+    $("transcript-count").textContent = q ? `(${shown} of ${turns.length} turns match)` : `(${turns.length} turns)`;
+  }
+  function linkTurns(seq) {
+    document.querySelectorAll("#transcript li.turn").forEach((li) => li.classList.toggle("linked", li.dataset.seq === String(seq)));
+  }
+  function showTurn(n) {
+    const li = $(`turn-${n}`);
+    if (!li) return;
+    li.hidden = false;
+    li.scrollIntoView({ block: "center" });
+    li.focus({ preventScroll: true });
+  }
+  // A turn's operation: its page of the timeline, selected (which seeks every video to its first step).
+  function goToOperation(seq) {
+    const n = trial.chunks.findIndex((c) => c.first_seq <= seq && seq <= c.last_seq);
+    if (n < 0) return Promise.resolve();
+    return (n === page ? Promise.resolve() : loadPage(n)).then(() => {
+      const li = document.querySelector(`#timeline li.op[data-seq="${seq}"]`);
+      if (li) { li.click(); li.scrollIntoView({ block: "nearest" }); }
+    });
+  }
+  // Space plays or pauses, arrows step a control step (shift: ten), unless a field has the keys.
+  function setupKeys() {
+    document.addEventListener("keydown", (ev) => {
+      if (ev.target.closest && ev.target.closest("input, textarea, select, button") || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+      if (!master()) return;
+      if (ev.key === " ") { ev.preventDefault(); $("play").click(); }
+      else if (ev.key === "ArrowRight" || ev.key === "ArrowLeft") {
+        ev.preventDefault();
+        const by = (ev.shiftKey ? 10 : 1) * (ev.key === "ArrowRight" ? 1 : -1);
+        seekStep(Math.max(master().info.first_step, currentStep() + by));
+      }
+    });
   }
 
   // --- workspace -------------------------------------------------------------------------------
@@ -389,6 +496,11 @@
       loadPage(pageOfStep(step));
     });
     if (!trial.chunks.length) $("timeline").innerHTML = '<li class="muted">No operations recorded.</li>';
-    return Promise.all([loadPage(0), setupSignals()]);
+    $("detail").addEventListener("click", (ev) => {
+      const a = ev.target.closest("a.to-turn");
+      if (a) { ev.preventDefault(); showTurn(a.dataset.n); }
+    });
+    setupKeys();
+    return Promise.all([loadPage(0), setupSignals(), setupTranscript()]);
   }).then(() => document.body.setAttribute("data-ready", "1")).catch(RS.showError);
 })();
