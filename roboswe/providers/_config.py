@@ -21,6 +21,10 @@ class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     api_key_env: str = ""  # NAME of the environment variable holding the key
     base_url: str | None = None  # provider endpoint override (proxies, tests)
     max_output_tokens: Annotated[int, msgspec.Meta(gt=0)] = 16_384  # O in B = C - O - S
+    # After a reply stopped at max_output_tokens (Anthropic max_tokens, OpenAI incomplete: max_output_tokens,
+    # Gemini MAX_TOKENS, OpenRouter length) the same request is sent once more with this limit, within the
+    # window left after its input and the model's output cap; both replies stay in the evidence. 0: no raise.
+    max_output_tokens_raise: Annotated[int, msgspec.Meta(ge=0)] = 0
     context_window: Annotated[int, msgspec.Meta(gt=0)] = 200_000  # C in B = C - O - S
     # Passed as the provider's native reasoning setting: OpenAI `reasoning`, Anthropic
     # `thinking`, Google `thinking_config`, OpenRouter `reasoning`.
@@ -54,6 +58,9 @@ class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         from ._registry import provider_entry
 
         provider_entry(self.kind)  # ValueError naming the known kinds (a ValidationError when decoded)
+        if self.max_output_tokens_raise and self.max_output_tokens_raise <= self.max_output_tokens:
+            raise ValueError(f"max_output_tokens_raise {self.max_output_tokens_raise} must be above max_output_tokens "
+                             f"{self.max_output_tokens} (or 0: no raise)")
 
     @property
     def input_budget(self) -> int:

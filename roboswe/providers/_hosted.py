@@ -42,7 +42,7 @@ from roboswe.protocol.participant import (
 )
 
 from ._common import clean_json, mask_lone_surrogates, prune_json, unmask, unmask_turn
-from ._config import MissingKey, MissingSDK, ProviderConfig
+from ._config import SAFETY_ALLOWANCE, MissingKey, MissingSDK, ProviderConfig, effective_limits
 from ._estimate import estimate_request
 from ._profiles import model_profile
 from ._registry import Participant
@@ -354,6 +354,26 @@ class HostedParticipant(Participant):
     OUTCOME_STOPS: typing.ClassVar[dict[str, str]] = {}
     STOP_FIELD: typing.ClassVar[str] = "stop_reason"  # the provider's own name of the field, kept on the turn
 
+    # The stops that mean the reply reached max_output_tokens (values as read_response returns them), and
+    # where the body carries the limit: after one, `max_output_tokens_raise` sends the request once more.
+    LENGTH_STOPS: typing.ClassVar[tuple[str, ...]] = ()
+    OUTPUT_LIMIT_KEY: typing.ClassVar[str] = "max_tokens"
+
+    def with_output_limit(self, body: dict[str, Any], tokens: int) -> dict[str, Any]:
+        """``body`` asking for at most ``tokens`` output tokens."""
+        return {**body, self.OUTPUT_LIMIT_KEY: tokens}
+
+    def raised_output_limit(self, stop: str, usage: Usage) -> int:
+        """The output limit to send the request again with after ``stop``, or 0: the configured raise, within
+        the model's output cap and the window its input left (the input as billed, and the safety allowance)."""
+        cfg = self.config
+        if not cfg.max_output_tokens_raise or stop not in self.LENGTH_STOPS:
+            return 0
+        window, _ = effective_limits(cfg)
+        cap = model_profile(cfg).max_output_tokens or cfg.max_output_tokens_raise
+        raised = min(cfg.max_output_tokens_raise, cap, window - usage.input_tokens - SAFETY_ALLOWANCE)
+        return raised if raised > cfg.max_output_tokens else 0
+
     def stop_outcome(self, stop: str) -> str:
         """What the participant is told when ``stop`` is the model's outcome; "" otherwise."""
         found = next((said for value, said in self.OUTCOME_STOPS.items() if stop == value or stop.startswith(value + ":")),
@@ -407,6 +427,20 @@ class HostedParticipant(Participant):
     async def _decide(self, request: DecisionRequest) -> Decision:
         body = self.build_body(request)
         (turn, usage, model, stop), attempts = await self.call(body, self.read_reply)
+        raised = self.raised_output_limit(stop, usage)
+        if raised:  # the stopped reply stays in the evidence (billed, counted as a stop), named
+            log.info("max_output_tokens_raised", provider=self.kind, stop=stop, series=request.series,
+                     trial=request.trial, old=self.config.max_output_tokens, new=raised)
+            stopped = msgspec.structs.replace(
+                attempts[-1], outcome="max_tokens_raised",
+                detail=f"stopped with {self.STOP_FIELD} {stop!r} at max_output_tokens {self.config.max_output_tokens}; "
+                       f"sent again with {raised} (max_output_tokens_raise)")
+            before = [*attempts[:-1], stopped]
+            try:
+                (turn, usage, model, stop), again = await self.call(self.with_output_limit(body, raised), self.read_reply)
+            except ProviderFailure as e:
+                raise ProviderFailure(e.detail, [*before, *renumbered(e.attempts, len(before))]) from None
+            attempts = [*before, *renumbered(again, len(before))]
         turn = self.annotate(msgspec.structs.replace(turn, trial=request.trial), request, body)
         outcome = self.stop_outcome(stop)
         if outcome:  # kept on the turn in the provider's own field; never sent back (STOP parts are not replayed)
@@ -417,6 +451,11 @@ class HostedParticipant(Participant):
 
     async def aclose(self) -> None:
         await self.http.aclose()
+
+
+def renumbered(attempts: list[Attempt], after: int) -> list[Attempt]:
+    """``attempts`` numbered on from ``after`` earlier ones of the same decision."""
+    return [msgspec.structs.replace(a, number=a.number + after) for a in attempts]
 
 
 def _mistyped(turn: Turn) -> str:

@@ -54,6 +54,7 @@ from ._hosted import (
     import_sdk,
     new_turn_id,
     read_key,
+    renumbered,
     token_count,
 )
 
@@ -239,6 +240,9 @@ class AnthropicParticipant(HostedParticipant):
                                          "short tool call",
     }
 
+    LENGTH_STOPS = ("max_tokens",)
+    OUTPUT_LIMIT_KEY = "max_tokens"
+
     def __init__(self, config: ProviderConfig):
         super().__init__(config)
         anthropic = import_sdk("anthropic", "anthropic")
@@ -249,18 +253,25 @@ class AnthropicParticipant(HostedParticipant):
         self.client = anthropic.AsyncAnthropic(
             api_key=read_key(config), base_url=config.base_url, max_retries=0, http_client=self.http
         )
-        self.stream = self._sdk_requires_streaming(anthropic)
+        self._nonstreaming = getattr(getattr(anthropic, "_constants", None), "MODEL_NONSTREAMING_TOKENS", {})
+        self.stream = self._sdk_requires_streaming(config.max_output_tokens)
 
-    def _sdk_requires_streaming(self, anthropic: Any) -> bool:
+    def _sdk_requires_streaming(self, max_tokens: int) -> bool:
         """Whether the SDK refuses this max_tokens unstreamed (its expected-time rule)."""
-        limits = getattr(getattr(anthropic, "_constants", None), "MODEL_NONSTREAMING_TOKENS", {})
         try:
-            self.client._calculate_nonstreaming_timeout(self.config.max_output_tokens, limits.get(self.config.model))
+            self.client._calculate_nonstreaming_timeout(max_tokens, self._nonstreaming.get(self.config.model))
         except ValueError:
             return True
         except AttributeError:  # an SDK without the check: the same rule, 60 min * max_tokens / 128k over 10 min
-            return self.config.max_output_tokens * 3600 / 128_000 > 600
+            return max_tokens * 3600 / 128_000 > 600
         return False
+
+    def with_output_limit(self, body: dict[str, Any], tokens: int) -> dict[str, Any]:
+        # A raised limit may cross the SDK's unstreamed rule: the request is then streamed like any long one.
+        raised = super().with_output_limit(body, tokens)
+        if self._sdk_requires_streaming(tokens):
+            raised["stream"] = True
+        return raised
 
     def _headers(self, body: dict[str, Any]) -> dict[str, str] | None:
         """The beta headers a body needs (its thinking form's, and drop_block's when it carries it)."""
@@ -316,8 +327,7 @@ class AnthropicParticipant(HostedParticipant):
                 last, outcome="bound_thinking_refused",
                 detail=f"{last.detail} [repaired: thinking.block_binding drop_block sent from here on]")]
             decision = await super()._decide(request)
-            shifted = [msgspec.structs.replace(a, number=a.number + len(refused)) for a in decision.attempts]
-            return msgspec.structs.replace(decision, attempts=[*refused, *shifted])
+            return msgspec.structs.replace(decision, attempts=[*refused, *renumbered(decision.attempts, len(refused))])
 
     def annotate(self, turn: Turn, request: DecisionRequest, body: dict[str, Any]) -> Turn:
         if not self.bound:

@@ -153,6 +153,10 @@ class GoogleParticipant(HostedParticipant):
         "blocked": "the request was blocked by the provider's safety filters before the model answered",
     }
     STOP_FIELD = "finishReason (promptFeedback.blockReason when blocked)"
+    LENGTH_STOPS = ("MAX_TOKENS",)
+
+    def with_output_limit(self, body: dict[str, Any], tokens: int) -> dict[str, Any]:
+        return {**body, "config": {**body["config"], "max_output_tokens": tokens}}
 
     def __init__(self, config: ProviderConfig, *, model: str | None = None, key_env: str | None = None,
                  base_url: str | None = None):

@@ -140,6 +140,8 @@ class OpenAIParticipant(HostedParticipant):
     OUTCOME_STOPS = {"incomplete": "the response was incomplete (the reason follows): no complete tool call came back; "
                                    "answer with one shorter tool call"}
     STOP_FIELD = "status (incomplete_details.reason)"
+    LENGTH_STOPS = ("incomplete: max_output_tokens",)
+    OUTPUT_LIMIT_KEY = "max_output_tokens"
 
     def __init__(self, config: ProviderConfig):
         super().__init__(config)

@@ -129,6 +129,7 @@ class OpenRouterParticipant(HostedParticipant):
         "content_filter": "the response was stopped by a content filter; no tool call came back",
     }
     STOP_FIELD = "finish_reason"
+    LENGTH_STOPS = ("length",)
 
     def __init__(self, config: ProviderConfig):
         super().__init__(config)
