@@ -59,6 +59,7 @@ async def main(actor: Actor, *, workspace_mb: int | None = WORKSPACE_MB) -> None
                     liveness=max(transport.heartbeat_liveness, 5), curve=_sim_curve(msg.sim_keys),
                 ) as sim, open_trial(
                     msg.trial, Path(msg.workspace), sim, backend=msg.backend, limits=msg.limits, workspace_mb=workspace_mb,
+                    resets=actor.config.rle is not None,  # an RLE-Bench run's development phase; never a series
                 ) as t:  # fmt: skip
                     trials[msg.trial] = (t, close, closed)
                     started = True

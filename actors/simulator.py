@@ -3,8 +3,13 @@
 - ``control`` (the actor's endpoint): the coordinator's door. Everything in
   ``SimControlMessage``: Load, Wait, SuccessQuery, TakeStates, plus the robot subset.
 - ``robot`` (``actors._endpoints.robot_endpoint(control)``): the sandbox bridge's door. Its codec decodes only
-  ``SimRobotMessage`` (GetSpec, GetState, Observe, Step, and Reset, which this simulator refuses: a
+  ``SimRobotMessage`` (GetSpec, GetState, Observe, Step, and Reset, which a series scene refuses: a
   series trial has no reset), so a grading request from that side does not even parse.
+
+``LoadDevelopment`` puts an RLE-Bench development phase in place of the series scene
+(``roboswe.rle.scene.DevelopmentSim``: the family's development scene and the ledger, on this
+trusted side): both endpoints' robot requests, Reset included, answer from it (``_development``)
+until a Load ends it.
 
   A bridge on the same host reaches the same door over a plain unix stream beside it
   (actors/_robot_stream.py): fewer wake-ups per step than ZeroMQ's I/O threads.
@@ -40,6 +45,7 @@ from roboswe.protocol.sim import (
     GetSpec,
     GetState,
     Load,
+    LoadDevelopment,
     Observe,
     Prepare,
     Reset,
@@ -139,6 +145,7 @@ class SimulatorService:
         self._unsent = threading.local()  # per stream thread: the accounting of the reply being sent
         self.nursery: trio.Nursery | None = None  # where Prepare's builds run (serve_simulator's)
         self._staging: trio.Event | None = None  # set when the scene Prepare asked for is staged (or failed)
+        self.development: Any = None  # a roboswe.rle.scene.DevelopmentSim while LoadDevelopment's phase lasts
 
     def _guarded(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, dict[str, float]]:
         """Run ``fn`` with the scene to itself; a SimError becomes the Error reply. Any thread."""
@@ -169,6 +176,8 @@ class SimulatorService:
             kind = type(message).__name__
             log.warning("robot_request_refused", kind=kind, sender=decoded.envelope.sender)
             return Error(code="refused", detail=f"the robot endpoint does not accept {kind}")
+        if self.development is not None:  # every robot call renders or charges: the scene thread, in order
+            return RobotCall(self.development.answer, (message,), renders=True)
         s = self.session
         match message:
             case Observe(cameras=cameras, depth=depth):
@@ -229,8 +238,11 @@ class SimulatorService:
         message = decoded.message
         if not isinstance(message, SimRequest):
             return Error(code="unsupported", detail=f"simulator does not handle {type(message).__name__}")
+        if isinstance(message, LoadDevelopment) or (self.development is not None and not isinstance(message, Load)):
+            return await self._development(message)
         match message:
             case Load(manifest=manifest, seed=seed, trial_steps=trial_steps, backend=backend):
+                await self._end_development()
                 await self._staging_done()  # the scene being staged may be the one asked for
                 reply = await self._call(s.load, manifest, seed, trial_steps, backend)
                 if not isinstance(reply, Error):
@@ -257,8 +269,41 @@ class SimulatorService:
                 return await self._call(s.goal)
             case GetSpec() | GetState() | Observe() | Step() | Reset():
                 return await self.handle_robot(decoded)
+            case LoadDevelopment():
+                raise AssertionError("answered by _development")
             case _:
                 assert_never(message)
+
+    async def _development(self, message: SimRequest) -> Any:
+        """The control endpoint during an RLE-Bench development phase (protocol/sim.py LoadDevelopment)."""
+        from roboswe.rle import scene
+
+        dev = self.development
+        match message:
+            case LoadDevelopment(task=task, record=record):
+                await self._end_development()
+                async with self._lock:  # the scene's renderer is built on the scene thread, which owns GL
+                    self.development = dev = await self.scene.run(scene.development_from_wire, task, record)
+                log.info("development_loaded", task=dev.task.id)
+                return dev.loaded()
+            case GetSpec() | GetState() | Observe() | Step() | Reset():
+                async with self._lock:
+                    return await self.scene.run(dev.answer, message)
+            case SuccessQuery():
+                return dev.success()
+            case TakeTaskRecord():
+                return dev.task_record()
+            case TakeStates():
+                return dev.no_states()
+            case GetGoal():
+                return scene.NO_GOAL
+        return Error(code="refused", detail=f"a development phase does not take {type(message).__name__}")
+
+    async def _end_development(self) -> None:
+        if self.development is not None:
+            dev, self.development = self.development, None
+            async with self._lock:
+                await self.scene.run(dev.close)
 
     async def _stage(self, manifest: msgspec.Raw, seed: int, trial_steps: int | None, backend: str | None, done: trio.Event) -> None:
         """Build the next scene on a worker thread, neither on the scene thread nor under the scene lock: the
@@ -290,6 +335,7 @@ class SimulatorService:
         """Close the scene; always finishes, logging (not raising) a failure to free it."""
         try:
             with trio.CancelScope(shield=True):
+                await self._end_development()
                 await self.scene.run(self.session.close)
         except Exception:
             log.exception("scene_close_failed")

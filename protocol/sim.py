@@ -188,7 +188,8 @@ class StepResult(Message, frozen=True, kw_only=True):
 
 class Reset(Message, frozen=True, kw_only=True):
     """The next development scene (a RobotState of it comes back). Only an RLE-Bench development
-    simulator (roboswe/rle/develop.py) answers it, charging its ledger; the series simulator refuses it (protocol.bridge.RESET_ONLY_IN_DEVELOPMENT)."""
+    simulator (roboswe/rle/scene.py; the simulator actor while it serves a LoadDevelopment) answers it,
+    charging its ledger; a series scene refuses it (protocol.bridge.RESET_ONLY_IN_DEVELOPMENT)."""
 
 
 # ---- admin (coordinator only) -----------------------------------------------------------
@@ -236,6 +237,20 @@ class Loaded(Message, frozen=True, kw_only=True):
     spec: TaskSpec
     manifest_digest: str
     staged: bool = False  # the scene was built ahead by Prepare (fresh, untouched), not by this Load
+
+
+class LoadDevelopment(Message, frozen=True, kw_only=True):
+    """An RLE-Bench development phase in place of a series scene: ``task`` is the RLE task manifest (encode_manifest).
+
+    The simulator serves the task's development scene with the ledger on its side (roboswe/rle/scene.py):
+    the robot subset answers from it (Reset included, charged), SuccessQuery reports the ledger's spent
+    units as ``control_step`` (never achieved), TakeTaskRecord gives the ledger rows. Each row is also
+    appended to ``record`` (a path on the simulator's host) as it is written. Reply: Loaded (fingerprint
+    digest = the task manifest's digest). A Load ends it.
+    """
+
+    task: msgspec.Raw
+    record: str | None = None
 
 
 class Wait(Message, frozen=True, kw_only=True):
@@ -304,7 +319,7 @@ SimRobotRequest = GetSpec | GetState | Observe | Step | Reset
 
 SimRobotReply = TaskSpec | RobotState | Observation | StepResult | Error
 
-SimRequest = SimRobotRequest | Load | Prepare | Wait | SuccessQuery | TakeStates | TakeTaskRecord | GetGoal
+SimRequest = SimRobotRequest | Load | Prepare | Wait | SuccessQuery | TakeStates | TakeTaskRecord | GetGoal | LoadDevelopment
 """What the coordinator may ask on the control endpoint: the robot subset plus the admin requests."""
 
 SimReply = SimRobotReply | Loaded | SuccessStatus | RecordedStates | TaskRecord | Goal

@@ -92,6 +92,12 @@ class FleetConfig(Section, frozen=True, kw_only=True):
     ray_pending_notice: Annotated[float, msgspec.Meta(gt=0)] = 60.0
 
 
+class RleRunConfig(Section, frozen=True, kw_only=True):
+    """An RLE-Bench run ([rle]): one development session per task instead of series (roboswe/rle/run.py)."""
+
+    tasks: list[str]  # "rle/pose-rgbd" (a shipped task, configs/tasks/rle/) or a task TOML's path
+
+
 GIB_PER_WORKER = 3.0  # a robosuite scene (~1.5 GiB resident) plus its sandbox and the worker's context window
 
 
@@ -140,6 +146,8 @@ class RunConfig(Section, frozen=True, kw_only=True):
     series: SeriesConfig = msgspec.field(default_factory=SeriesConfig)
     # Series at once on this machine: [fleet] workers = N
     fleet: FleetConfig = msgspec.field(default_factory=FleetConfig)
+    # An RLE-Bench run: [rle] tasks = ["rle/pose-rgbd"]; no admitted file, no series (docs/rle-bench.md)
+    rle: RleRunConfig | None = None
 
 
 def load_config(path: str | Path | None) -> RunConfig:

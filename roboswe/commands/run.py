@@ -82,7 +82,13 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
     if args.resume is not None:
         return _prepare_resume(args)
     if args.admitted is None:
-        raise UsageError("give ADMITTED.json (from `roboswe admit`), or --resume RUN_DIR")
+        if args.config is not None and (config := _load(args.config)).rle is not None:  # an RLE-Bench run
+            from roboswe.evaluation.job import CONFIG_COPY
+            from roboswe.rle.run import prepare_rle_run
+
+            run_dir = prepare_rle_run(args, config)
+            return run_dir, config, run_dir / CONFIG_COPY
+        raise UsageError("give ADMITTED.json (from `roboswe admit`), or --resume RUN_DIR, or an RLE run config")
     if getattr(args, "retry_incomplete", False):  # a Namespace built in code (the demo) may lack it
         raise UsageError("--retry-incomplete re-runs the incomplete trials of an existing run: "
                          "use it with --resume RUN_DIR")
@@ -303,7 +309,11 @@ def run_run(args: argparse.Namespace, *, outcome: bool = True) -> int:
     job = read_job(run_dir)
     actors = fleet_actors(tuple(a for a in RUN_ACTORS if a not in _elsewhere(job)), job.workers)
     code, progress = drive(run_dir, config, config_path, actors, "run")
-    if outcome:
+    if outcome and job.rle:
+        from roboswe.rle.run import print_rle_outcome
+
+        print_rle_outcome(run_dir)
+    elif outcome:
         print_outcome(run_dir)
     return code
 

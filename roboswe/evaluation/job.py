@@ -32,6 +32,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     trials: list[str] = msgspec.field(default_factory=list)  # verify only: trial ids (empty: every ended trial)
     retry_incomplete: bool = False  # `run --resume --retry-incomplete`: re-run retryable incomplete slots (series.py)
     workers: int = 1  # series at once, each on its own simulator, sandbox bridge and context manager (roboswe/config.py)
+    rle: bool = False  # an RLE-Bench run ([rle] of the config): ``tasks`` are RLE tasks, no admitted file (roboswe/rle/run.py)
     ray: str | None = None  # a Ray cluster ("auto" or HOST:PORT) the workers' simulators and bridges are placed on (roboswe/fleet)
 
 

@@ -88,6 +88,10 @@ async def run_job(actor: Actor, progress: Progress) -> None:
     """
     job = read_job(actor.run_dir)
     progress.update(job=job.kind)
+    if job.rle:  # one development session per RLE task through these same actors, no admitted file
+        from roboswe.rle.run import run_rle_job
+
+        return await run_rle_job(actor, progress, job)
     admitted = read_admitted(job.admitted_path)
     if admitted.digest != job.admitted_sha256:
         raise RuntimeError(f"{job.admitted_path} is not the admitted file this run started with "

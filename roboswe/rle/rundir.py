@@ -6,7 +6,7 @@
     sealed.json     the SealedArtifact record
     artifact/       the sealed copy (read-only; checked against sealed.json before use)
     ledger.jsonl    the development ledger's rows, when there was a development phase
-    development.json  that phase's record (demo.py's DevelopmentRecord: operations, answers, budget)
+    development.json  that phase's record (run.py's DevelopmentRecord: how it ended, spent, every operation)
     calls.jsonl     every verifier call: kind, unit, frame, seconds, ok, error, the artifact's answer
     sandbox.json    how the artifact's sandbox ended (exit status, limit, output tails)
     report.json     the RewardReport, seeds revealed

@@ -24,16 +24,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+import msgspec
+
 from roboswe.protocol import Decoded, Message
 from roboswe.protocol import sim as simp
 from roboswe.protocol.control import Error
 
 from .ledger import BudgetExhausted, Ledger, encode_rows
-from .manifest import RleTask
+from .manifest import RleTask, task_digest
 
 SENDER = "rle-develop"
 BUDGET_KEYS = ["budget_left", "resets_left"]
 """State keys every development scene's state carries after its own: what the participant has left."""
+
+TASK_RECORD_FAMILY = "rle-development"
+"""The ``family`` of a development's task record (the ledger rows, in the run database's task_record event)."""
+NO_GOAL = simp.Goal()
 
 DEVELOPMENT_SCENES: dict[str, str] = {
     "pose": "roboswe.rle.pose.development:PoseDevelopmentScene",
@@ -77,6 +83,12 @@ def open_scene(task: RleTask) -> DevelopmentScene:
     module, factory = target.split(":")
     make: Callable[[RleTask], DevelopmentScene] = getattr(importlib.import_module(module), factory)
     return make(task)
+
+
+def development_from_wire(task: msgspec.Raw, record: str | None) -> DevelopmentSim:
+    """A LoadDevelopment's simulator (the simulator actor builds it on its scene thread); ``task`` as
+    protocol.sim.encode_manifest encodes it."""
+    return DevelopmentSim(msgspec.msgpack.decode(task, type=RleTask), record=Path(record) if record else None)
 
 
 class DevelopmentSim:
@@ -211,6 +223,30 @@ class DevelopmentSim:
         self._load(self.resets % self.task.development.public_seeds)
         self._confirm(f"seed {self.seed}")
         return self.state()
+
+    # --- the control endpoint's view (the simulator actor during a LoadDevelopment) --------------
+
+    def loaded(self) -> simp.Loaded:
+        """The phase's Loaded: its fingerprint is the task manifest's digest (the plan's reference)."""
+        digest = task_digest(self.task)
+        fingerprint = simp.Fingerprint(digest=digest, seed=0, model_xml_sha256="", initial_state_sha256="",
+                                       versions={"rle": self.task.protocol.version})
+        return simp.Loaded(fingerprint=fingerprint, spec=self.spec(), manifest_digest=digest)
+
+    def success(self) -> simp.SuccessStatus:
+        """Never achieved; ``control_step`` is the ledger's spent units, so a trial's step budget is the ledger's."""
+        return simp.SuccessStatus(achieved=False, interval=1, achieved_step=None, first_held_step=None, current_run=0,
+                                  longest_run=0, control_step=self.ledger.spent,
+                                  sim_time=self.control_step / self.scene.control_hz)
+
+    def task_record(self) -> simp.TaskRecord:
+        """The ledger rows so far (the coordinator checks their chain and seals them) and what was spent."""
+        return simp.TaskRecord(data={
+            "family": TASK_RECORD_FAMILY, "task": self.task.id, "ledger": msgspec.to_builtins(self.ledger.rows),
+            "spent": self.ledger.spent, "budget": self.ledger.budget, "resets": self.resets})
+
+    def no_states(self) -> simp.RecordedStates:
+        return simp.RecordedStates(fingerprint_digest=task_digest(self.task), seed=self.seed, count=0, fields={})
 
     def guide(self) -> str:
         """What the participant is told about the development phase, beside the task's instruction."""

@@ -226,13 +226,17 @@ def test_robot_reset_without_a_bridge_is_refused_typed(monkeypatch):
 
 def test_series_simulator_refuses_reset():
     """The series simulator's robot endpoint refuses a Reset that reached it (defence in depth behind the door)."""
+    from roboswe.actors import Accounts
     from roboswe.actors.simulator import SimulatorService
+    from roboswe.sim.session import SimSession
 
-    service = SimulatorService.__new__(SimulatorService)  # robot_call reads only the request; no scene needed
-    service.session = None
-    _, frames = simp.SIM_ROBOT_CODEC.encode(simp.Reset(), sender="bridge")
-    reply = service.robot_call(simp.SIM_ROBOT_CODEC.decode(frames))
-    assert isinstance(reply, Error) and reply.code == "reset" and reply.detail == RESET_ONLY_IN_DEVELOPMENT
+    service = SimulatorService(SimSession(require_fixed_hash_seed=False), Accounts("simulator"))  # no development loaded
+    try:
+        _, frames = simp.SIM_ROBOT_CODEC.encode(simp.Reset(), sender="bridge")
+        reply = service.robot_call(simp.SIM_ROBOT_CODEC.decode(frames))
+        assert isinstance(reply, Error) and reply.code == "reset" and reply.detail == RESET_ONLY_IN_DEVELOPMENT
+    finally:
+        service.scene.close()
 
 
 @pytest.mark.exhaustive
