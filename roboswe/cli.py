@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "images": ("roboswe.commands.images", "build or show the sandbox image (debootstrapped rootfs, docker import)"),
     "report": ("roboswe.commands.report", "summarize a run: trial tables per task, metrics with denominators, timing"),
     "recovery": ("roboswe.commands.recovery", "within-trial mishaps and recoveries from the recorded states (a diagnostic, never scored)"),
+    "judge": ("roboswe.commands.judge", "the visual cross-check: a judge's verdicts on views rendered from the recorded states, beside the mechanical outcome (a supplementary audit, never scored)"),
     "compare": ("roboswe.commands.compare", "pair runs by task: paired differences of A, Q, trial-1, success by T, gain"),
     "export": ("roboswe.commands.view", "write a run's static viewer site (works from file://)"),
     "view": ("roboswe.commands.view", "serve a run's viewer site on localhost"),

@@ -27,6 +27,7 @@ from roboswe.protocol.recorder import (
     TrialStarted,
     VerificationRecord,
 )
+from roboswe.records.judgements import JudgementRecord
 from roboswe.records.schema import (
     APPEND_ONLY,
     DB_NAME,
@@ -72,6 +73,15 @@ class RunReader:
         (version,) = self._conn.execute("SELECT max(version) FROM schema_version").fetchone()
         if version != SCHEMA_VERSION:
             raise SchemaMismatch(f"{path}: schema version {version}, this roboswe reads version {SCHEMA_VERSION}")
+        self._tables = tables  # an ADDED_TABLES table is missing from a database no writer has opened since
+
+    def judgements(self, trial_id: str | None = None) -> list[JudgementRecord]:
+        """The visual cross-check's records (of one trial), oldest first; none in a database without the table."""
+        if "judgements" not in self._tables:
+            return []
+        if trial_id is None:
+            return self._select(JudgementRecord, order="ended_at, judgement_id")
+        return self._select(JudgementRecord, "trial_id = ?", (trial_id,), "ended_at, judgement_id")
 
     def close(self) -> None:
         self._conn.close()
@@ -209,7 +219,9 @@ class RunReader:
         """rowid -> sha256 of the row's values, to show rows written earlier are unchanged."""
         if table not in APPEND_ONLY:
             raise ValueError(f"unknown table {table!r}; expected one of {APPEND_ONLY}")
-        out = {}
+        out: dict[int, str] = {}
+        if table not in self._tables:
+            return out
         for rowid, *values in self._conn.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid"):
             out[rowid] = sha256_hex(json_encoder.encode([v.hex() if isinstance(v, bytes) else v for v in values]))
         return out
@@ -217,4 +229,6 @@ class RunReader:
     def count(self, table: str) -> int:
         if table not in APPEND_ONLY:
             raise ValueError(f"unknown table {table!r}; expected one of {APPEND_ONLY}")
+        if table not in self._tables:
+            return 0
         return self._conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]

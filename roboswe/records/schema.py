@@ -32,6 +32,8 @@ from roboswe.protocol.recorder import (
     VerificationRecord,
 )
 
+from roboswe.records.judgements import JudgementRecord
+
 DB_NAME = "run.sqlite"
 # 2: verifications say outcome_reproduced and replay_outcome (was success_reproduced);
 # 3: trial ends carry a typed cause and its detail (readers decided on the reason's words before)
@@ -184,6 +186,41 @@ CREATE TABLE artifacts (
 );
 """.replace("@CAUSES@", ", ".join(f"'{c}'" for c in TRIAL_CAUSES))  # one closed set, written once
 
+# Tables added after version 3 without changing it: each is additive (no older row or column changes), so an
+# older roboswe reads a database holding one (it never asks for it), and a version-3 database without one
+# stays readable (a reader finds no rows) and gets it, append-only, when a writer next opens it.
+ADDED_TABLES: dict[str, str] = {
+    # `roboswe judge` (roboswe/judge): the visual cross-check, one row per judge request for a trial
+    "judgements": """
+CREATE TABLE judgements (
+    judgement_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
+    judge TEXT NOT NULL,
+    judge_sha256 TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    settings TEXT NOT NULL,
+    conditions_sha256 TEXT NOT NULL,
+    prompt_sha256 TEXT NOT NULL,
+    views TEXT NOT NULL,
+    request BLOB NOT NULL,
+    request_sha256 TEXT NOT NULL,
+    attempts TEXT NOT NULL,
+    response BLOB,
+    status TEXT NOT NULL CHECK (status IN ('answered', 'error')),
+    error TEXT NOT NULL,
+    verdicts TEXT NOT NULL,
+    usage TEXT NOT NULL,
+    cost TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL NOT NULL
+);
+CREATE INDEX judgements_by_trial ON judgements(trial_id, ended_at);
+""",
+}
+SCHEMA += "".join(ADDED_TABLES.values())
+
 TABLES: dict[type, str] = {
     RunRecord: "runs",
     SeriesRecord: "series",
@@ -198,6 +235,7 @@ TABLES: dict[type, str] = {
     CheckpointRecord: "checkpoints",
     VerificationRecord: "verifications",
     ArtifactRecord: "artifacts",
+    JudgementRecord: "judgements",  # written by `roboswe judge` itself, never sent to the recorder
 }
 PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "runs": ("run_id",),
@@ -212,6 +250,7 @@ PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "checkpoints": ("checkpoint_id",),
     "verifications": ("verification_id",),
     "artifacts": ("artifact_id",),
+    "judgements": ("judgement_id",),
 }
 APPEND_ONLY = ("schema_version", *TABLES.values())
 
@@ -285,7 +324,7 @@ class Mapping:
         return tuple(getattr(record, k) for k in self.key)
 
 
-MAPPINGS: dict[type, Mapping] = {cls: Mapping(cls) for cls in RECORD_TYPES}
+MAPPINGS: dict[type, Mapping] = {cls: Mapping(cls) for cls in (*RECORD_TYPES, JudgementRecord)}
 
 
 def sha256_hex(data: bytes) -> str:

@@ -32,6 +32,7 @@ from roboswe.protocol.recorder import (
     Record,
 )
 from roboswe.records.schema import (
+    ADDED_TABLES,
     APPEND_ONLY,
     DB_NAME,
     MAPPINGS,
@@ -119,21 +120,30 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
                 f"{path}: schema version {version}, this roboswe writes version {SCHEMA_VERSION}; "
                 "open the run with the roboswe version that wrote it"
             )
+        missing = [t for t in ADDED_TABLES if t not in tables]  # a database written before the table was added
+        if missing:
+            _create(conn, "".join(ADDED_TABLES[t] for t in missing), missing)
         return
     if tables - {"sqlite_sequence"}:
         raise StoreError(f"{path}: not a roboswe run database (tables {sorted(tables)}); choose an empty RUN_DIR")
+    _create(conn, SCHEMA, APPEND_ONLY, version=SCHEMA_VERSION)
+
+
+def _create(conn: sqlite3.Connection, sql: str, tables: Iterable[str], version: int | None = None) -> None:
+    """Run ``sql`` and make ``tables`` append-only, in one transaction; record ``version`` when given."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in SCHEMA.split(";"):
+        for statement in sql.split(";"):
             if statement.strip():
                 conn.execute(statement)
-        for table in APPEND_ONLY:
+        for table in tables:
             for action in ("UPDATE", "DELETE"):
                 conn.execute(
                     f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} "
                     f"BEGIN SELECT RAISE(ABORT, '{table} is append-only: nothing written is rewritten'); END"
                 )
-        conn.execute("INSERT INTO schema_version VALUES (?, ?)", (SCHEMA_VERSION, time.time()))
+        if version is not None:
+            conn.execute("INSERT INTO schema_version VALUES (?, ?)", (version, time.time()))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

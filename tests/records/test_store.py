@@ -21,6 +21,7 @@ from roboswe.protocol.recorder import (
     VerificationRecord,
 )
 
+from roboswe.records.judgements import JudgementRecord
 from roboswe.records.reader import RunReader
 from roboswe.records.schema import DB_NAME, MAPPINGS
 from roboswe.records.store import (
@@ -56,6 +57,11 @@ def _full_trial(series_id: str) -> list:
                            detail={"execs": []}, started_at=now, ended_at=now + 2),
         ArtifactRecord(artifact_id="a1", run_id="r1", trial_id=trial_id, artifact="video", camera="agentview",
                        path="videos/x.mp4", sha256="1" * 64, size=10, created_at=now),
+        JudgementRecord(judgement_id="j1", run_id="r1", trial_id=trial_id, judge="scripted", judge_sha256="2" * 64,
+                        provider="python", model="judge", settings={}, conditions_sha256="3" * 64,
+                        prompt_sha256="4" * 64, views=[], request=b"{}", request_sha256="5" * 64, attempts=[],
+                        response=None, status="error", error="no answer", verdicts=[], usage={}, cost={},
+                        started_at=now, ended_at=now),
     ]
 
 
@@ -80,6 +86,7 @@ def test_every_record_type_round_trips(store, tmp_path):
         assert reader.blob_stored("0" * 64)
         assert reader.checkpoints(view.trial_id) == [records[10]]
         assert reader.artifacts(trial_id=view.trial_id) == [records[12]]
+        assert reader.judgements(view.trial_id) == [records[13]]
 
 
 def test_tables_refuse_update_and_delete(store, tmp_path):
