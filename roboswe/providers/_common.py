@@ -194,19 +194,32 @@ def merge_roles(messages: list[dict[str, Any]], content_key: str = "content") ->
 
 
 THINKING_KINDS = ("thinking", "redacted_thinking")  # Anthropic's thinking blocks (OpaquePart kinds, native block types)
+# OpenRouter's reasoning_details entries ("reasoning.text", "reasoning.encrypted", "reasoning.summary"), which
+# it turns back into the upstream's thinking blocks (docs: openrouter.ai use-cases/reasoning-tokens): for a
+# Claude model they are its thinking, with the same prefix check.
+ROUTED_REASONING = "reasoning"
+ROUTED_REASONING_FIELDS = ("reasoning_details", "reasoning")  # the chat message's fields that carry it
+
+
+def _thinking(part: object) -> bool:
+    return isinstance(part, OpaquePart) and (part.kind in THINKING_KINDS or (
+        part.provider == "openrouter" and part.kind.startswith(ROUTED_REASONING)))
 
 
 def without_thinking(turn: Turn) -> Turn | None:
-    """An assistant turn without its Anthropic thinking blocks (native bytes and parts alike), or None
-    when it has none. After a context rewrite (a slide, images left out) a model with preserved
-    thinking would refuse them: their prefix changed (docs: preserved-thinking/prefix-checks, "after
-    trimming older turns, remove thinking from the retained turns")."""
-    if turn.role != "assistant" or not any(isinstance(p, OpaquePart) and p.kind in THINKING_KINDS for p in turn.parts):
+    """An assistant turn without its thinking (Anthropic thinking blocks, or the reasoning_details a router
+    sends back as them; native bytes and parts alike), or None when it has none. After a context rewrite
+    (a slide, images left out) a model with preserved thinking would refuse them: their prefix changed
+    (docs: preserved-thinking/prefix-checks, "after trimming older turns, remove thinking from the
+    retained turns")."""
+    if turn.role != "assistant" or not any(_thinking(p) for p in turn.parts):
         return None
-    parts = [p for p in turn.parts if not (isinstance(p, OpaquePart) and p.kind in THINKING_KINDS)
-             and not isinstance(p, ReasoningPart)]
+    parts = [p for p in turn.parts if not _thinking(p) and not isinstance(p, ReasoningPart)]
     native = turn.native
     if native and turn.provider == "anthropic":
         blocks = [b for b in json.loads(native) if not (isinstance(b, dict) and b.get("type") in THINKING_KINDS)]
         native = json.dumps(blocks).encode()
+    elif native and turn.provider == "openrouter":
+        message = {k: v for k, v in json.loads(native).items() if k not in ROUTED_REASONING_FIELDS}
+        native = json.dumps(message).encode()
     return msgspec.structs.replace(turn, parts=parts, native=native)

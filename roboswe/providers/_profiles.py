@@ -70,7 +70,8 @@ def lookup(provider: str, model: str) -> ModelProfile:
     if "/" in model and provider not in model.split("/", 1)[0]:  # a router's "vendor/model" slug
         vendor, name = model.split("/", 1)
         if vendor in table:
-            found = lookup(vendor, name)
+            # OpenRouter spells a Claude version with a dot (anthropic/claude-sonnet-4.5), Anthropic with a dash.
+            found = lookup(vendor, name.replace(".", "-") if vendor == "anthropic" else name)
             if found.known:
                 return msgspec.structs.replace(found, provider="openrouter", model=model)
     lines = table.get(provider, {})

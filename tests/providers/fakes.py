@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .rules import CHECKS, IMAGE_LIMITS, Broken, Memory, error_body, too_large
+from .rules import CHECKS, IMAGE_LIMITS, Broken, Memory, error_body, too_large, unmarked
 
 WIRES = ("openai", "anthropic", "google", "openrouter")
 
@@ -220,15 +220,6 @@ def _tokens(value: Any) -> int:
     return len(json.dumps(value, sort_keys=True, separators=(",", ":"))) // 4
 
 
-def _uncached(value: Any) -> Any:
-    """The value without cache_control markers (they mark a breakpoint; they are not part of the prefix)."""
-    if isinstance(value, dict):
-        return {k: _uncached(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_uncached(v) for v in value]
-    return value
-
-
 class Meter:
     """What a request is billed, as the service reports it, prompt caching included.
 
@@ -247,11 +238,11 @@ class Meter:
 
     def _prefixes(self, head: Any, items: list[Any]) -> list[tuple[str, int]]:
         """(digest, tokens) of head + items[:k] for every k, cache markers left out."""
-        h, n = hashlib.sha256(json.dumps(_uncached(head), sort_keys=True).encode()).hexdigest(), _tokens(_uncached(head))
+        h, n = hashlib.sha256(json.dumps(unmarked(head), sort_keys=True).encode()).hexdigest(), _tokens(unmarked(head))
         out = [(h, n)]
         for item in items:
-            h = hashlib.sha256((h + json.dumps(_uncached(item), sort_keys=True)).encode()).hexdigest()
-            n += _tokens(_uncached(item))
+            h = hashlib.sha256((h + json.dumps(unmarked(item), sort_keys=True)).encode()).hexdigest()
+            n += _tokens(unmarked(item))
             out.append((h, n))
         return out
 

@@ -50,6 +50,7 @@ class Memory:
     openai_reasoning: dict[str, str] = field(default_factory=dict)  # function_call item id -> reasoning item id
     google_signatures: dict[str, str] = field(default_factory=dict)  # function call key -> thoughtSignature
     openrouter_details: dict[str, Any] = field(default_factory=dict)  # tool call id -> reasoning_details
+    openrouter_prefix: dict[str, str] = field(default_factory=dict)  # tool call id -> digest of the producing request
 
     def learn(self, wire: str, reply: bytes, request: dict[str, Any] | None = None) -> None:
         """Remember the items of a 200 generation reply the fake is about to send (and, for
@@ -85,11 +86,13 @@ class Memory:
                     if "functionCall" in part and part.get("thoughtSignature"):
                         self.google_signatures[_call_key(part["functionCall"])] = part["thoughtSignature"]
         elif wire == "openrouter":
+            prefix = _chat_digests(request)[-1] if request else ""
             for choice in data.get("choices") or []:
                 message = choice.get("message") or {}
                 for call in message.get("tool_calls") or []:
                     if message.get("reasoning_details"):
                         self.openrouter_details[call["id"]] = message["reasoning_details"]
+                        self.openrouter_prefix[call["id"]] = prefix
 
 
 def _call_key(call: dict[str, Any]) -> str:
@@ -107,7 +110,8 @@ _MANUAL_ONLY = re.compile(r"claude-(3|opus-4-[015]|sonnet-4-[05]|haiku-4-5|opus-
 # message changed is refused with the documented 400 (fix-bound-to-a-different-conversation), unless the
 # request sets thinking.block_binding.prefix_mismatch_behavior = "drop_block" with the beta header below,
 # when the stale block is dropped instead.
-_BINDS_THINKING = re.compile(r"claude-(fable-5-[12]|mythos-5-[12]|opus-5-5|sonnet-5-5|haiku-5-5)")
+# (OpenRouter's slugs spell the version with a dot: anthropic/claude-sonnet-5.5.)
+_BINDS_THINKING = re.compile(r"claude-(fable-5[-.][12]|mythos-5[-.][12]|opus-5[-.]5|sonnet-5[-.]5|haiku-5[-.]5)")
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
 SDK_NONSTREAMING_TOKENS = 21_333  # 60 min * max_tokens / 128,000 must stay under 10 min (SDK check)
 
@@ -186,9 +190,7 @@ def check_anthropic(body: dict[str, Any], memory: Memory, *, count: bool, max_im
                              "`tool_result` block in the next message.")
         if m.get("role") == "assistant" and binds and _prefix_changed(blocks, memory, prefixes[i]):
             if any(b.get("type") in ("thinking", "redacted_thinking") for b in blocks) and not dropping:
-                raise Broken(f"messages.{i}.content.0: Invalid `signature` in `thinking` block. The block is bound to "
-                             "a different conversation. Remove the block, or set "
-                             "`thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\".")
+                raise Broken(bound_refusal(i))
             continue  # without its thinking (or with drop_block, which drops it) the turn is taken as it is
         if m.get("role") == "assistant" and kind in ("enabled", "adaptive"):
             _check_thinking_replay(i, blocks, memory, final=_is_final_tool_loop_turn(messages, i), manual=kind == "enabled")
@@ -197,14 +199,39 @@ def check_anthropic(body: dict[str, Any], memory: Memory, *, count: bool, max_im
                      "images per request for this model)")
 
 
-def _conversation_digests(body: dict[str, Any]) -> list[str]:
-    """digests[i] names the conversation before message i: system, tools and messages[:i]."""
-    h = hashlib.sha256(json.dumps([body.get("system"), body.get("tools")], sort_keys=True).encode()).hexdigest()
+def unmarked(value: Any) -> Any:
+    """The value without cache_control markers: they mark a cache breakpoint and are no part of the content,
+    so neither a cached prefix nor a thinking block's prefix changes when a marker moves."""
+    if isinstance(value, dict):
+        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [unmarked(v) for v in value]
+    return value
+
+
+def _digests(head: Any, messages: list[Any]) -> list[str]:
+    h = hashlib.sha256(json.dumps(unmarked(head), sort_keys=True).encode()).hexdigest()
     out = [h]
-    for m in body.get("messages") or []:
-        h = hashlib.sha256((h + json.dumps(m, sort_keys=True)).encode()).hexdigest()
+    for m in messages:
+        h = hashlib.sha256((h + json.dumps(unmarked(m), sort_keys=True)).encode()).hexdigest()
         out.append(h)
     return out
+
+
+def _conversation_digests(body: dict[str, Any]) -> list[str]:
+    """digests[i] names the conversation before message i: system, tools and messages[:i]."""
+    return _digests([body.get("system"), body.get("tools")], body.get("messages") or [])
+
+
+def _chat_digests(body: dict[str, Any]) -> list[str]:
+    """The same for a chat-completions body, where the system text is messages[0]."""
+    return _digests(body.get("tools"), body.get("messages") or [])
+
+
+def bound_refusal(i: int) -> str:
+    """The documented 400 for a thinking block sent after a changed prefix (fix-bound-to-a-different-conversation)."""
+    return (f"messages.{i}.content.0: Invalid `signature` in `thinking` block. The block is bound to a different "
+            "conversation. Remove the block, or set `thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\".")
 
 
 def _prefix_changed(blocks: list[Any], memory: Memory, prefix: str) -> bool:
@@ -360,6 +387,12 @@ def check_openrouter(body: dict[str, Any], memory: Memory, *, count: bool, max_i
         raise Broken("messages: at least one message is required")
     images = 0
     pending: list[str] = []
+    # A Claude model with preserved thinking behind the router: its reasoning_details go upstream as the
+    # thinking blocks they came from, under Anthropic's prefix check (docs: openrouter.ai use-cases/
+    # reasoning-tokens, preserving reasoning blocks; Anthropic preserved-thinking/prefix-checks), and the
+    # upstream's 400 comes back in OpenRouter's error body.
+    model = str(body.get("model", ""))
+    prefixes = _chat_digests(body) if model.startswith("anthropic/") and _BINDS_THINKING.search(model) else []
     for n, m in enumerate(messages):
         role = m.get("role")
         if pending and role != "tool":
@@ -374,7 +407,11 @@ def check_openrouter(body: dict[str, Any], memory: Memory, *, count: bool, max_i
         if role == "assistant":
             calls = [c["id"] for c in m.get("tool_calls") or []]
             pending = list(calls)
-            for c in calls:
+            produced = next((memory.openrouter_prefix[c] for c in calls if c in memory.openrouter_prefix), None)
+            moved = bool(prefixes) and produced not in (None, prefixes[n])  # the conversation before it changed
+            if moved and m.get("reasoning_details"):
+                raise Broken(bound_refusal(n))
+            for c in calls if not moved else []:  # after a changed prefix the turn goes without its reasoning
                 wanted = memory.openrouter_details.get(c)
                 if wanted is not None and m.get("reasoning_details") != wanted:
                     raise Broken(f"messages[{n}]: the reasoning_details of an assistant message with tool calls must "

@@ -164,3 +164,44 @@ async def test_streamed_usage_keeps_cache_writes_and_reads_and_openrouter_report
     refused = json.dumps({"content": [], "stop_reason": "refusal", "usage": {"input_tokens": 900, "output_tokens": 3}})
     assert call_usage("anthropic", refused.encode(), {}).stops == {"refusal": 1}  # counted per series in the report
     assert call_usage("anthropic", json.dumps({"stop_reason": "tool_use", "usage": {}}).encode(), {}).stops == {}
+
+
+async def _routed_claude_series(fake: FakeProvider, *, remove_thinking: bool) -> list:
+    """Decisions of Claude with preserved thinking behind OpenRouter while older images become placeholders
+    (4 images a request); the context window removes retained thinking after the rewrite, or (the control)
+    does not. Returns the count records."""
+    cfg = config(fake, model="anthropic/claude-sonnet-5.5", max_images_per_request=4, context_window=200_000,
+                 reasoning={"effort": "high"})
+    p = create_participant(cfg)
+    w = window_for(cfg, p.count_tokens, "s1")
+    w.bound_thinking = remove_thinking
+    w.append(replace(OPENING, pinned=True), {PART.digest: IMAGE})
+    records = []
+    try:
+        for n in range(6):
+            fake.queue(REPLY["openrouter"](tool=("list_files", {})))
+            prepared = await w.prepare("You control a robot by writing Python.", 1)
+            records.append(prepared.count)
+            d = await p.decide(prepared.request)
+            w.append(d.turn)
+            part = ImagePart(digest=f"{n + 1:064x}", camera="agentview", media_type="image/png", width=8, height=8)
+            w.append(result_turn(d, id=f"r{n}", text="ok", images=[part]), {part.digest: IMAGE})
+    finally:
+        await p.aclose()
+    return records
+
+
+async def test_claude_behind_openrouter_loses_retained_reasoning_after_a_rewrite_as_on_anthropic():
+    """OpenRouter sends reasoning_details upstream as the thinking blocks they came from, so a Claude model with
+    the prefix check refuses them after images became placeholders; the context window removes them from the
+    retained turns (profile looked up under the dotted slug), and the strict fake refuses the control run."""
+    with FakeProvider("openrouter") as fake:
+        records = await _routed_claude_series(fake, remove_thinking=True)
+        assert fake.rejected == []
+    rewritten = [r for r in records if r.thinking_removed]
+    assert rewritten and rewritten[0].rewrite.startswith("images of")
+    later = [m for m in json.loads(fake.generations()[-1].body)["messages"] if m["role"] == "assistant"]
+    assert not later[0].get("reasoning_details") and later[-1]["reasoning_details"]  # retained lost it; the newest has it
+    with FakeProvider("openrouter") as control:
+        with pytest.raises(Exception, match="bound to a different conversation"):
+            await _routed_claude_series(control, remove_thinking=False)
