@@ -19,7 +19,16 @@ from typing import Annotated, Any, Literal
 import msgspec
 import numpy as np
 
-from roboswe.protocol.participant import Decision, DecisionRequest, ImagePart, TextPart, ToolCallPart, Turn
+from roboswe.protocol.participant import (
+    Attempt,
+    Decision,
+    DecisionRequest,
+    ImagePart,
+    TextPart,
+    ToolCallPart,
+    Turn,
+)
+from roboswe.records.schema import sha256_hex
 
 from .request import TOOL, Verdict
 
@@ -104,7 +113,11 @@ class ScriptedJudge:
                      else json.dumps({"conditions": [{**v, "verdict": "probably"} for v in verdicts]}))
         call = ToolCallPart(call_id=f"call-judge-{time.monotonic_ns()}", name=TOOL, arguments=arguments)
         turn = Turn(id=f"scripted-{time.monotonic_ns()}", role="assistant", provider="python", parts=[call])
-        return Decision(turn=turn, operation=None, call_id=call.call_id, model="scripted")
+        # The exchange as the `python` participant records its own: the request without image bytes, the answer.
+        sent, said = msgspec.json.encode(msgspec.structs.replace(request, images={})), msgspec.json.encode(turn)
+        attempt = Attempt(number=1, started_at=time.time(), latency_s=0.0, outcome="ok", request=sent, response=said,
+                          request_sha256=sha256_hex(sent), response_sha256=sha256_hex(said))
+        return Decision(turn=turn, operation=None, call_id=call.call_id, attempts=[attempt], model="scripted")
 
     @staticmethod
     def _condition(cid: str, rule: PixelRule | None, pictures: dict[str, list[tuple[str, ImagePart]]],
