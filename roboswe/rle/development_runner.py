@@ -27,10 +27,22 @@ from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
 from roboswe.protocol.participant import AnyOperation, Decision, Finish, operation_name
 
-from .develop import MAX_TEXT, OperationRecord
 from .manifest import RleTask
 
 TOKENS_SPENT = "the development phase's token budget is spent"
+MAX_TEXT = 4000  # characters of an operation's answer kept in development.json (the run database holds it whole)
+
+
+class OperationRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One development operation in development.json: what was asked, what came back, what the ledger had left."""
+
+    n: int
+    operation: str
+    path: str | None = None
+    text: str
+    error: bool
+    budget_left: int
+    seconds: float
 
 
 class DevelopmentRunner(TrialRunner):

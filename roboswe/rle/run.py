@@ -27,7 +27,7 @@ import trio
 
 from roboswe.protocol import recorder as rec
 
-from .develop import OperationRecord
+from .development_runner import DevelopmentRunner, OperationRecord
 from .ledger import Ledger, LedgerRow, encode_rows, verify_chain
 from .manifest import RleTask, load_task
 
@@ -114,8 +114,6 @@ async def develop_task(run: Any, links: Any, task: RleTask) -> None:
     from roboswe.evaluation.conversation import Conversation
     from roboswe.evaluation.plan import fresh_dir
     from roboswe.evaluation.series import series_record
-
-    from .development_runner import DevelopmentRunner
 
     plan = development_plan(run, task)
     run_dir = Path(run.actor.run_dir)

@@ -18,13 +18,11 @@ import trio
 from roboswe.protocol import sim as simp
 from roboswe.protocol.bridge import RESET_ONLY_IN_DEVELOPMENT, ScriptLimits
 from roboswe.protocol.control import Error
-from roboswe.protocol.participant import Exec, Finish, WriteFile
 
-from roboswe.rle.develop import develop
-from roboswe.rle.scene import DevelopmentSim
 from roboswe.rle.ledger import decode_rows, encode_rows, verify_chain
 from roboswe.rle.manifest import load_task
 from roboswe.rle.rundir import read_sealed_record
+from roboswe.rle.scene import DevelopmentSim
 from roboswe.rle.seeds import public_salt
 from roboswe.rle.verifier import check_ledger, verify_run
 
@@ -152,51 +150,6 @@ def test_reset_exists_only_behind_a_development_door(image):  # noqa: F811
         sim.close()
 
 
-SPEND = """
-import robot
-try:
-    while True:
-        robot.step_many([[0.0, 0.0]] * 7)
-except robot.LimitReached as e:
-    print("SPENT", robot.state()["budget_left"][0], e)
-"""
-
-
-class _Spender:
-    """Writes and runs a script that steps until the ledger refuses; would finish if asked again."""
-
-    def __init__(self):
-        self.asked = 0
-
-    def decide(self, request):
-        self.asked += 1
-        return [WriteFile(path="spend.py", content=SPEND), Exec(path="spend.py")][self.asked - 1] if self.asked <= 2 else Finish()
-
-
-@pytest.mark.exhaustive
-def test_the_spent_budget_ends_the_development_phase(image, tmp_path):  # noqa: F811
-    from roboswe.providers._config import ProviderConfig
-    from roboswe.providers.local import PythonParticipant
-
-    task = _task(steps=30, resets=0)
-    sim, agent = DevelopmentSim(task), _Spender()
-    scratch = Path(tempfile.mkdtemp(prefix="rle-spend-", dir="/tmp"))
-    os.chmod(scratch, 0o755)
-    (scratch / "ws").mkdir(mode=0o777)
-    os.chmod(scratch / "ws", 0o777)
-    try:
-        result = trio.run(lambda: develop(task, PythonParticipant(ProviderConfig(kind="python"), agent=agent), sim.link,
-                                          scratch / "ws", backend="bwrap", image=image))
-    finally:
-        sim.close()
-        shutil.rmtree(scratch, ignore_errors=True)
-    assert result.ended == "budget" and agent.asked == 2, result  # ended by the ledger, not by the participant
-    assert [o.operation for o in result.operations] == ["WriteFile", "Exec"]
-    assert "SPENT 0.0" in result.operations[1].text and result.operations[1].budget_left == 0
-    assert [r.cost for r in sim.ledger.rows if r.kind == "charge"] == [7, 7, 7, 7, 2]  # the last chunk cut to what was left
-    assert verify_chain(sim.ledger.rows, budget=30).ok
-
-
 def test_a_series_door_refuses_reset_without_asking_the_simulator():
     from roboswe.bridge.door import Refused, RobotDoor
     from roboswe.protocol.bridge import BRIDGE_ROBOT_CODEC, Reset
@@ -248,6 +201,15 @@ def test_reset_is_refused_at_verification(artifact_image, battery_cache, tmp_pat
     assert "ResetRefused" in report.gates[0].reason and "development phase" in report.gates[0].reason
 
 
+@pytest.fixture
+def run_root():
+    """A directory the sandbox user traverses (pytest's tmp_path lives under a 0700 parent): a run's workspace is in it."""
+    d = Path(tempfile.mkdtemp(prefix="rle-run-", dir="/tmp"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def _roboswe(*args: str, cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "ROBOSWE_RLE_BATTERY_CACHE": str(cache)}
     return subprocess.run([sys.executable, "-m", "roboswe.cli", *args], env=env, capture_output=True, text=True, check=False)
@@ -255,8 +217,8 @@ def _roboswe(*args: str, cache: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["pose-rgbd", pytest.param("pose-rgb", marks=pytest.mark.exhaustive)])
-def test_rle_demo_pose_develops_seals_verifies_and_indexes(task, artifact_image, image, battery_cache, tmp_path):  # noqa: F811
-    run = tmp_path / "run"
+def test_rle_demo_pose_develops_seals_verifies_and_indexes(task, artifact_image, image, battery_cache, run_root, tmp_path):  # noqa: F811
+    run = run_root / "run"
     demo = _roboswe("rle", "demo", "pose", "--task", task, "--out", str(run), "-e", "bwrap", cache=battery_cache)
     assert demo.returncode == 0, demo.stderr[-3000:]
     assert "development: finished" in demo.stdout and "ledger verified" in demo.stdout and "RLE Index" in demo.stdout
@@ -266,11 +228,26 @@ def test_rle_demo_pose_develops_seals_verifies_and_indexes(task, artifact_image,
     assert 0.3 * names["stage_a"] + 0.7 * names["stage_b"] >= REFERENCE_BAR[task]
     # the development record: the participant's operations through the sandbox, charged on the real ledger
     record = json.loads((run / "development.json").read_text())
-    assert record["ended"] == "finished" and [o["operation"] for o in record["operations"]] == [
-        "ListFiles", "WriteFile", "WriteFile", "WriteFile", "Exec", "Finish"]
+    operations = ["list_files", "write_file", "write_file", "write_file", "exec", "finish"]
+    assert record["ended"] == "finished" and [o["operation"] for o in record["operations"]] == operations
     rows = decode_rows((run / "ledger.jsonl").read_bytes())
     assert {r.operation for r in rows} == {"step", "reset", "seal"} and rows[-1].detail == report["artifact_digest"]
     assert record["resets"] == 2 and record["spent"] == sum(r.cost for r in rows) == record["control_steps"] + 2
+    assert [(r.kind, r.cost) for r in rows if r.operation == "reset"] == [("charge", 1), ("confirm", 0)] * 2
+    # through the actors: the run database holds the development as a trial, its operations and turns, the
+    # simulator's ledger rows (all but the seal row, which the coordinator adds) and the report
+    from roboswe.records.reader import RunReader
+
+    with RunReader(run) as reader:
+        (series,) = reader.series()
+        (trial,) = reader.trials(series.series_id)
+        assert (trial.end.outcome, trial.end.cause, trial.end.control_steps) == ("failure", "finish", record["spent"])
+        assert [o.operation for o in reader.operations(trial.trial_id)] == operations
+        assert len(reader.events(trial_id=trial.trial_id, event="turn")) == 2 * len(operations) + 1
+        [(_, ledger)] = reader.events(trial_id=trial.trial_id, event="task_record")
+        [(_, recorded_report)] = reader.events(trial_id=trial.trial_id, event="rle_report")
+    assert msgspec.convert(ledger.data["ledger"], list[type(rows[0])]) == rows[:-1]
+    assert recorded_report.data["reward"] == report["reward"]
     assert json.loads((run / "sealed.json").read_text())["ledger_head"] == rows[-1].hash
     sealed_files = {f["path"] for f in json.loads((run / "sealed.json").read_text())["files"]}
     assert {"estimator.py", "templates.json", "develop_pose.py"} <= sealed_files
