@@ -11,6 +11,8 @@ import msgspec
 
 from roboswe.configs import CONFIGS_DIR
 
+from .tabletop.rules import Tabletop
+
 TASKS_DIR = CONFIGS_DIR / "tasks" / "rle"
 
 Positive = Annotated[int, msgspec.Meta(gt=0)]
@@ -118,8 +120,9 @@ class RleTask(Strict, kw_only=True):
     development: Development
     budget: Budget
     artifact: ArtifactContract
-    evaluation: Evaluation
-    scoring: Scoring
+    evaluation: Evaluation | None = None  # the verifier's hidden battery (a family whose artifact is verified)
+    scoring: Scoring | None = None
+    tabletop: Tabletop | None = None  # family 03: one attempt on the hidden instance, scored from recorded physics
 
 
 class TaskError(ValueError):

@@ -1,0 +1,195 @@
+"""One family 03 attempt end to end on the trusted side, its run directory, and its replay.
+
+``run_attempt`` draws the hidden plan from the salt, opens ``TabletopScene`` on it inside the generic
+``DevelopmentSim`` (roboswe/rle/scene.py: the ledger charges every row and reset before it runs and
+records it as written), lets a participant act through a robot client, submits (release, settle,
+snapshots), seals the ledger over the attempt record's digest, scores from the recorded states and
+writes the run directory:
+
+    rle.json  task.json  ledger.jsonl  attempt.json (the record, plan revealed)  report.json
+
+``replay_run`` rebuilds the scene from the revealed plan, re-applies every recorded row, and must
+reproduce the recorded snapshots, estimates and reward exactly.
+
+The scripted participants here act in-process through ``LocalRobot`` (the robot subset's messages
+answered by the ``DevelopmentSim``, as the bridge's door would forward them), not from a sandboxed script.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from roboswe.protocol import sim as simp
+from roboswe.protocol.control import Error
+from roboswe.sim.tabletop_physics import tasks as t
+from roboswe.sim.tabletop_physics.scene import build_model
+
+from .. import rundir
+from ..ledger import Ledger, decode_rows, encode_rows, verify_chain
+from ..manifest import RleTask, task_digest
+from ..report import Component, Gate, RewardReport
+from ..seeds import Salt, protocol_id
+from . import scoring
+from .attempt import AttemptRecord, Snapshot, TabletopScene, layouts
+from .plan import Plan, make_plan, plan_commitment
+
+ATTEMPT = "attempt.json"
+
+
+class LocalRobot:
+    """The participant's side of the robot subset, answered in this process by the development simulator."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.steps = 0
+
+    def _ask(self, message):
+        reply, blobs = self.sim.answer(message)
+        if isinstance(reply, Error):
+            raise RuntimeError(f"{reply.code}: {reply.detail}")
+        return reply, blobs
+
+    def state(self) -> dict[str, list[float]]:
+        return self._ask(simp.GetState())[0].values
+
+    def step(self, rows: list[list[float]]) -> int:
+        rows = [[float(v) for v in row] for row in rows]  # as the wire would carry them
+        for i in range(0, len(rows), 200):  # a Step carries 1-200 rows
+            reply, _ = self._ask(simp.Step(actions=rows[i:i + 200]))
+            self.steps += reply.applied
+            if reply.stopped != "done":
+                raise RuntimeError(f"the attempt's budget ended the chunk ({reply.stopped})")
+        return self.steps
+
+    def observe(self) -> dict[str, np.ndarray]:
+        obs, blobs = self._ask(simp.Observe())
+        return {im.camera: np.frombuffer(blobs[im.rgb_blob], np.uint8).reshape(im.height, im.width, 3) for im in obs.images}
+
+
+def record_digest(record: AttemptRecord) -> str:
+    return hashlib.sha256(msgspec.json.encode(record, order="sorted")).hexdigest()
+
+
+def body_states(plan: Plan, released: Snapshot, settled: Snapshot) -> tuple[list[scoring.BodyState], object]:
+    """Each free body's pose at release and after the settle interval, read from the snapshots through the
+    model the plan builds (its qpos addresses); also the model (Balance reads its beam)."""
+    (layout,) = layouts(plan)
+    model = build_model(layout)
+    out = []
+    for body in layout.bodies:
+        jnt = model.body_jntadr[model.body(body.name).id]
+        q, v = model.jnt_qposadr[jnt], model.jnt_dofadr[jnt]
+        out.append(scoring.BodyState(
+            name=body.name, half=body.geoms[0].half, pos0=tuple(released.qpos[q:q + 3]), quat0=tuple(released.qpos[q + 3:q + 7]),
+            pos1=tuple(settled.qpos[q:q + 3]), quat1=tuple(settled.qpos[q + 3:q + 7]),
+            speed1=float(np.linalg.norm(settled.qvel[v:v + 3]))))
+    return out, model
+
+
+def score_record(task: RleTask, record: AttemptRecord) -> tuple[float, tuple[Component, ...]]:
+    """The reward from the recorded states (rules.py), and its components."""
+    rules, inst = task.tabletop, record.plan.instance
+    if rules.kind == "com":
+        estimates = [tuple(e) for e in record.estimates[: t.COM_BOXES]]
+        estimates += [None] * (t.COM_BOXES - len(estimates))
+        return scoring.com_reward(estimates, [tuple(c) for c in record.box_com], rules)
+    bodies, model = body_states(record.plan, record.released, record.settled)
+    if rules.kind == "tower":
+        return scoring.tower_reward(bodies, inst, rules)
+    if rules.kind == "cantilever":
+        return scoring.cantilever_reward(bodies, inst, rules)
+    j = model.joint("beam")
+    return scoring.balance_reward(bodies, record.released.qpos[j.qposadr[0]], record.settled.qpos[j.qposadr[0]],
+                                  abs(record.settled.qvel[j.dofadr[0]]), rules)
+
+
+Participant = Callable[[LocalRobot], dict]
+
+
+def run_attempt(task: RleTask, participant: Participant, salt: Salt, run_dir: Path) -> tuple[RewardReport, dict]:
+    """The attempt, scored; the run directory written. Returns the report and the participant's own summary."""
+    from ..scene import DevelopmentSim
+
+    started = time.monotonic()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    plan = make_plan(task, salt)
+    scene = TabletopScene(task, plan)
+    ledger_file = run_dir / rundir.LEDGER
+    sim = DevelopmentSim(task, record=ledger_file, scene=scene)
+    robot = LocalRobot(sim)
+    summary, gates = {}, []
+    try:
+        summary = participant(robot)
+    except RuntimeError as e:  # the budget ended the attempt mid-move: what was built is still scored
+        summary = {"ended": str(e)}
+    record = scene.submit()
+    rows = decode_rows(ledger_file.read_bytes()) if ledger_file.exists() else []
+    ledger = Ledger.resume(rows, task.budget.charged_steps)
+    ledger.seal(record_digest(record))
+    ledger_file.write_bytes(encode_rows(ledger.rows))
+    verdict = verify_chain(ledger.rows, budget=task.budget.charged_steps, artifact_digest=record_digest(record))
+    if not verdict.ok:
+        gates.append(Gate(name="ledger", reason=f"ledger unverifiable: {verdict.reason}"))
+    reward, components = score_record(task, record) if not gates else (0.0, ())
+    report = make_report(task, salt.sha256, salt.label, plan, record, reward, components, gates, verdict,
+                         time.monotonic() - started)
+    write_run(run_dir, task, record, report)
+    return report, {**summary, "steps": robot.steps, "wall_seconds": round(time.monotonic() - started, 2)}
+
+
+def make_report(task, salt_sha256, salt_label, plan, record, reward, components, gates, verdict, seconds) -> RewardReport:
+    return RewardReport(
+        task=task.id, family=task.protocol.family, workflow=task.protocol.workflow,
+        protocol=protocol_id(task.protocol.version, salt_sha256, salt_label), placeholder=task.placeholder,
+        status="gated" if gates else "scored", reward=0.0 if gates else reward, components=components, gates=tuple(gates),
+        ledger=verdict, artifact_digest=record_digest(record), image_digest=None, task_digest=task_digest(task),
+        salt_sha256=salt_sha256, salt_label=salt_label, plan_commitment=plan_commitment(plan),
+        revealed_seeds=(plan.seed,), calls=len(record.events), verifier_seconds=round(seconds, 3))
+
+
+def write_run(run_dir: Path, task: RleTask, record: AttemptRecord, report: RewardReport) -> None:
+    (run_dir / rundir.MARKER).write_bytes(msgspec.json.encode(rundir.RunMarker(task=task.id)))
+    (run_dir / rundir.TASK).write_bytes(msgspec.json.encode(task))
+    (run_dir / ATTEMPT).write_bytes(msgspec.json.encode(record))
+    rundir.write_report(run_dir, report)
+
+
+def replay_record(task: RleTask, record: AttemptRecord) -> AttemptRecord:
+    """Rebuild the scene from the revealed plan and re-apply every recorded row (held rows stay held)."""
+    scene = TabletopScene(task, make_plan(task, seed=record.plan.seed))
+    for event in record.events:
+        if not event:
+            scene.load(0)
+        else:
+            scene.record.events.append(event)
+            if event[0]:
+                scene._apply(event[1:], live=False)
+    return scene.submit()
+
+
+def replay_run(run_dir: Path) -> list[str]:
+    """The differences between the recorded attempt and its replay (none: reproduced bit for bit)."""
+    task = rundir.read_task(run_dir)
+    record = msgspec.json.decode((run_dir / ATTEMPT).read_bytes(), type=AttemptRecord)
+    recorded = rundir.read_report(run_dir)
+    diffs = []
+    if plan_commitment(make_plan(task, seed=record.plan.seed)) != recorded.plan_commitment:
+        diffs.append("the revealed seed does not produce the committed plan")
+    rows = decode_rows((run_dir / rundir.LEDGER).read_bytes())
+    verdict = verify_chain(rows, budget=task.budget.charged_steps, artifact_digest=record_digest(record))
+    if not verdict.ok:
+        diffs.append(f"ledger: {verdict.reason}")
+    again = replay_record(task, record)
+    for field in ("released", "settled", "estimates", "box_com"):
+        if getattr(again, field) != getattr(record, field):
+            diffs.append(f"{field}: the replayed physics differs from the record")
+    reward, components = score_record(task, again)
+    if (reward, components) != (recorded.reward, recorded.components):
+        diffs.append(f"reward: recorded {recorded.reward}, replay {reward}")
+    return diffs
