@@ -15,6 +15,26 @@ ROOT = Path(__file__).resolve().parent.parent
 ECHO_SERVER = ROOT / "tests" / "actors" / "echo_server.py"
 
 
+# Two pytest workers (README: `pytest -n 2`) share out whole modules, so a module's fixtures are built
+# once; these folders go to one worker whole: their session fixtures are expensive scenes or runs
+# (viewer, RoboCasa, GR1, paint, RLE batteries), or their tests assert that no process of their kind
+# is left anywhere on the machine (the fleet's Ray nodes and workers), which the other worker's would break.
+WHOLE_FOLDERS = ("tests/fleet/", "tests/viewer/", "tests/rle/", "tests/sim/robocasa/", "tests/sim/gr1/",
+                 "tests/sim/paint/")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleOrFolder(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            folder = next((f for f in WHOLE_FOLDERS if nodeid.startswith(f)), None)
+            return folder or nodeid.split("::", 1)[0]
+
+    return ModuleOrFolder(config, log)
+
+
 def require_in_ci(reason: str) -> None:
     """Skip a test that needs missing infrastructure, except in CI (CI=true), where
     .ci/run provides it (dockerd, the sandbox image), so its absence is a failure."""
