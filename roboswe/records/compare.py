@@ -130,7 +130,7 @@ def protocol_pin(budgets: dict[str, Any]) -> str:
     return f"{budgets.get('identity') or 'unrecorded'} ({budgets.get('interface') or 'code'} interface)"
 
 
-def _pin_differences(a: dict[str, Any], b: dict[str, Any], tasks: list[str], allowed: set[str]) -> list[PinDifference]:
+def pin_differences(a: dict[str, Any], b: dict[str, Any], tasks: list[str], allowed: set[str]) -> list[PinDifference]:
     out = []
     for field in PIN_FIELDS:
         va, vb = a.get(field), b.get(field)
@@ -179,18 +179,23 @@ def _task_values(m: Any) -> dict[str, float]:
             "gain": float(any(y)) - float(y[0])}
 
 
-def compare_runs(run_a: str | Path, run_b: str | Path, *, allow_differ: list[str] | tuple[str, ...] = (),
-                 run_id_a: str | None = None, run_id_b: str | None = None) -> Comparison:
-    """Pair two runs' series by task and compare them; raises ComparisonRefused, LookupError, FileNotFoundError."""
+def check_allowed(allow_differ: list[str] | tuple[str, ...]) -> None:
+    """Raises ValueError for an --allow-differ name that is not a pin."""
     unknown = sorted(set(allow_differ) - set(PIN_FIELDS))
     if unknown:
         raise ValueError(f"--allow-differ {', '.join(unknown)}: not a pin; expected one of {', '.join(PIN_FIELDS)}")
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path, *, allow_differ: list[str] | tuple[str, ...] = (),
+                 run_id_a: str | None = None, run_id_b: str | None = None) -> Comparison:
+    """Pair two runs' series by task and compare them; raises ComparisonRefused, LookupError, FileNotFoundError."""
+    check_allowed(allow_differ)
     a, series_a, factor_a = _side(Path(run_a), run_id_a)
     b, series_b, factor_b = _side(Path(run_b), run_id_b)
     done_a = {t for t, m in series_a.items() if m.completed}
     done_b = {t for t, m in series_b.items() if m.completed}
     both = sorted(done_a & done_b)
-    differences = _pin_differences(a.pins, b.pins, sorted(series_a.keys() & series_b.keys()), set(allow_differ))
+    differences = pin_differences(a.pins, b.pins, sorted(series_a.keys() & series_b.keys()), set(allow_differ))
     refused = [d for d in differences if not d.allowed]
     if refused:
         raise ComparisonRefused(

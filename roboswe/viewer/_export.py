@@ -126,7 +126,8 @@ def _changes(before: dict[str, str], after: dict[str, str]) -> list[dict[str, st
     return out
 
 
-RUN_PAGES = ("index.html", "trial.html")  # a run's export; compare.html only beside its data (viewer._compare)
+RUN_PAGES = ("index.html", "trial.html")  # a run's export; the others only beside their data:
+DATA_PAGES = ("compare.html", "leaderboard.html", "runs.html")  # viewer._compare, viewer._leaderboard
 
 
 def _copy_assets(site: Path, pages: tuple[str, ...] = RUN_PAGES) -> None:
@@ -158,7 +159,8 @@ def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_i
     site.mkdir(parents=True, exist_ok=True)
     for sub in ("data", "videos", "images", "evidence"):  # replace what an earlier export wrote; nothing else is touched
         shutil.rmtree(site / sub, ignore_errors=True)
-    (site / "compare.html").unlink(missing_ok=True)  # its data/compare.js went with data/: `roboswe compare --viewer` again
+    for page in DATA_PAGES:  # their data went with data/: `roboswe compare --viewer` or `leaderboard --out` again
+        (site / page).unlink(missing_ok=True)
     _copy_assets(site)
     blobs = BlobStore(run_dir / "blobs") if (run_dir / "blobs").is_dir() else None
     exported_blobs: set[str] = set()
