@@ -33,7 +33,7 @@ def add_arguments_rle(parser: argparse.ArgumentParser) -> None:
     score.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None, help="sandbox backend")
     demo = sub.add_parser("demo", help="a scripted participant develops and submits the reference estimator; "
                                          "prints the reward report and the index (offline)")
-    demo.add_argument("name", choices=["pose"], help="which family's demo")
+    demo.add_argument("name", choices=["pose", "tabletop"], help="which family's demo (tabletop: family 03's four tasks)")
     demo.add_argument("--out", type=Path, default=None, metavar="RUN_DIR", help="write the RLE run directory here")
     demo.add_argument("--task", default=None, metavar="TASK", help="which of the family's tasks (pose: pose-rgbd, the default, or pose-rgb)")
     demo.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None, help="sandbox backend")
@@ -47,6 +47,10 @@ def add_arguments_index(parser: argparse.ArgumentParser) -> None:
 
 
 def run_rle(args: argparse.Namespace) -> int:
+    if args.rle_command == "demo" and args.name == "tabletop":
+        from .tabletop.demo import run_tabletop_demo
+
+        return run_tabletop_demo(args.out)
     if args.rle_command == "demo":
         from .demo import run_demo
 
@@ -162,6 +166,10 @@ def run_index(args: argparse.Namespace) -> int:
 def verify_rle_run(run_dir: Path) -> int:
     """`roboswe verify RUN_DIR` for an RLE run: the verifier re-runs the sealed artifact from the revealed
     seeds (replay evidence in RUN_DIR/verify/); exit 0 only when the reward reproduces bit for bit."""
+    from .tabletop.runner import ATTEMPT, verify_attempt
+
+    if (run_dir / ATTEMPT).exists():  # family 03: the attempt is re-simulated from its revealed plan
+        return verify_attempt(run_dir)
     out = run_dir.resolve() / "verify"
     if out.exists():
         import shutil

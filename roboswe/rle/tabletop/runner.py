@@ -18,6 +18,7 @@ answered by the ``DevelopmentSim``, as the bridge's door would forward them), no
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -193,3 +194,15 @@ def replay_run(run_dir: Path) -> list[str]:
     if (reward, components) != (recorded.reward, recorded.components):
         diffs.append(f"reward: recorded {recorded.reward}, replay {reward}")
     return diffs
+
+
+def verify_attempt(run_dir: Path) -> int:
+    """`roboswe verify RUN_DIR` for a family 03 run: 0 reproduced, 1 a difference (each printed)."""
+    from roboswe.terminal import echo
+
+    diffs = replay_run(run_dir)
+    for diff in diffs:
+        echo(f"roboswe verify: {run_dir}: mismatch: {diff}", file=sys.stderr)
+    if not diffs:
+        echo(f"roboswe verify: {run_dir}: reproduced (the replayed physics, the estimates and the reward bit for bit)")
+    return 1 if diffs else 0
