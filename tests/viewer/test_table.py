@@ -35,7 +35,7 @@ def test_the_table_has_one_row_per_slot_with_the_reports_numbers(fixture_run, tm
 
 
 def test_parquet_holds_the_same_rows_typed(fixture_run, tmp_path):
-    pq = pytest.importorskip("pyarrow.parquet", reason="Parquet is the `tables` extra (pip install pyarrow)")
+    import pyarrow.parquet as pq  # the tables extra, installed with the test extra
     assert main(["export", str(fixture_run["run_dir"]), "--table", str(tmp_path / "trials.parquet")]) == 0
     table = pq.read_table(tmp_path / "trials.parquet")
     assert table.column_names == [name for name, _ in COLUMNS]
