@@ -9,6 +9,7 @@ records) and never changes an outcome or a score. Default judge: configs/judges/
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -48,7 +49,8 @@ def run_judge(args: argparse.Namespace) -> int:
         if _run_active(args.run_dir):
             raise JudgeError(f"{args.run_dir} is still running; judge it after the run stops")
         trials = [t.strip() for t in args.trials.split(",") if t.strip()]
-        records, skipped = judge_run(args.run_dir, config, digest, trials=trials, run_id=args.run_id)
+        with contextlib.redirect_stdout(sys.stderr):  # what simulator packages print on import is not the result
+            records, skipped = judge_run(args.run_dir, config, digest, trials=trials, run_id=args.run_id)
         with RunReader(args.run_dir) as reader:
             summary = judge_summary(reader, args.run_id)
     except (FileNotFoundError, LookupError, StoreError, JudgeError, ValueError) as e:

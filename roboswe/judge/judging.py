@@ -25,8 +25,20 @@ from roboswe.records.schema import sha256_hex
 from roboswe.records.usage import TokenUsage, call_usage, cost
 
 from .compare import compare
-from .conditions import CONDITIONS_DIR, JudgeConfig, JudgeError, TaskConditions, load_conditions
-from .request import MalformedAnswer, build_request, neutral_bytes, prompt_sha256, read_answer
+from .conditions import (
+    CONDITIONS_DIR,
+    JudgeConfig,
+    JudgeError,
+    TaskConditions,
+    load_conditions,
+)
+from .request import (
+    MalformedAnswer,
+    build_request,
+    neutral_bytes,
+    prompt_sha256,
+    read_answer,
+)
 from .views import View, render_views, rule_text
 
 log = structlog.get_logger()
@@ -189,5 +201,27 @@ def judge_run(run_dir: Path, config: JudgeConfig, config_sha256: str, *, trials:
     if records:
         with RunStore.open(run_dir) as store:
             store.put_durable(*records)
+            refresh_results(Path(run_dir), store, run_id)
     log.info("run_judged", judged=len(records), skipped=len(skipped))
     return records, skipped
+
+
+def refresh_results(run_dir: Path, store: Any, run_id: str | None) -> None:
+    """RUN_DIR/results.json with its ``judge`` section replaced by the judgements now recorded, every other
+    figure as the run wrote it; stored (sha256 readback) and recorded as a new results artifact. A run
+    without results.json (still unfinished) gets its section when the run writes the file."""
+    from roboswe.records.artifacts import artifact_record, store_bytes
+    from roboswe.records.reader import RunReader
+
+    from .summary import judge_summary
+
+    path = run_dir / "results.json"
+    if not path.exists():
+        return
+    results = msgspec.json.decode(path.read_bytes())
+    with RunReader(run_dir) as reader:
+        rid = reader.run(run_id).run_id
+        results["judge"] = judge_summary(reader, rid)
+    stored = store_bytes(path, msgspec.json.format(msgspec.json.encode(results), indent=2))
+    store.put_durable(artifact_record(run_dir, stored, artifact_id=f"{rid}/results/{int(time.time() * 1000)}",
+                                      run_id=rid, artifact="results", meta={"job": "judge"}))

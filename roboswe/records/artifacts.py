@@ -288,12 +288,17 @@ class Results(msgspec.Struct, frozen=True, kw_only=True):
     # task -> whose assets its scenes were built from, as the series pinned them ("placeholder": RoboCasa's offline
     # kit, never comparable with real-asset results); tasks whose family has no such label are absent
     assets: dict[str, str] = {}
+    # the visual cross-check (roboswe.judge.summary): per judged trial attempt its latest verdicts beside the
+    # mechanical outcome, under the supplementary audit's label; None when nothing was judged. Never scored.
+    judge: dict[str, Any] | None = None
 
 
 def build_results(reader: RunReader, run_id: str, *, pins: dict[str, Any] | None = None,
                   admitted_tasks: list[str] | None = None) -> Results:
     """Compute the run's figures from its database (roboswe.records.scoring, as report and viewer do);
     ``pins`` defaults to the run's recorded config."""
+    from roboswe.judge.summary import judge_summary
+
     run = reader.run(run_id)
     score = score_run(reader, run_id, admitted_tasks=admitted_tasks)
     timing: dict[str, float] = {}
@@ -318,6 +323,7 @@ def build_results(reader: RunReader, run_id: str, *, pins: dict[str, Any] | None
         usage=usage_summary(reader.provider_calls(run_id), run_price(run.config)),
         context=context_evidence(reader, run_id),
         assets={s.task: s.pins["assets"] for s in reader.series(run_id) if s.pins.get("assets")},
+        judge=judge_summary(reader, run_id),
     )
 
 

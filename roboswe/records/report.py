@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from roboswe.judge.summary import print_judgements
 from roboswe.protocol.recorder import RunPins
 from roboswe.records.recovery import print_recovery, stored_recovery
 
@@ -38,6 +39,7 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
     if results is None:
         results = build_results(reader, run.run_id)
     assets = run_pins(reader, run.run_id)["assets"]  # the label compare checks, for runs before the series pinned it too
+    judged = (results.judge or {}).get("trials", {})  # the visual cross-check, a supplementary audit (roboswe.judge)
     series = []
     metrics_by_id = {m.series_id: m for m in results.series}
     for s in reader.series(run.run_id):
@@ -64,6 +66,7 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
                 "started_at": view.start.started_at, "ended_at": end.ended_at if end else None,
                 "recovers": view.start.recovers, "recovered_by": view.recovered_by,
                 "fingerprint": view.start.fingerprint,
+                "judge": judged.get(view.trial_id),  # the latest judgement beside the outcome; None: not judged
             })
         m = metrics_by_id.get(s.series_id)
         from roboswe.records.compare import (
@@ -88,6 +91,7 @@ def run_summary(reader: Any, run_id: str | None = None, *, results: Any = None) 
         "predicate_reviews": predicate_reviews(run.config, run.admitted_sha256),
         "assets_notice": assets_notice(series),
         "recovery": stored_recovery(reader, run.run_id),  # a diagnostic, never scored (roboswe.records.recovery)
+        "judge": results.judge,  # the visual cross-check, never scored (roboswe.judge)
         "failed_artifacts": failed_artifacts(reader),
     }
 
@@ -223,6 +227,7 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
     if summary["verifications"]:
         console.print("replay verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["verifications"].items())))
     print_recovery(summary.get("recovery"), console)
+    print_judgements(summary.get("judge"), console)
 
 
 def print_failed_artifacts(summary: dict[str, Any], console: Any) -> None:

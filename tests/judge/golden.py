@@ -4,6 +4,7 @@ as a trial's views, and what a request about them must never carry."""
 from __future__ import annotations
 
 import numpy as np
+
 from roboswe.judge.conditions import load_conditions
 from roboswe.judge.judging import Asked, ask
 from roboswe.judge.views import View, make_view

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import msgspec
 import numpy as np
-from roboswe.protocol.recorder import RunPins, RunRecord, SeriesRecord, TrialEnded, TrialStarted
+from roboswe.protocol.recorder import (
+    RunPins,
+    RunRecord,
+    SeriesRecord,
+    TrialEnded,
+    TrialStarted,
+)
 from roboswe.sim.physics_state import control_trace_from_states
 
 from ..conftest import ROOT
@@ -26,7 +32,7 @@ ROWS = 21
 
 
 def drawer_states(sim, slide: np.ndarray):
-    """The reset state repeated, the slide joint following ``slide`` (one row per 10 control steps)."""
+    """The reset state repeated, the slide joint following ``slide`` (one row per control step)."""
     st = sim.take_states()
     n = len(slide)
 
@@ -35,7 +41,7 @@ def drawer_states(sim, slide: np.ndarray):
 
     qpos = rep(st.qpos).copy()
     qpos[:, sim.env.slide_qpos_addr] = slide
-    return msgspec.structs.replace(st, step=np.arange(n) * 10, time=np.arange(n) * 0.5, qpos=qpos, qvel=rep(st.qvel),
+    return msgspec.structs.replace(st, step=np.arange(n), time=np.arange(n) * 0.05, qpos=qpos, qvel=rep(st.qvel),
                                    act=rep(st.act), mocap_pos=rep(st.mocap_pos), mocap_quat=rep(st.mocap_quat),
                                    action=np.full((n, st.action.shape[1]), np.nan))
 
@@ -83,8 +89,9 @@ def write_run(run_dir: Path, manifest, fp: str, trials: dict[str, tuple[object, 
 
 def make_fixtures() -> None:
     """The golden pictures: both cameras the conditions name, drawer open and shut."""
-    from roboswe.judge.conditions import load_conditions
     from roboswe.sim.video import VideoRenderer
+
+    from roboswe.judge.conditions import load_conditions
 
     manifest, _, trials = scene_trials()
     cameras = load_conditions(TASK)[0].cameras

@@ -6,12 +6,18 @@ import json
 import tomllib
 
 import pytest
-from roboswe.judge.compare import compare
-from roboswe.judge.conditions import CONDITIONS_DIR, JudgeError, load_conditions, load_judge_config
-from roboswe.judge.request import TOOL, ConditionVerdict, MalformedAnswer, read_answer
-from roboswe.judge.views import view_rows
 from roboswe.protocol.participant import Decision, ToolCallPart, Turn
 from roboswe.sim.manifest import load_manifest
+
+from roboswe.judge.compare import compare
+from roboswe.judge.conditions import (
+    CONDITIONS_DIR,
+    JudgeError,
+    load_conditions,
+    load_judge_config,
+)
+from roboswe.judge.request import TOOL, ConditionVerdict, MalformedAnswer, read_answer
+from roboswe.judge.views import view_rows
 
 from ..conftest import ROOT
 from .golden import CONDITIONS, asked

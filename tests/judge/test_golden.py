@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import trio
+
 from roboswe.judge.conditions import load_judge_config
 from roboswe.judge.judging import judge_one
 from roboswe.providers import ProviderConfig, create_participant

@@ -8,6 +8,7 @@ import json
 
 import pytest
 import trio
+
 from roboswe.judge.conditions import Judge, JudgeConfig
 from roboswe.judge.judging import judge_one
 from roboswe.judge.request import TOOL

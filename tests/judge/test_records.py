@@ -7,11 +7,11 @@ import sqlite3
 
 import pytest
 import trio
+
 from roboswe.judge.conditions import load_judge_config
 from roboswe.judge.judging import judge_one
 from roboswe.judge.summary import judge_summary
 from roboswe.providers import create_participant
-
 from roboswe.records.reader import RunReader
 from roboswe.records.schema import DB_NAME
 from roboswe.records.store import RunStore

@@ -31,6 +31,9 @@
         const a = list[list.length - 1];
         h += `<td class="cell s-${esc(status)}" data-slot="${t}" title="slot: ${esc(status)}">` +
           `<a class="trial-link" href="trial.html?t=${encodeURIComponent(a.key)}">${outcome(a.outcome)}</a><br>${badge(a.verdict)}` +
+          (a.judge && a.judge.contradiction ? ` <span class="badge v-bad judge-contradiction" title="visual cross-check ` +
+            `(a supplementary audit, never scored): ${a.judge.contradiction} condition(s) contradict the mechanical ` +
+            `outcome; review">⚑ judge: contradiction</span>` : "") +
           `<div class="small slot">${UNSCORED.includes(status) ? "unscored: " + esc(status.replace("_", " ")) : "scored"}</div>` +
           (a.outcome === "incomplete" && a.cause ? `<div class="small cause">cause: ${esc(a.cause)}</div>` : "") +
           `<div class="small">${num(a.control_steps, 0)} steps · ${num(a.sim_time, 1)} s sim</div>`;
