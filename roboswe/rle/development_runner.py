@@ -20,13 +20,20 @@ from typing import Any
 import msgspec
 
 from roboswe.evaluation.ends import TrialEnd, TrialIncomplete
-from roboswe.evaluation.feedback import OpResult
+from roboswe.evaluation.feedback import OpResult, Refused
 from roboswe.evaluation.peers import INFRA_ERRORS, LOAD_DEADLINE, SIM_DEADLINE
 from roboswe.evaluation.trial import TrialRunner
 from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
-from roboswe.protocol.participant import AnyOperation, Decision, Finish, operation_name
+from roboswe.protocol.participant import (
+    AnyOperation,
+    Decision,
+    Exec,
+    Finish,
+    operation_name,
+)
 
+from . import diagnostic
 from .manifest import RleTask
 
 TOKENS_SPENT = "the development phase's token budget is spent"
@@ -56,6 +63,7 @@ class DevelopmentRunner(TrialRunner):
         self.tokens_spent = False
         self.finish_reason = ""
         self.operations: list[OperationRecord] = []
+        self.diagnostics = 0  # diagnostic calls run (diagnostic.py)
 
     @property
     def tokens_left(self) -> int | None:
@@ -96,7 +104,10 @@ class DevelopmentRunner(TrialRunner):
     async def _execute(self, op: AnyOperation, seq: int) -> OpResult:
         """The trial's operation, its answer ending with the budget left; recorded for development.json."""
         started = time.monotonic()
-        result = await super()._execute(op, seq)
+        if isinstance(op, Exec) and op.path == diagnostic.DIAGNOSE:
+            result = await self._diagnose(seq)
+        else:
+            result = await super()._execute(op, seq)
         state = (await self.links.sim.ask(simp.GetState(), simp.RobotState, SIM_DEADLINE)).message
         left = f"development budget left: {state.steps_left} charged steps, {int(state.values['resets_left'][0])} resets"
         if self.tokens_left is not None:
@@ -108,3 +119,17 @@ class DevelopmentRunner(TrialRunner):
             n=seq, operation=operation_name(op), path=getattr(op, "path", None), text=result.text[:MAX_TEXT],
             error=result.error, budget_left=state.steps_left, seconds=round(time.monotonic() - started, 3)))
         return dataclasses.replace(result, text=f"{result.text}\n[{left}]")
+
+    async def _diagnose(self, seq: int) -> OpResult:
+        """One diagnostic call (diagnostic.py), or its refusal once the manifest's calls are used; recorded either way."""
+        calls = self.task.development.diagnostic_calls
+        if self.diagnostics >= calls or self.task.evaluation is None:
+            why = f"the development phase's {calls} diagnostic calls are used up" if calls else "this task has no diagnostic evaluator"
+            await self.rec.event("rle_diagnostic", self.trial_id, seq=seq, refused=why)
+            return OpResult(text=why, error=True, feedback=Refused(error=why))
+        self.diagnostics += 1
+        out = Path(self.plan.run_dir) / "diagnostics" / str(self.diagnostics)
+        report = await diagnostic.diagnose(self.task, self.workspace_dir, out, backend=self.plan.backend)
+        await self.rec.event("rle_diagnostic", self.trial_id, seq=seq, n=self.diagnostics, path=str(out),
+                             report=msgspec.to_builtins(report))
+        return OpResult(text=diagnostic.summary(report, self.diagnostics, calls))

@@ -54,6 +54,7 @@ class DevelopmentRecord(msgspec.Struct, frozen=True, kw_only=True):
     budget: int
     tokens: int  # the provider's recorded usage (input + output) charged to the phase
     token_budget: int | None
+    diagnostics: int  # diagnostic calls run (diagnostic.py; at most the manifest's diagnostic_calls)
     ledger_head: str
     operations: list[OperationRecord]
 
@@ -155,7 +156,7 @@ def seal_and_write(task: RleTask, rows: list[LedgerRow], workspace: Path, run_di
         finish_reason=runner.finish_reason, wall_seconds=round(ended.timing.get("wall", 0.0), 3),
         resets=sum(r.operation == "reset" for r in charged), control_steps=sum(r.cost for r in charged if r.operation == "step"),
         spent=ledger.spent, budget=ledger.budget, tokens=runner.tokens, token_budget=task.budget.tokens,
-        ledger_head=head, operations=runner.operations)
+        diagnostics=runner.diagnostics, ledger_head=head, operations=runner.operations)
     (run_dir / DEVELOPMENT).write_bytes(msgspec.json.encode(record))
     return record
 
@@ -236,7 +237,7 @@ def print_rle_outcome(run_dir: Path) -> None:
     echo(f"development: {record.ended} after {len(record.operations)} operations, {record.wall_seconds:.1f} s; "
          f"{record.control_steps} control steps and {record.resets} resets charged ({record.spent} of {record.budget}"
          + (f"; {record.tokens} of {record.token_budget} tokens" if record.token_budget is not None else "")
-         + f"); ledger head {record.ledger_head[:16]}")
+         + f"); {record.diagnostics} diagnostic call(s); ledger head {record.ledger_head[:16]}")
     if record.finish_reason:
         echo(f"  participant: {record.finish_reason}")
     if (run_dir / "report.json").exists():

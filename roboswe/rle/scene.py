@@ -30,6 +30,7 @@ from roboswe.protocol import Decoded, Message
 from roboswe.protocol import sim as simp
 from roboswe.protocol.control import Error
 
+from . import diagnostic
 from .ledger import BudgetExhausted, Ledger, encode_rows
 from .manifest import RleTask, task_digest
 
@@ -257,4 +258,4 @@ class DevelopmentSim:
                 f"{budget.resets} resets, out of {budget.charged_steps} in all; observing is free. The phase ends when "
                 f"you finish or the budget or {budget.wall_seconds:.0f} s are spent. Then the workspace is sealed: "
                 f"{art.entry_file} (defining {art.entry_function}) and files matching {list(art.include)}, at most "
-                f"{art.max_files} files; nothing else is kept.")
+                f"{art.max_files} files; nothing else is kept.{diagnostic.guide(self.task)}")

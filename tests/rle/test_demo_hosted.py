@@ -60,6 +60,24 @@ def small_task_toml(dest: Path, steps: int, tokens: int) -> Path:
     return dest
 
 
+def _hosted_run(run: Path, task: Path, plan: list[tuple[str, dict]], tmp_path: Path) -> tuple:
+    """`roboswe run` of an RLE config whose Anthropic provider replies ``plan`` from the strict fake; checks that
+    it exited 0 and that every request was one the real API accepts; returns (the process, the generations)."""
+    with FakeProvider("anthropic") as fake:
+        fake.queue(*[REPLY["anthropic"](tool=step, usage=USAGE, thinking=False) for step in plan])
+        config = tmp_path / "rle-hosted.toml"
+        config.write_text(f'[rle]\ntasks = ["{task}"]\n\n[provider]\nkind = "anthropic"\nmodel = "fake-anthropic-model"\n'
+                          f'api_key_env = "{KEY_ENV}"\nbase_url = "{fake.base_url}"\nattempts = 1\n\n'
+                          "[supervisor]\nheartbeat_liveness = 5\n\n[transport]\nheartbeat_liveness = 5\n")
+        proc = subprocess.run([sys.executable, "-m", "roboswe.cli", "run", "--config", str(config), "--out", str(run),
+                               "--no-preflight", "-e", "bwrap"], env=dict(os.environ), capture_output=True, text=True,
+                              check=False, timeout=900)
+        generations, rejected = fake.generations(), list(fake.rejected)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert rejected == []
+    return proc, generations
+
+
 @pytest.mark.slow
 @pytest.mark.exhaustive  # more developments through the actors (the demo is the default suite's)
 @pytest.mark.parametrize("ended", list(ENDS))
@@ -69,19 +87,8 @@ def test_a_hosted_model_develops_through_the_actors_until_a_budget_ends_the_phas
     steps, tokens = ENDS[ended]
     task = small_task_toml(tmp_path / "pose-budgets.toml", steps, tokens)
     run = run_root / "run"
-    with FakeProvider("anthropic") as fake:
-        fake.queue(*[REPLY["anthropic"](tool=step, usage=USAGE, thinking=False) for step in PLAN])
-        config = tmp_path / "rle-hosted.toml"
-        config.write_text(f'[rle]\ntasks = ["{task}"]\n\n[provider]\nkind = "anthropic"\nmodel = "fake-anthropic-model"\n'
-                          f'api_key_env = "{KEY_ENV}"\nbase_url = "{fake.base_url}"\nattempts = 1\n\n'
-                          "[supervisor]\nheartbeat_liveness = 5\n\n[transport]\nheartbeat_liveness = 5\n")
-        proc = subprocess.run([sys.executable, "-m", "roboswe.cli", "run", "--config", str(config), "--out", str(run),
-                               "--no-preflight", "-e", "bwrap"], env=dict(os.environ), capture_output=True, text=True,
-                              check=False, timeout=900)
-        generations = fake.generations()
-        rejected = list(fake.rejected)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert rejected == [] and len(generations) == len(PLAN)  # every request one the real API accepts; no fourth
+    proc, generations = _hosted_run(run, task, PLAN, tmp_path)
+    assert len(generations) == len(PLAN)  # no fourth
     record = json.loads((run / "development.json").read_text())
     assert (record["ended"], record["tokens"], record["token_budget"]) == (ended, 3 * sum(USAGE), tokens)
     assert [o["operation"] for o in record["operations"]] == ["write_file", "write_file", "exec"]
@@ -94,3 +101,31 @@ def test_a_hosted_model_develops_through_the_actors_until_a_budget_ends_the_phas
     report = json.loads((run / "report.json").read_text())
     assert report["status"] == "scored" and report["ledger"]["ok"] and report["reward"] <= 0.05
     assert f"development: {ended} after 3 operations" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive
+def test_the_diagnostic_evaluator_scores_public_seeds_six_times_and_refuses_the_seventh(image, artifact_image,  # noqa: F811
+                                                                                       run_root, tmp_path, monkeypatch):  # noqa: F811
+    from roboswe.records.reader import RunReader
+
+    monkeypatch.setenv(KEY_ENV, "fake-key-not-secret")
+    task = small_task_toml(tmp_path / "pose-diagnostic.toml", 20000, 100000)
+    run = run_root / "run"
+    plan = [PLAN[0], *[("exec", {"path": "DIAGNOSE"})] * 7, ("finish", {"reason": "done"})]
+    _, generations = _hosted_run(run, task, plan, tmp_path)
+    record = json.loads((run / "development.json").read_text())
+    assert record["ended"] == "finished" and len(generations) == len(plan)
+    texts = [o["text"] for o in record["operations"][1:8]]
+    assert all(t.startswith(f"diagnostic call {n} of 6 (public diagnostic seeds") for n, t in enumerate(texts[:6], 1))
+    assert texts[6].startswith("the development phase's 6 diagnostic calls are used up") and record["operations"][7]["error"]
+    with RunReader(run) as reader:
+        (series,) = reader.series()
+        (trial,) = reader.trials(series.series_id)
+        calls = [e.data for _, e in reader.events(trial_id=trial.trial_id, event="rle_diagnostic")]
+    assert [c.get("n") for c in calls] == [1, 2, 3, 4, 5, 6, None] and "used up" in calls[6]["refused"]
+    final = json.loads((run / "report.json").read_text())
+    for call in calls[:6]:  # scored like the artifact, on public diagnostic seeds: never the verification's
+        assert call["report"]["status"] == "scored" and call["report"]["salt_label"] == "diagnostic"
+        assert not set(call["report"]["revealed_seeds"]) & set(final["revealed_seeds"])
+    assert final["salt_label"] == "public" and final["status"] == "scored"
