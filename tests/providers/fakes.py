@@ -26,7 +26,18 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .rules import CHECKS, IMAGE_LIMITS, Broken, Memory, error_body, too_large, unmarked
+from .rules import (
+    CHECKS,
+    IMAGE_LIMITS,
+    Broken,
+    Memory,
+    error_body,
+    input_cap,
+    over_input_cap,
+    shape_anthropic_reply,
+    too_large,
+    unmarked,
+)
 
 WIRES = ("openai", "anthropic", "google", "openrouter")
 
@@ -73,9 +84,12 @@ class FakeProvider:
     """A loopback HTTP server for one wire format with a scripted reply queue."""
 
     def __init__(self, wire: str, *, count: Callable[[bytes], int] | None = None, max_images: int | None = None,
-                 metered: bool = False):
+                 metered: bool = False, max_input_tokens: int | None = None):
         assert wire in WIRES, wire
         self.wire = wire
+        # The input cap a generation request is held to (rules.INPUT_CAPS by model unless given), its tokens
+        # counted as the count endpoint counts them.
+        self.max_input_tokens = max_input_tokens
         # metered: a reply's usage is computed from the request as the service bills it, prompt caching
         # included (`Meter`), instead of the scripted figures.
         self.meter = Meter(wire) if metered else None
@@ -138,6 +152,11 @@ class FakeProvider:
             except Broken as e:
                 self.rejected.append((seen, e.message))
                 return Reply(status=400, body=error_body(self.wire, e.message, e.param))
+            cap = self.max_input_tokens or input_cap(self.wire, str(seen.json().get("model", "")))
+            refusal = None if counting or cap is None else over_input_cap(self.wire, self.count(seen.body), cap)
+            if refusal is not None:
+                self.rejected.append((seen, refusal))
+                return Reply(status=400, body=error_body(self.wire, refusal, "input", "context_length_exceeded"))
             if counting:
                 if self.count_script:
                     return self.count_script.popleft()
@@ -154,6 +173,14 @@ class FakeProvider:
         if self.meter is not None and reply.status == 200 and not reply.stall_s:
             with self._lock:
                 reply = Reply(body=self.meter.bill(seen, reply.body), headers=reply.headers)
+        if reply.status == 200 and not reply.stall_s and self.wire == "anthropic":
+            try:
+                scripted = json.loads(reply.body)
+                shaped = shape_anthropic_reply(seen.json(), scripted)
+            except (ValueError, AttributeError, TypeError, RecursionError):  # a malformed reply (a test of it)
+                shaped = scripted = None
+            if shaped is not scripted:  # otherwise the scripted bytes go as they are
+                reply = Reply(body=json.dumps(shaped).encode(), headers=reply.headers)
         if reply.status == 200 and not reply.stall_s:
             with self._lock:
                 self.memory.learn(self.wire, reply.body, seen.json())
@@ -220,13 +247,33 @@ def _tokens(value: Any) -> int:
     return len(json.dumps(value, sort_keys=True, separators=(",", ":"))) // 4
 
 
+# Anthropic looks for a cache hit at the breakpoint and at most 20 block boundaries before it
+# (build-with-claude/prompt-caching, "the system automatically checks for cache hits at all previous
+# content block boundaries", about 20 blocks before the breakpoint): a conversation that grew by more than
+# 20 blocks since the prefix was written misses it. One decision adds at most 4 blocks (thinking,
+# tool_use; tool_result, text), far inside it.
+ANTHROPIC_LOOKBACK_BLOCKS = 20
+
+
+def content_blocks(body: dict[str, Any]) -> list[Any]:
+    """A Messages body's content blocks in order (a string content is one block), each with its role so a
+    block boundary is also a message boundary where one is."""
+    blocks: list[Any] = []
+    for m in body.get("messages") or []:
+        content = m.get("content")
+        for b in content if isinstance(content, list) else [content]:
+            blocks.append([m.get("role"), b])
+    return blocks
+
+
 class Meter:
     """What a request is billed, as the service reports it, prompt caching included.
 
     Anthropic (build-with-claude/prompt-caching): only a request that asks for caching (top-level
-    `cache_control` or a block's) reads and writes the cache; a prefix (tools, system, messages up to a
-    message) written by an earlier request is read at 0.1x, the rest up to the breakpoint written at
-    1.25x, and `input_tokens` counts what follows the last breakpoint. OpenAI (guides/prompt-caching):
+    `cache_control` or a block's) reads and writes the cache; a prefix (tools, system, the content blocks
+    up to a block) written by an earlier request and ending within ANTHROPIC_LOOKBACK_BLOCKS of the
+    breakpoint is read at 0.1x, the rest up to the breakpoint written at 1.25x, and `input_tokens` counts
+    what follows the last breakpoint. OpenAI (guides/prompt-caching):
     caching is automatic for prompts of 1,024 tokens or more, an exact prefix of an earlier request's
     (routed by `prompt_cache_key` when set) is reported in `input_tokens_details.cached_tokens`, in
     128-token steps. Tokens are bytes/4 of the canonical JSON, as the fake's count endpoints count."""
@@ -249,12 +296,15 @@ class Meter:
     def bill(self, seen: Seen, reply: bytes) -> bytes:
         body, data = seen.json(), json.loads(reply)
         if self.wire == "anthropic":
-            prefixes = self._prefixes([body.get("tools"), body.get("system")], body.get("messages") or [])
+            prefixes = self._prefixes([body.get("tools"), body.get("system")], content_blocks(body))
             total = prefixes[-1][1]
             read = write = 0
             if "cache_control" in json.dumps(body) and total >= CACHE_MIN_TOKENS:
                 held = self.written.setdefault("", set())
-                read = next((n for h, n in reversed(prefixes) if h in held), 0)
+                # Hits are looked for at the breakpoint (the last block) and the block boundaries before
+                # it, back to ANTHROPIC_LOOKBACK_BLOCKS: a prefix written further back is not found.
+                looked = prefixes[-1 - ANTHROPIC_LOOKBACK_BLOCKS:]
+                read = next((n for h, n in reversed(looked) if h in held), 0)
                 write = total - read
                 held.update(h for h, _ in prefixes[-1:])
             usage = data.setdefault("usage", {})

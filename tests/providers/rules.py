@@ -26,14 +26,14 @@ class Broken(Exception):
         self.param = param
 
 
-def error_body(wire: str, message: str, param: str = "") -> bytes:
+def error_body(wire: str, message: str, param: str = "", code: str | None = None) -> bytes:
     """The service's own 400 body for an invalid request."""
     match wire:
         case "anthropic":
             body: dict[str, Any] = {"type": "error", "error": {"type": "invalid_request_error", "message": message},
                                     "request_id": "req_fake"}
         case "openai":
-            body = {"error": {"message": message, "type": "invalid_request_error", "param": param or None, "code": None}}
+            body = {"error": {"message": message, "type": "invalid_request_error", "param": param or None, "code": code}}
         case "google":
             body = {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}
         case _:
@@ -426,6 +426,54 @@ def check_openrouter(body: dict[str, Any], memory: Memory, *, count: bool, max_i
                      f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(pending)}")
     if images > max_images:
         raise Broken(f"Too many images: {images} > {max_images} per request for the routed model.")
+
+
+# --------------------------------------------------------------------------- input caps
+
+# The most input tokens a request may carry, by model, as each service documents it, independent of the
+# product's own table (configs/models.toml) so the two can disagree and a test notice: Anthropic
+# (about-claude/models/overview: a 200,000-token window for the Claude models the tests use), OpenAI
+# (docs/models/gpt-5: 400,000-token window of which at most 272,000 input; gpt-5.1, gpt-5.2 the same).
+INPUT_CAPS: dict[str, list[tuple[re.Pattern[str], int]]] = {
+    "anthropic": [(re.compile(r"claude"), 200_000)],
+    "openai": [(re.compile(r"^gpt-5(\.[12])?($|-)"), 272_000)],
+}
+
+
+def input_cap(wire: str, model: str) -> int | None:
+    return next((cap for pattern, cap in INPUT_CAPS.get(wire, []) if pattern.search(model)), None)
+
+
+def over_input_cap(wire: str, tokens: int, cap: int) -> str | None:
+    """The service's refusal of a request with ``tokens`` input tokens over its model's ``cap``, or None.
+    Anthropic: invalid_request_error "prompt is too long: N tokens > M maximum"; OpenAI: invalid_request_error
+    code context_length_exceeded, param input (the messages as the services send them)."""
+    if tokens <= cap:
+        return None
+    if wire == "anthropic":
+        return f"prompt is too long: {tokens} tokens > {cap} maximum"
+    return "Your input exceeds the context window of this model. Please adjust your input and try again."
+
+
+# --------------------------------------------------------------------------- what the service puts in a reply
+
+# Opus 4.7 and later omit the thinking text unless the request asks for it (about-claude/models/
+# whats-new-claude-4-7, "thinking content omitted by default": thinking.display defaults to "omitted",
+# the block keeps its signature); the later adaptive-only families are taken to do the same.
+_OMITS_THINKING = _ADAPTIVE_ONLY
+
+
+def shape_anthropic_reply(request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+    """The reply as the service would send it for this request: thinking text omitted by default on the
+    models above, kept with display = "summarized"; ``reply`` itself when that changes nothing."""
+    thinking = request.get("thinking") or {}
+    omitted = any(isinstance(b, dict) and b.get("type") == "thinking" and b.get("thinking")
+                  for b in reply.get("content") or [])
+    if not omitted or not _OMITS_THINKING.search(str(request.get("model", ""))) or thinking.get("display") == "summarized":
+        return reply
+    content = [{**b, "thinking": ""} if isinstance(b, dict) and b.get("type") == "thinking" else b
+               for b in reply.get("content") or []]
+    return {**reply, "content": content}
 
 
 CHECKS = {"anthropic": check_anthropic, "openai": check_openai, "google": check_google, "openrouter": check_openrouter}

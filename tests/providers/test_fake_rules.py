@@ -319,3 +319,58 @@ def test_the_fakes_answer_the_online_preflight_model_lookup(wire):
                                 api_key_env="FAKE_KEY", base_url=fake.base_url)
         problems, notes = online_problems(config, "test", {"FAKE_KEY": KEY}, timeout_s=5.0)
     assert problems == [] and notes == []
+
+
+def test_the_fakes_refuse_a_request_over_the_models_input_cap_with_the_services_words():
+    """Anthropic: "prompt is too long: N tokens > M maximum"; OpenAI (the GPT-5 family takes at most 272,000
+    input tokens of its 400,000 window): context_length_exceeded on `input`. Tokens as the count endpoints count."""
+    import anthropic
+    import openai
+
+    with FakeProvider("anthropic", max_input_tokens=1000) as fake:
+        with pytest.raises(anthropic.BadRequestError, match=r"prompt is too long: \d+ tokens > 1000 maximum"):
+            anthropic_client(fake).messages.create(model="claude-sonnet-4-5", max_tokens=1024, messages=[user("x" * 5000)])
+        fake.queue(anthropic_reply(text="fine"))
+        anthropic_client(fake).messages.create(model="claude-sonnet-4-5", max_tokens=1024, messages=[user("x" * 3000)])
+    with FakeProvider("openai") as fake:
+        big = "x" * (4 * 280_000)  # about 280,000 tokens: inside the 400k window, over the 272k input cap
+        with pytest.raises(openai.BadRequestError, match="exceeds the context window") as err:
+            openai_client(fake).responses.create(model="gpt-5-2025-08-07", input=big)
+        assert err.value.code == "context_length_exceeded" and err.value.param == "input"
+        fake.queue(openai_reply(text="fine"))
+        openai_client(fake).responses.create(model="gpt-5.4", input=big)  # a 1M-window model takes it
+
+
+def test_anthropic_cache_hits_are_found_only_within_20_blocks_of_the_breakpoint():
+    """Automatic caching puts the breakpoint on the last block; a prefix written more than 20 block
+    boundaries before it is not found (a full write again), one within them is read."""
+    with FakeProvider("anthropic", metered=True) as fake:
+        client = anthropic_client(fake)
+        fake.queue(*[anthropic_reply(text="ok") for _ in range(3)])
+        first = [user("x" * 6000)]
+        wide = [*first, {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+                {"role": "user", "content": [{"type": "text", "text": f"b{i}"} for i in range(24)]}]  # 25 blocks on
+        near = [*wide, {"role": "assistant", "content": [{"type": "text", "text": "c"}]}, user("d")]  # 2 blocks on
+        usage = [client.messages.create(model="claude-sonnet-4-5", max_tokens=1024, messages=m,
+                                        cache_control={"type": "ephemeral"}).usage for m in (first, wide, near)]
+    assert usage[0].cache_read_input_tokens == 0 and usage[0].cache_creation_input_tokens > 1024
+    assert usage[1].cache_read_input_tokens == 0  # 25 blocks back: outside the lookback
+    assert usage[2].cache_read_input_tokens == usage[1].cache_creation_input_tokens  # within it: read
+
+
+@pytest.mark.parametrize(("display", "readable"), [(None, False), ("summarized", True)])
+def test_opus_4_7_and_later_omit_the_thinking_text_unless_display_asks_for_it(display, readable):
+    """Thinking text is omitted by default from Opus 4.7 on (whats-new-claude-4-7); the block keeps its
+    signature and goes back as it came."""
+    with FakeProvider("anthropic") as fake:
+        client = anthropic_client(fake)
+        thinking = {"type": "adaptive", **({"display": display} if display else {})}
+        fake.queue(anthropic_reply(tool=("list_files", {})), anthropic_reply(tool=("finish", {})))
+        msg = client.messages.create(model="claude-opus-4-8", max_tokens=2048, thinking=thinking, messages=[user()])
+        content = json.loads(msg.model_dump_json())["content"]
+        (block,) = [b for b in content if b["type"] == "thinking"]
+        assert bool(block["thinking"]) == readable and block["signature"]
+        cid = next(b["id"] for b in content if b["type"] == "tool_use")
+        client.messages.create(model="claude-opus-4-8", max_tokens=2048, thinking=thinking,
+                               messages=[user(), {"role": "assistant", "content": content}, tool_result(cid)])
+        assert fake.rejected == []

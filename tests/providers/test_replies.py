@@ -76,7 +76,9 @@ def test_shipped_anthropic_config_works_for_current_and_older_models():
 
 async def test_long_generations_are_streamed_and_assembled_from_the_recorded_events():
     with FakeProvider("anthropic") as fake:
-        p = create_participant(config(fake, model="claude-opus-4-7", reasoning={"effort": "high"}, max_output_tokens=64_000))
+        # display = "summarized": Opus 4.7 and later omit the thinking text otherwise (the fake does too)
+        p = create_participant(config(fake, model="claude-opus-4-7", reasoning={"effort": "high", "display": "summarized"},
+                                      max_output_tokens=64_000))
         fake.queue(anthropic_reply(tool=("exec", {"path": "lift.py"}), text="Running."), anthropic_reply(tool=("finish", {})))
         d = await p.decide(request())
         assert fake.seen[-1].json()["stream"] is True
