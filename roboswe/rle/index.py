@@ -76,7 +76,8 @@ def rle_index(reports: list[RewardReport], catalogue: dict[str, tuple[str, str]]
     """The index over ``reports``; ``catalogue`` maps task → (family, workflow), default the shipped tasks
     plus any reported task (so every family counts its known tasks as its n)."""
     _check_poolable(reports)
-    catalogue = dict(catalogue if catalogue is not None else _shipped())
+    placeholder = bool(reports) and reports[0].placeholder
+    catalogue = dict(catalogue if catalogue is not None else _shipped(placeholder))
     for r in reports:
         catalogue.setdefault(r.task, (r.family, r.workflow))
     by_task = {r.task: r for r in reports}
@@ -102,14 +103,16 @@ def rle_index(reports: list[RewardReport], catalogue: dict[str, tuple[str, str]]
     return RleIndex(tasks=tuple(entries), families=tuple(families), workflows=tuple(workflows), overall=overall,
                     overall_level=overall_level, protocols=tuple(sorted({r.protocol for r in reports})),
                     salt_sha256=reports[0].salt_sha256 if reports else None,
-                    placeholder=bool(reports) and reports[0].placeholder)
+                    placeholder=placeholder)
 
 
-def _shipped() -> dict[str, tuple[str, str]]:
+def _shipped(placeholder: bool) -> dict[str, tuple[str, str]]:
+    """The shipped tasks on the reports' side of the asset line: kit tasks never count in a real-asset index."""
     out = {}
     for name in task_names():
         t = load_task(name)
-        out[t.id] = (t.protocol.family, t.protocol.workflow)
+        if t.placeholder == placeholder:
+            out[t.id] = (t.protocol.family, t.protocol.workflow)
     return out
 
 

@@ -11,6 +11,7 @@ import msgspec
 
 from roboswe.configs import CONFIGS_DIR
 
+from .kitchen.rules import Kitchen
 from .tabletop.rules import Tabletop
 
 TASKS_DIR = CONFIGS_DIR / "tasks" / "rle"
@@ -123,6 +124,7 @@ class RleTask(Strict, kw_only=True):
     evaluation: Evaluation | None = None  # the verifier's hidden battery (a family whose artifact is verified)
     scoring: Scoring | None = None
     tabletop: Tabletop | None = None  # family 03: one attempt on the hidden instance, scored from recorded physics
+    kitchen: Kitchen | None = None  # family 01: the RoboCasa speed-run subtask, level and evaluation caps
 
 
 class TaskError(ValueError):
