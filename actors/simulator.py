@@ -176,8 +176,9 @@ class SimulatorService:
             kind = type(message).__name__
             log.warning("robot_request_refused", kind=kind, sender=decoded.envelope.sender)
             return Error(code="refused", detail=f"the robot endpoint does not accept {kind}")
-        if self.development is not None:  # every robot call renders or charges: the scene thread, in order
-            return RobotCall(self.development.answer, (message,), renders=True)
+        if self.development is not None:  # a development phase (LoadDevelopment): its scene and ledger answer
+            # Observe renders and Reset builds the next scene: the scene thread, which owns GL; the rest need no GL.
+            return RobotCall(self.development.answer, (message,), renders=isinstance(message, Observe | Reset))
         s = self.session
         match message:
             case Observe(cameras=cameras, depth=depth):
@@ -275,24 +276,26 @@ class SimulatorService:
                 assert_never(message)
 
     async def _development(self, message: SimRequest) -> Any:
-        """The control endpoint during an RLE-Bench development phase (protocol/sim.py LoadDevelopment)."""
+        """The control endpoint during an RLE-Bench development phase (protocol/sim.py LoadDevelopment).
+
+        Every call holds the scene lock as the robot stream's do (``_call``): the coordinator's GetState
+        never interleaves with a script's Step, and the ledger's charge/confirm pairs stay whole."""
         from roboswe.rle import scene
 
         dev = self.development
         match message:
             case LoadDevelopment(task=task, record=record):
                 await self._end_development()
-                async with self._lock:  # the scene's renderer is built on the scene thread, which owns GL
-                    self.development = dev = await self.scene.run(scene.development_from_wire, task, record)
+                # built on the scene thread, which owns GL (the scene's renderer)
+                self.development = dev = await self._call(scene.development_from_wire, task, record)
                 log.info("development_loaded", task=dev.task.id)
                 return dev.loaded()
             case GetSpec() | GetState() | Observe() | Step() | Reset():
-                async with self._lock:
-                    return await self.scene.run(dev.answer, message)
+                return await self._call(dev.answer, message)
             case SuccessQuery():
-                return dev.success()
+                return await self._call(dev.success)
             case TakeTaskRecord():
-                return dev.task_record()
+                return await self._call(dev.task_record)
             case TakeStates():
                 return dev.no_states()
             case GetGoal():
@@ -302,8 +305,7 @@ class SimulatorService:
     async def _end_development(self) -> None:
         if self.development is not None:
             dev, self.development = self.development, None
-            async with self._lock:
-                await self.scene.run(dev.close)
+            await self._call(dev.close)
 
     async def _stage(self, manifest: msgspec.Raw, seed: int, trial_steps: int | None, backend: str | None, done: trio.Event) -> None:
         """Build the next scene on a worker thread, neither on the scene thread nor under the scene lock: the
