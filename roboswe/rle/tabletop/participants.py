@@ -45,9 +45,13 @@ class Hand:
     def gap(self) -> float:
         return self.robot.state()["finger_gap"][0]
 
-    def feel(self, x: float, y: float, z: float) -> float:
-        """Close the fingers at (x, y, z) from above; the opening they stop at (about the width held; ~0 empty)."""
-        self.move(x, y, SAFE_Z)
+    def feel(self, x: float, y: float, z: float, travel: float = SAFE_Z) -> float:
+        """Close the fingers at (x, y, z), come from above at ``travel`` unless already over (x, y); the opening
+        they stop at (about the width held; ~0 when nothing is there)."""
+        hx, hy, hz, _ = self.pose()
+        if math.hypot(x - hx, y - hy) > 1e-3 or hz < z:
+            self.move(hx, hy, max(hz, travel))
+            self.move(x, y, max(hz, travel))
         self.move(x, y, z)
         self.hold(FIRM, 8)
         return self.gap()
@@ -63,20 +67,20 @@ class Hand:
 
 
 GRASP_Z = 0.02  # the tool-centre point's height above a block's bottom when it picks it up
+ROW_Z = 0.075  # clears a row of cubes standing on the table
 
 
 def tower(robot, k: int | None = None) -> dict:
     """Find the cubes (slots), then stack the first ``k`` (all by default) on the first one."""
     hand = Hand(robot, 5)
     edges = []
-    for i in range(8):
-        width = hand.feel(t.TOWER_SLOTS_X0 + t.TOWER_SLOT_PITCH * i, t.TOWER_SLOT_Y, GRASP_Z)
+    for i in range(8):  # along the row just above the cubes (the fingers reach 0.015 below the pads' centre)
+        width = hand.feel(t.TOWER_SLOTS_X0 + t.TOWER_SLOT_PITCH * i, t.TOWER_SLOT_Y, GRASP_Z, travel=ROW_Z)
+        hand.hold(OPEN, 6)
+        hand.move(*hand.pose()[:2], ROW_Z)
         if width < 0.02:
-            hand.hold(OPEN, 6)
             break
         edges.append(width)
-        hand.hold(OPEN, 6)
-        hand.move(*hand.pose()[:2], SAFE_Z)
     k = len(edges) if k is None else min(k, len(edges))
     x0, y0 = t.TOWER_SLOTS_X0, t.TOWER_SLOT_Y
     catch0 = catch_height(hand, x0, y0, edges[0] + 0.025)
@@ -96,9 +100,9 @@ def tower(robot, k: int | None = None) -> dict:
 def catch_height(hand: Hand, x: float, y: float, z: float) -> float:
     """The highest tool-centre-point height, in 1 mm steps down from ``z``, at which closing the fingers catches
     something (a fixed distance above the top of what is caught)."""
-    for _ in range(60):
+    for _ in range(60):  # open between probes, the hand stays over (x, y) and steps down
         caught = hand.feel(x, y, z) > 0.01
-        hand.hold(OPEN, 6)
+        hand.hold(OPEN, 4)
         if caught:
             return z
         z -= 0.001
