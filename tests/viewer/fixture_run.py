@@ -149,6 +149,21 @@ class _Builder:
             call_id=f"call-{self.msg_n}", text=str(feedback.get("text", "")), images=list(images))]))
 
 
+def _save_recovery(run_dir: Path, trial_id: str) -> None:
+    """`roboswe recovery`'s stored diagnostic for Lift trial 2, in its own shape (mishap_row, tally): the cube
+    slipped during the exec and was lifted again, then slipped during the wait and stayed down (censored)."""
+    from roboswe.records.recovery import LABEL, STORED_NAME, Mishap, mishap_row, save_recovery, tally
+
+    mishaps = [Mishap(rule="cube lifted", step=12, time=0.6, peak=0.04, level=0.0, recovered_step=18, recovered_time=0.9),
+               Mishap(rule="cube lifted", step=22, time=1.1, peak=0.05, level=0.01, censored_at=EXEC_STEPS + WAIT_STEPS)]
+    trial = {"trial_id": trial_id, "index": 2, "attempt": 0, "outcome": "success", "error": "",
+             "last_step": EXEC_STEPS + WAIT_STEPS, "events": [mishap_row(m) for m in mishaps], **tally(mishaps)}
+    save_recovery(run_dir, {"label": LABEL, "rules_file": STORED_NAME, "rules_sha256": "0" * 64, "run_id": RUN_ID,
+                            "series": [{"series_id": f"{RUN_ID}/{LIFT}", "task": LIFT, "model": "fixture",
+                                        "mode": "retain", "rules": ["cube lifted"], "trials": [trial], **tally(mishaps)}],
+                            "without_rules": [STACK]})
+
+
 def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = BIG_TRIAL_OPS) -> dict:
     """Write RUN_DIR/run.sqlite (+ blobs, videos); returns {'run_dir', 'run_id', 'lift': [trial ids], ...}."""
     os.environ.setdefault("MUJOCO_GL", "egl")
@@ -277,6 +292,7 @@ def build_run(run_dir: str | Path, *, videos: bool = True, big_trial_ops: int = 
         for future in pending:
             for record in future.result(timeout=600):
                 store.put(record)
+        _save_recovery(run_dir, info["lift"][1])
     finally:
         if worker is not None:
             worker.close()

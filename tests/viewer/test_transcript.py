@@ -94,6 +94,17 @@ def test_the_transcript_page_escapes_filters_and_links_both_ways(browser, site, 
     browser.execute_script("document.querySelector('#detail a.to-turn').click()")
     assert browser.execute_script("return document.activeElement.id") == "turn-3"
 
+    # `roboswe recovery`'s stored mishaps: on the plots, on the operations that hold them, and seekable
+    recovery = browser.find_element("id", "recovery").text
+    assert "mishap (cube lifted) at step 12, recovered at step 18 after 6 steps" in recovery
+    assert "mishap (cube lifted) at step 22, not recovered by the trial's end (step 26)" in recovery
+    assert browser.execute_script("return document.querySelector('#plot-action').dataset.mishaps") == "2"
+    badges = browser.execute_script("return [2, 3].map(s => [...document.querySelectorAll("
+                                    "`li.op[data-seq=\"${s}\"] .badge`)].map(b => b.textContent))")
+    assert badges == [["mishap", "recovered"], ["mishap"]]
+    browser.execute_script("[...document.querySelectorAll('#recovery a')].find(a => a.dataset.step === '18').click()")
+    wait_for(browser, "Math.abs(document.querySelector('video').currentTime - 0.9) < 1e-3")
+
     body = browser.find_element("tag name", "body")
     body.send_keys(" ")  # space plays, space again pauses; the arrow steps one control step (0.05 s)
     wait_for(browser, "!document.querySelector('video').paused")

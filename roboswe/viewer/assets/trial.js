@@ -9,6 +9,7 @@
   let page = -1;
   let selected = null;
   let trace = null; // {steps, action, qpos, stride}: the plot's data, once loaded
+  let mishaps = []; // this trial's mishaps from the stored recovery diagnostic (roboswe/records/recovery.py)
 
   // --- actions and joint positions against the video timeline ----------------------------------
   // One canvas per signal; every component is a line over control steps, the cursor is the
@@ -75,6 +76,7 @@
     drawPlot($("plot-action"), trace.action, "commanded action", true);
     drawPlot($("plot-qpos"), trace.qpos, "joint positions (qpos)", false);
     drawChunks($("plot-action"));
+    ["plot-action", "plot-qpos"].forEach((id) => drawMishaps($(id)));
     drawCursor($("plot-action"), step);
     drawCursor($("plot-qpos"), step);
   }
@@ -89,6 +91,51 @@
       const X = canvas._x(Math.min(Math.max(c.start, canvas._s[0]), canvas._s[1]));
       ctx.beginPath(); ctx.moveTo(X, PAD.t); ctx.lineTo(X, PAD.t + 10); ctx.stroke();
     });
+  }
+  // `roboswe recovery`'s mishaps (a diagnostic, never scored): a dashed red line where progress fell,
+  // a green one where it was regained.
+  function drawMishaps(canvas) {
+    canvas.dataset.mishaps = String(mishaps.length);
+    if (!canvas._x || !mishaps.length) return;
+    const ctx = canvas.getContext("2d");
+    ctx.save();
+    ctx.setLineDash([4, 3]);
+    mishaps.forEach((m) => [[m.step, "#c62828"], [m.recovered_step, "#2e7d32"]].forEach(([s, colour]) => {
+      if (s == null) return;
+      const X = canvas._x(Math.min(Math.max(s, canvas._s[0]), canvas._s[1]));
+      ctx.strokeStyle = colour;
+      ctx.beginPath(); ctx.moveTo(X, PAD.t); ctx.lineTo(X, canvas.height - PAD.b); ctx.stroke();
+    }));
+    ctx.restore();
+  }
+  function setupRecovery(run) {
+    const stored = run.recovery;
+    const row = stored && (stored.series || []).flatMap((s) => s.trials || []).find((t) => t.trial_id === trial.trial_id);
+    if (!row) {
+      $("recovery").innerHTML = `<span class="muted">within-trial recovery: ${stored ? "not measured for this trial" : "not computed (roboswe recovery RUN_DIR)"}</span>`;
+      return;
+    }
+    mishaps = row.events || [];
+    const mark = (step, label) => `<a href="#" class="seek-step" data-step="${step}">${esc(label)} at step ${step}</a>`;
+    $("recovery").innerHTML = `<b>within-trial recovery</b> <span class="muted">(${esc(stored.label)})</span>: ` +
+      (row.error ? `<span class="error">${esc(row.error)}</span>` : mishaps.length ? mishaps.map((m) =>
+        `<span class="mishap">${mark(m.step, `mishap (${m.rule})`)}, ` + (m.recovered_step != null
+          ? `${mark(m.recovered_step, "recovered")} after ${m.steps_to_recovery} steps</span>`
+          : `<span class="muted">not recovered by the trial's end (step ${m.censored_at})</span></span>`)).join("; ") : "no mishap");
+    $("recovery").addEventListener("click", (ev) => {
+      const a = ev.target.closest("a.seek-step");
+      if (!a) return;
+      ev.preventDefault();
+      const s = Number(a.dataset.step);
+      seekStep(s);
+      loadPage(pageOfStep(s));
+    });
+  }
+  // The operation whose control steps hold a mishap's or recovery's step carries its mark.
+  function mishapMarks(op) {
+    const inside = (s) => s != null && (op.step_end > op.step_start ? s > op.step_start && s <= op.step_end : s === op.step_start);
+    return mishaps.map((m) => (inside(m.step) ? '<span class="badge v-bad" title="within-trial recovery diagnostic">mishap</span>' : "") +
+      (inside(m.recovered_step) ? '<span class="badge v-ok" title="within-trial recovery diagnostic">recovered</span>' : "")).join("");
   }
   function stepAt(canvas, ev) {
     const r = canvas.getBoundingClientRect(), frac = ((ev.clientX - r.left) * canvas.width / r.width - PAD.l) / (canvas.width - PAD.l - PAD.r);
@@ -218,7 +265,7 @@
         const steps = op.step_end > op.step_start ? `steps ${op.step_start}–${op.step_end}` : `at step ${op.step_start}`;
         const err = op.feedback && (op.feedback.is_error || op.feedback.error) ? " op-error" : "";
         return `<li class="op op-${esc(op.operation)}${err}" data-i="${i}" data-seq="${op.seq}" data-step="${op.step_start}" data-end="${op.step_end}" tabindex="0">` +
-          `<span class="seq">#${op.seq}</span> <b>${esc(op.operation)}</b> <span class="sum">${esc(op.summary || "")}</span>` +
+          `<span class="seq">#${op.seq}</span> <b>${esc(op.operation)}</b> <span class="sum">${mishapMarks(op)}${esc(op.summary || "")}</span>` +
           `<span class="steps">${steps}</span></li>`;
       }).join("");
       ol.querySelectorAll("li.op").forEach((li) => {
@@ -482,6 +529,7 @@
   Promise.all([RS.load("data/run.js", "run"), RS.load(`data/t/${key}/trial.js`, `t/${key}`)]).then(([run, t]) => {
     trial = t;
     header(run);
+    setupRecovery(run);
     setupVideos();
     setupWorkspace();
     $("op-count").textContent = `(${trial.operations}, ${trial.chunk} per page)`;
