@@ -589,7 +589,9 @@ def outcome_reply(wire: str, stop: str) -> Reply:
     Anthropic `stop_reason` refusal (empty content) or max_tokens (cut-off text); OpenAI `status`
     incomplete with `incomplete_details.reason` (only a reasoning item); Gemini `finishReason` SAFETY
     (a candidate without parts) or a blocked prompt (no candidate, `promptFeedback.blockReason`);
-    OpenRouter `finish_reason` content_filter or length (no content)."""
+    OpenRouter `finish_reason` content_filter or length (no content). Sources: Anthropic build-with-claude/
+    handling-stop-reasons; OpenAI api-reference/responses (status, incomplete_details); Gemini
+    api/generate-content (FinishReason, PromptFeedback.blockReason); OpenRouter api-reference (finish_reason)."""
     body = json.loads(REPLY[wire](tool=None, text="I will lift the" if stop in ("max_tokens", "length") else "").body)
     if wire == "anthropic":
         body["content"] = [] if stop == "refusal" else body["content"]
