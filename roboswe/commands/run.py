@@ -28,6 +28,9 @@ def add_arguments_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("admitted", metavar="ADMITTED.json", nargs="?", type=Path,
                         help="admission file from `roboswe admit` (optional with --resume)")
     parser.add_argument("--config", type=Path, default=None, help="run config TOML with a [provider] section (configs/runs/)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any key of the config, e.g. --set provider.model=claude-sonnet-5 --set "
+                             "series.trials=3 (a TOML value, else a string); recorded in the run's config. Repeatable")
     parser.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None,
                         help="sandbox backend (default: [series] backend, else docker when a daemon answers, else bwrap)")
     parser.add_argument("--sim", default=None, metavar="tcp://HOST:PORT", help="use a remote simulator (`roboswe sim serve`)")
@@ -79,10 +82,15 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
 
     Raises UsageError (bad arguments) or PreflightRefused (the run could not work); both before anything is written.
     """
+    overrides = getattr(args, "set", None) or []  # a Namespace built in code (the demo) may lack it
     if args.resume is not None:
+        if overrides:
+            raise UsageError("--set: a resumed run keeps the config it started with; drop --set")
         return _prepare_resume(args)
     if args.admitted is None:
         if args.config is not None and (config := _load(args.config)).rle is not None:  # an RLE-Bench run
+            if overrides:
+                raise UsageError("--set applies to a series run's config; edit the RLE run config instead")
             from roboswe.evaluation.job import CONFIG_COPY
             from roboswe.rle.run import prepare_rle_run
 
@@ -95,12 +103,12 @@ def prepare_run(args: argparse.Namespace) -> tuple[Path, Any, Path]:
     return _prepare_new(args)
 
 
-def _load(path: Path | None) -> Any:
-    """The run config at ``path`` (None: the default config); a bad one is a UsageError."""
+def _load(path: Path | None, overrides: list[str] | None = None) -> Any:
+    """The run config at ``path`` (None: the default config) with --set overrides; a bad one is a UsageError."""
     from roboswe.config import ConfigError, load_config
 
     try:
-        return load_config(path)
+        return load_config(path, overrides or ())
     except ConfigError as e:
         raise UsageError(str(e)) from None
 
@@ -126,6 +134,8 @@ def _prepare_resume(args: argparse.Namespace) -> tuple[Path, Any, Path]:
         job = read_job(run_dir)
     except (FileNotFoundError, ValueError) as e:
         raise UsageError(f"--resume {run_dir}: {e}") from None
+    if job.rle:
+        raise UsageError(f"--resume {run_dir}: an RLE-Bench run is not resumed; start a new one")
     config_path = run_dir / CONFIG_COPY
     if args.config is not None and args.config.read_bytes() != config_path.read_bytes():
         raise UsageError(f"--config {args.config} differs from the config this run started with ({config_path}); "
@@ -186,7 +196,10 @@ def _prepare_new(args: argparse.Namespace) -> tuple[Path, Any, Path]:
     from roboswe.commands.run_dirs import new_run_dir
     from roboswe.evaluation.job import CONFIG_COPY, Job, write_job
 
-    config = _load(args.config)
+    from roboswe.config import config_text
+
+    overrides = getattr(args, "set", None) or []
+    config = _load(args.config, overrides)
     if config.provider is None:
         raise UsageError(f"{args.config or 'the default config'} has no [provider] section: say who decides, "
                          "e.g. configs/runs/demo.toml (kind = \"python\")")
@@ -208,7 +221,7 @@ def _prepare_new(args: argparse.Namespace) -> tuple[Path, Any, Path]:
     run_dir.mkdir(parents=True, exist_ok=True)
     run_dir.chmod(0o755)  # the bwrap sandbox user traverses it to reach the workspaces
     config_path = run_dir / CONFIG_COPY
-    config_bytes = args.config.read_bytes() if args.config else b""
+    config_bytes = config_text(args.config, overrides)  # with --set: the merged config, as the run records it
     config_path.write_bytes(config_bytes)
     job = Job(kind="run", run_id=run_dir.name, admitted_path=str(args.admitted.resolve()), admitted_sha256=admitted.digest,
               tasks=tasks, backend=args.engine or config.series.backend, verify=config.series.verify and not args.no_verify,
