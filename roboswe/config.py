@@ -7,8 +7,16 @@ your package and import it) and add one field to ``RunConfig`` with a default fa
 
 from __future__ import annotations
 
+import difflib
+import json
+import math
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -150,15 +158,13 @@ class RunConfig(Section, frozen=True, kw_only=True):
     rle: RleRunConfig | None = None
 
 
-def load_config(path: str | Path | None) -> RunConfig:
-    """Read a run config TOML file (None gives the defaults); raises ConfigError naming file and key."""
-    if path is None:
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
+    """Read a run config TOML file (None gives the defaults) with ``--set KEY=VALUE`` overrides applied;
+    raises ConfigError naming file and key."""
+    if path is None and not overrides:
         return RunConfig()
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read run config: {e.strerror}") from None
+    data = config_text(path, overrides)
+    path = Path(path) if path is not None else Path("the default config")
     try:
         config = msgspec.toml.decode(data, type=RunConfig)
     except msgspec.ValidationError as e:
@@ -175,8 +181,7 @@ def _explain(message: str) -> str:
     where = where.rstrip("`").lstrip(".")
     if "unknown field" in what:
         key = what.split("`")[1]
-        full = f"{where}.{key}" if where else key
-        return f"unknown key `{full}`; check the spelling against roboswe/config.py"
+        return unknown_key([*where.split("."), key] if where else [key])
     if where:
         return f"bad value for `{where}`: {what}"
     return message
@@ -190,3 +195,125 @@ def _check_actor_names(path: Path, config: RunConfig) -> None:
             except ValueError:
                 raise ConfigError(f"{path}: unknown actor `{section}.{name}`; expected one of {', '.join(ACTOR_NAMES)} "
                                   f"or a worker instance such as simulator.2") from None
+
+
+# ---- --set KEY=VALUE: any key of the config, checked against the sections above ---------------
+
+SECTION_DOCS = {"provider": "docs/providers.md", "series": "docs/series.md", "fleet": "docs/fleet.md",
+                "rle": "docs/rle-bench.md", "supervisor": "docs/actors.md", "transport": "docs/actors.md",
+                "logging": "docs/actors.md"}
+
+
+def _section_type(tp: Any) -> Any:
+    """The Struct a field holds (an optional section's too), dict for a free-form table, else None."""
+    union = typing.get_origin(tp) in (typing.Union, types.UnionType)
+    for t in typing.get_args(tp) if union else (tp,):
+        if isinstance(t, type) and issubclass(t, msgspec.Struct):
+            return t
+        if t is dict or typing.get_origin(t) is dict:
+            return dict
+    return None
+
+
+def unknown_key(path: list[str]) -> str:
+    """The message for a key no section has: the closest names where it went wrong, and the section's docs."""
+    cls: Any = RunConfig
+    for depth, name in enumerate(path):
+        fields = {f.name: f.type for f in msgspec.structs.fields(cls)}
+        if name not in fields:
+            where = ".".join(path[:depth + 1])
+            close = difflib.get_close_matches(name, list(fields), n=3, cutoff=0.6)
+            named = " or ".join("`" + ".".join([*path[:depth], c]) + "`" for c in close)
+            hint = f"; did you mean {named}?" if close else ""
+            doc = SECTION_DOCS.get(path[0], "README.md")
+            return f"unknown key `{where}`{hint} (the keys are in {doc})"
+        cls = _section_type(fields[name])
+        if cls in (None, dict):
+            break
+    return f"unknown key `{'.'.join(path)}`"
+
+
+def _check_key(path: list[str]) -> None:
+    """Raises ConfigError unless ``path`` names a key of the config (anything under a free-form table is one)."""
+    cls: Any = RunConfig
+    for depth, name in enumerate(path):
+        if cls is dict:
+            return
+        fields = {f.name: f.type for f in msgspec.structs.fields(cls)} if cls is not None else {}
+        if name not in fields:
+            raise ConfigError(f"--set {'.'.join(path)}: {unknown_key(path)}")
+        cls = _section_type(fields[name])
+        if cls not in (None, dict) and depth == len(path) - 1:
+            raise ConfigError(f"--set {'.'.join(path)}: a section, not a key; set its keys, e.g. "
+                              f"{'.'.join(path)}.{msgspec.structs.fields(cls)[0].name}=...")
+
+
+def _value(text: str) -> Any:
+    """A --set VALUE as TOML (42, true, [1, 2], "quoted"); anything else is the string as written."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """``data`` (a parsed config) with each KEY=VALUE set; raises ConfigError for a bad one."""
+    for item in overrides:
+        key, eq, text = item.partition("=")
+        path = [p.strip() for p in key.split(".")]
+        if not eq or not all(path):
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. provider.model=claude-sonnet-5")
+        _check_key(path)
+        table = data
+        for name in path[:-1]:
+            table = table.setdefault(name, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"--set {item!r}: `{name}` is a value in the config, not a table")
+        table[path[-1]] = _value(text.strip())
+    return data
+
+
+def config_text(path: str | Path | None, overrides: Sequence[str] = ()) -> bytes:
+    """The run config's TOML as a run records it: the file's bytes, or with overrides, the merged config
+    written out (its first line names the file and the overrides)."""
+    try:
+        data = Path(path).read_bytes() if path is not None else b""
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read run config: {e.strerror}") from None
+    if not overrides:
+        return data
+    try:
+        parsed = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    merged = apply_overrides(parsed, overrides)
+    head = f"# {path or 'the default config'} with --set {' --set '.join(overrides)}".replace("\n", " ")
+    text = "\n".join([head, *_toml_lines(merged, ())]) + "\n"
+    assert tomllib.loads(text) == merged, "the written config must read back as the merged one"
+    return text.encode()
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a TOML basic string
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    raise ConfigError(f"a config value of type {type(v).__name__} cannot be written back as TOML")
+
+
+def _toml_lines(data: dict[str, Any], prefix: tuple[str, ...]) -> list[str]:
+    tables = {k: v for k, v in data.items() if isinstance(v, dict) and v}
+    lines = [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in data.items() if k not in tables]
+    for k, v in tables.items():
+        lines += ["", "[" + ".".join(_toml_key(p) for p in (*prefix, k)) + "]", *_toml_lines(v, (*prefix, k))]
+    return lines
