@@ -1,7 +1,7 @@
 """The context policy (DESIGN.md section 5): what fits in the next request, and the archive.
 
-Input budget B = C - O - S with S = 4096. The accounting covers the instructions, tool
-schemas, images and conversation of the actual request. When the next request would
+Input budget B = min(C - O, the model's input cap) - S with S = 4096. The accounting covers the
+instructions, tool schemas, images and conversation of the actual request. When the next request would
 exceed B, the oldest complete exchanges leave the active request (an assistant turn and
 the user turn answering its tool calls leave together; pinned turns stay) until at least
 200,000 units are removed, or more if needed to fit. If the exchanges that may not be

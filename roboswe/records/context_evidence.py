@@ -1,7 +1,8 @@
 """The context policy a run used and every slide it made, read from the records.
 
 The policy (DESIGN.md section 5): context capacity C and output reserve O from the pinned
-``[provider]`` config, the safety allowance S, the input budget B = C - O - S, the minimum a
+``[provider]`` config, the safety allowance S, the input budget B = min(C - O, the model's input cap) - S
+(as the run computed it from the model profile), the minimum a
 slide removes, and the counting methods the requests were actually measured with (the
 ``request_count`` events: a provider count endpoint, or an estimate or proxy, kept apart).
 Each slide (the ``slides`` table): its trial, time, the archived messages that left the
@@ -29,7 +30,7 @@ class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
     C: int | None  # context capacity
     O: int | None  # output reserve
     S: int  # safety allowance
-    B: int | None  # input budget C - O - S
+    B: int | None  # input budget min(C - O, the model's input cap) - S
     slide_min_units: int
     counting: dict[str, int]  # method -> requests counted with it
     exact_requests: int  # counted by a provider endpoint
@@ -56,6 +57,17 @@ class ContextEvidence(msgspec.Struct, frozen=True, kw_only=True):
     slides_by_trial: dict[str, int]
 
 
+def _budget(provider: dict[str, Any], C: Any, O: Any) -> int | None:
+    """B as the run's context policy computed it (the model profile's window and input cap included); C - O - S
+    when the pinned section no longer decodes (a kind or key this version does not know)."""
+    try:
+        from roboswe.providers import decode_provider_config
+
+        return decode_provider_config(provider).input_budget
+    except Exception:  # noqa: BLE001 - an older or foreign run record: the plain formula
+        return (C - O - SAFETY_ALLOWANCE) if isinstance(C, int) and isinstance(O, int) else None
+
+
 def context_evidence(reader: RunReader, run_id: str) -> ContextEvidence:
     """The run's context policy and its slides, from the run record, count events and slides table."""
     run = reader.run(run_id)
@@ -74,7 +86,7 @@ def context_evidence(reader: RunReader, run_id: str) -> ContextEvidence:
             estimated += 1
     policy = ContextPolicy(provider=str(provider.get("kind") or "none"), model=str(provider.get("model") or ""),
                            C=C, O=O, S=SAFETY_ALLOWANCE,
-                           B=(C - O - SAFETY_ALLOWANCE) if isinstance(C, int) and isinstance(O, int) else None,
+                           B=_budget(provider, C, O),
                            slide_min_units=SLIDE_MIN_UNITS, counting=dict(sorted(counting.items())),
                            exact_requests=exact, estimated_requests=estimated)
     slides: list[Slide] = []

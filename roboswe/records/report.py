@@ -390,8 +390,8 @@ def print_context(summary: dict[str, Any], console: Any) -> None:
     p = ctx["policy"]
     counting = ", ".join(f"{k} x{v}" for k, v in p["counting"].items()) or "no requests counted"
     console.print(f"[bold]context policy[/bold] {escape(p['provider'])} {escape(p['model'])}: C = {_fmt(p['C'], ',')}, "
-                  f"O = {_fmt(p['O'], ',')}, S = {p['S']:,}, B = C - O - S = {_fmt(p['B'], ',')}; a slide removes "
-                  f">= {p['slide_min_units']:,} units; counting: {counting} "
+                  f"O = {_fmt(p['O'], ',')}, S = {p['S']:,}, B = min(C - O, the model's input cap) - S = {_fmt(p['B'], ',')}; "
+                  f"a slide removes >= {p['slide_min_units']:,} units; counting: {counting} "
                   f"({p['exact_requests']} exact, {p['estimated_requests']} estimated)", soft_wrap=True)
     if not ctx["slides"]:
         console.print("  slides: none")
