@@ -64,7 +64,7 @@ def _budget(provider: dict[str, Any], C: Any, O: Any) -> int | None:
         from roboswe.providers import decode_provider_config
 
         return decode_provider_config(provider).input_budget
-    except Exception:  # noqa: BLE001 - an older or foreign run record: the plain formula
+    except (msgspec.MsgspecError, ValueError, TypeError):  # an older or foreign run record: the plain formula
         return (C - O - SAFETY_ALLOWANCE) if isinstance(C, int) and isinstance(O, int) else None
 
 
