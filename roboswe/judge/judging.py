@@ -22,7 +22,7 @@ import structlog
 from roboswe.protocol.participant import Decision, DecisionRequest, ProviderFailure
 from roboswe.records.judgements import JudgementRecord
 from roboswe.records.schema import sha256_hex
-from roboswe.records.usage import TokenUsage, call_usage, cost
+from roboswe.records.usage import Cost, TokenUsage, call_usage, cost
 
 from .compare import compare
 from .conditions import (
@@ -95,8 +95,14 @@ async def judge_one(participant: Any, config: JudgeConfig, config_sha256: str, a
         views=[v.describe() for v in asked.views], request=request, request_sha256=sha256_hex(request),
         attempts=attempts, response=answered.response if answered is not None else None,
         status="error" if error else "answered", error=error, verdicts=verdicts,
-        usage=msgspec.to_builtins(usage), cost=msgspec.to_builtins(cost(usage, cfg.price)),
+        usage=msgspec.to_builtins(usage), cost=msgspec.to_builtins(_cost(usage, cfg.price)),
         started_at=started, ended_at=time.time())
+
+
+def _cost(usage: TokenUsage, price: Any) -> Any:
+    if price is None:  # records/usage.py's reason names the run config; a judge's price is in its own
+        return Cost(amount=None, reason="no [provider.price] in the judge config")
+    return cost(usage, price)
 
 
 def _usage(kind: str, attempts: Sequence[Any], decision: Decision | None) -> TokenUsage:
@@ -125,6 +131,8 @@ def series_work(reader: Any, run: Any, series: Any, wanted: set[str] | None, ren
     trials = [v for v in reader.trials(series.series_id) if wanted is None or v.trial_id in wanted]
     skipped: list[dict[str, str]] = []
     out: list[Asked] = []
+    if not trials:  # nothing asked of this series: no scene to build
+        return out, skipped
     try:
         manifest = series_manifest(run, series)
         video = renderer(manifest)

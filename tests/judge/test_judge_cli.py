@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 from roboswe.judge.summary import LABEL
-
 from roboswe.records.artifacts import build_results, write_results
 from roboswe.records.reader import RunReader
 from roboswe.records.report import run_summary
