@@ -302,7 +302,7 @@ def check_model_profile(config_path: Path) -> Check:
         return Check(check="model profile", status="absent", detail=f"{config_path}: no hosted [provider] section")
     lines = _providers.profile_lines(provider)
     unknown = not _providers.model_profile(provider).known
-    return Check(check="model profile", status="warn" if unknown else "ok", detail="; ".join(s.strip() for s in lines),
+    return Check(check="model profile", status="warn" if unknown else "ok", detail="; ".join(s.strip() for s in lines).removeprefix("model profile: "),
                  fix=f"add a line for {provider.model!r} to configs/models.toml with its documented limits" if unknown else "")
 
 
