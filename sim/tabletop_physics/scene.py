@@ -32,7 +32,7 @@ HOME = (0.0, 0.0, 0.35)
 PAD_DEPTH = 0.0934  # the finger pads' centre below the gripper base, along its axis (robosuite's model)
 FIRM, OPEN = 0.5, 0.0
 _PAD_BIT, _BODY_BITS = 2, 3  # pads collide with bit 2; free bodies carry bits 1|2
-_STIFF = 'friction="0.8 0.005 0.0001" solref="0.004 1" solimp="0.99 0.999 0.0005"'
+_STIFF = 'friction="0.8 0.005 0.0001" solref="0.01 1" solimp="0.99 0.999 0.001"'
 """Blocks and table: stiff contacts, so a resting stack sinks well under a millimetre (heights are scored)."""
 _HELD_BITS = (8, 9)  # a held body touches the table and the other bodies, not the hand (its constraint carries it)
 
@@ -332,6 +332,10 @@ class Scene:
             d.eq_active[m.equality(f"{name}.{suffix}").id] = 0
         self._set_bits(self._bodies[name], _BODY_BITS, _BODY_BITS)
         self.held = None
+
+    def unstable_steps(self) -> int:
+        """How often MuJoCo found a bad acceleration and reset the state (0 in a sound simulation)."""
+        return int(self.data.warning[self._mj.mjtWarning.mjWARN_BADQACC].number)
 
     # --- state on record ------------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ class AttemptRecord(msgspec.Struct, kw_only=True):
     estimates: list[list[float]] = msgspec.field(default_factory=list)  # com: one [x, y] per box, in order
     box_com: list[list[float]] = msgspec.field(default_factory=list)  # com: each box's compiled centre of mass
     submitted: bool = False
+    unstable_steps: int = 0  # MuJoCo's bad-acceleration warnings (it resets the state): 0 in a sound attempt
 
 
 def layouts(plan: Plan) -> list[Layout]:
@@ -113,6 +114,7 @@ class TabletopScene:
 
     def _open(self, index: int) -> None:
         self.close()
+        self._count_instability()
         self.scene = Scene(self._layouts[index])
         if self.rules.kind == "com":
             self.record.box_com.append([float(v) for v in self.scene.model.body_ipos[self.scene.model.body("box").id][:2]])
@@ -186,8 +188,14 @@ class TabletopScene:
             release(self.scene, self.rules)
             self.record.released, self.record.settled = self._settle()
         self.record.submitted = True
+        self._count_instability()
         self.close()
         return self.record
+
+    def _count_instability(self) -> None:
+        if self.scene is not None:
+            self.record.unstable_steps += self.scene.unstable_steps()
+            self.scene = None
 
     def _settle(self) -> tuple[Snapshot, Snapshot]:
         before = _snapshot(self.scene)

@@ -110,6 +110,15 @@ def score_record(task: RleTask, record: AttemptRecord) -> tuple[float, tuple[Com
                                   abs(record.settled.qvel[j.dofadr[0]]), rules)
 
 
+def judge(task: RleTask, record: AttemptRecord) -> tuple[float, tuple[Component, ...], list[Gate]]:
+    """The reward, or the gate that withholds it: an attempt in which MuJoCo reset an unstable state is not
+    scored (the recorded states are not a physical outcome)."""
+    if record.unstable_steps:
+        return 0.0, (), [Gate(name="physics", reason=f"the simulation went unstable {record.unstable_steps} times "
+                                                      "(MuJoCo reset its state)")]
+    return (*score_record(task, record), [])
+
+
 Participant = Callable[[LocalRobot], dict]
 
 
@@ -137,7 +146,8 @@ def run_attempt(task: RleTask, participant: Participant, salt: Salt, run_dir: Pa
     verdict = verify_chain(ledger.rows, budget=task.budget.charged_steps, artifact_digest=record_digest(record))
     if not verdict.ok:
         gates.append(Gate(name="ledger", reason=f"ledger unverifiable: {verdict.reason}"))
-    reward, components = score_record(task, record) if not gates else (0.0, ())
+    reward, components, withheld = judge(task, record) if not gates else (0.0, (), [])
+    gates += withheld
     report = make_report(task, salt.sha256, salt.label, plan, record, reward, components, gates, verdict,
                          time.monotonic() - started)
     write_run(run_dir, task, record, report)
@@ -187,11 +197,11 @@ def replay_run(run_dir: Path) -> list[str]:
     if not verdict.ok:
         diffs.append(f"ledger: {verdict.reason}")
     again = replay_record(task, record)
-    for field in ("released", "settled", "estimates", "box_com"):
+    for field in ("released", "settled", "estimates", "box_com", "unstable_steps"):
         if getattr(again, field) != getattr(record, field):
             diffs.append(f"{field}: the replayed physics differs from the record")
-    reward, components = score_record(task, again)
-    if (reward, components) != (recorded.reward, recorded.components):
+    reward, components, gates = judge(task, again)
+    if (reward, components, tuple(gates)) != (recorded.reward, recorded.components, recorded.gates):
         diffs.append(f"reward: recorded {recorded.reward}, replay {reward}")
     return diffs
 
