@@ -86,8 +86,8 @@ def judge_picture(rule: PixelRule, rgb: np.ndarray) -> tuple[Verdict, str]:
     share = float(near.mean())
     found = share >= rule.share
     verdict = rule.present if found else rule.absent
-    return verdict, (f"{share:.0%} of the region's pixels are near RGB {tuple(rule.colour)} "
-                     f"({'at least' if found else 'under'} {rule.share:.0%})")
+    return verdict, (f"{share:.1%} of the region's pixels are near RGB {tuple(rule.colour)} "
+                     f"({'at least' if found else 'under'} {rule.share:.1%})")
 
 
 class ScriptedJudge:

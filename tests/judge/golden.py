@@ -36,3 +36,13 @@ def views(final: dict[str, np.ndarray] | None = None) -> list[View]:
 
 def asked(outcome: str, shown: list[View] | None = None) -> Asked:
     return ask("r1", f"r1/{TASK}/t1a0", outcome, INSTRUCTION, CONDITIONS, CONDITIONS_SHA, shown or views())
+
+
+LIFT_CONDITIONS, LIFT_SHA = load_conditions("lift-panda")
+
+
+def lift_asked(outcome: str, final: str) -> Asked:
+    """Lift in agentview: the cube at rest at t1 and t2, ``final`` ("lift-rest" or "lift-raised") at t3."""
+    shown = [make_view("agentview", m, m - 1, m - 1, picture("agentview", "lift-rest" if m < 3 else final))
+             for m in (1, 2, 3)]
+    return ask("r1", "r1/lift-panda/t1a0", outcome, "Pick the cube up.", LIFT_CONDITIONS, LIFT_SHA, shown)

@@ -108,5 +108,32 @@ def make_fixtures() -> None:
             (FIXTURES / f"{cam}-{state}.png").write_bytes(make_view(cam, 1, 0, 0, frames[cam][i]).png)
 
 
+def lift_fixtures() -> None:
+    """Lift (Panda) in agentview: the cube resting on the table, and raised 8 cm by its free joint."""
+    import mujoco
+    from roboswe.judge.views import make_view
+    from roboswe.sim.manifest import load_manifest
+    from roboswe.sim.video import VideoRenderer
+
+    manifest = load_manifest(ROOT / "configs" / "tasks" / "lift-panda.toml")
+    renderer = VideoRenderer(manifest)
+    try:
+        sim = renderer._sim
+        sim.reset(manifest.seed)
+        states = sim.take_states()
+        joint = mujoco.mj_name2id(sim.model, mujoco.mjtObj.mjOBJ_JOINT, sim.env.cube.joints[0])
+        qpos = np.repeat(states.qpos, 2, axis=0)
+        qpos[1, sim.model.jnt_qposadr[joint] + 2] += 0.08
+        two = msgspec.structs.replace(states, step=np.arange(2), time=np.arange(2) * 0.05, qpos=qpos,
+                                      **{f: np.repeat(getattr(states, f), 2, axis=0)
+                                         for f in ("qvel", "act", "mocap_pos", "mocap_quat", "action")})
+        frames = renderer.render(two, seed=manifest.seed, cameras=["agentview"], rows=[0, 1])["agentview"]
+    finally:
+        renderer.close()
+    for state, rgb in zip(("lift-rest", "lift-raised"), frames):
+        (FIXTURES / f"agentview-{state}.png").write_bytes(make_view("agentview", 1, 0, 0, rgb).png)
+
+
 if __name__ == "__main__":
     make_fixtures()
+    lift_fixtures()

@@ -12,7 +12,7 @@ from roboswe.judge.conditions import load_judge_config
 from roboswe.judge.judging import judge_one
 from roboswe.providers import ProviderConfig, create_participant
 
-from .golden import FORBIDDEN, asked, picture, views
+from .golden import FORBIDDEN, asked, lift_asked, picture, views
 
 CONFIG, CONFIG_SHA = load_judge_config()
 
@@ -73,3 +73,13 @@ def test_the_mechanical_outcome_is_never_in_the_recorded_request(outcome):
             assert word not in data.lower(), word
     # nor the control steps the pictures show (the record keeps them; the judge sees moments)
     assert b"200" not in record.request and b"step" not in record.request.lower()
+
+
+@pytest.mark.parametrize(("outcome", "final", "expected"), [
+    ("success", "lift-raised", ("supported", "agree")),
+    ("success", "lift-rest", ("contradicted", "contradiction")),
+    ("failure", "lift-rest", ("contradicted", "agree")),
+])
+def test_the_lift_rule_sees_a_raised_cube(outcome, final, expected):
+    (row,) = comparisons(judged(lift_asked(outcome, final)))
+    assert row == ("cube_raised", *expected)
