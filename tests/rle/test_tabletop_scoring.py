@@ -7,12 +7,12 @@ import math
 
 import numpy as np
 import pytest
+from roboswe.sim.tabletop_physics import tasks as t
 
 from roboswe.rle.manifest import load_task
 from roboswe.rle.seeds import Salt, hidden_seeds, public_salt
 from roboswe.rle.tabletop import scoring
 from roboswe.rle.tabletop.plan import draw_instance, make_plan, plan_commitment
-from roboswe.sim.tabletop_physics import tasks as t
 
 TOWER, CANTILEVER, COM = (load_task(f"tabletop-{k}") for k in ("tower", "cantilever", "com"))
 LEVEL = (1.0, 0.0, 0.0, 0.0)
@@ -60,7 +60,7 @@ def test_cantilever_against_the_harmonic_stack():
             k = n - level
             end = t.CANTILEVER_EDGE_X + length / 2 * sum(1 / i for i in range(k, n + 1))
             states.append(resting(f"block{level}", (length / 2, width / 2, height / 2), (end - length / 2, 0.3, height * (level + 0.5))))
-        reward, comps = scoring.cantilever_reward(states, inst, CANTILEVER.tabletop)
+        reward, _ = scoring.cantilever_reward(states, inst, CANTILEVER.tabletop)
         assert reward == pytest.approx(1.0)
         half = [resting("b", (length / 2, width / 2, height / 2), (t.CANTILEVER_EDGE_X, 0.3, height / 2))]
         assert scoring.cantilever_reward(half, inst, CANTILEVER.tabletop)[0] == pytest.approx(length / 2 / t.cantilever_optimum(n))
@@ -116,3 +116,15 @@ def test_balance_instances_always_admit_a_balance():
         inst = draw_instance("balance", seed)
         best = sum(m * a for m, a in zip(sorted(inst.masses, reverse=True), t.BALANCE_ARMS))
         assert best >= 1.15 * inst.load_mass * -t.BALANCE_LOAD_X
+
+
+def test_an_attempt_whose_physics_went_unstable_is_gated():
+    from roboswe.rle.tabletop.attempt import AttemptRecord
+    from roboswe.rle.tabletop.runner import judge
+
+    plan = make_plan(COM, public_salt())
+    record = AttemptRecord(task=COM.id, plan=plan, estimates=[[0.0, 0.0]] * 3, box_com=[[0.0, 0.0]] * 3)
+    assert judge(COM, record)[0] == 1.0 and judge(COM, record)[2] == []
+    record.unstable_steps = 2
+    reward, _, gates = judge(COM, record)
+    assert reward == 0.0 and [g.name for g in gates] == ["physics"]

@@ -21,7 +21,14 @@ import numpy as np
 
 from roboswe.protocol import sim as simp
 from roboswe.sim.tabletop_physics import tasks as t
-from roboswe.sim.tabletop_physics.scene import CONTROL_HZ, FIRM, MAX_MOVE_M, MAX_TURN_RAD, Layout, Scene
+from roboswe.sim.tabletop_physics.scene import (
+    CONTROL_HZ,
+    FIRM,
+    MAX_MOVE_M,
+    MAX_TURN_RAD,
+    Layout,
+    Scene,
+)
 
 from ..manifest import RleTask
 from .plan import Plan

@@ -139,7 +139,10 @@ def balance(robot, rounds: int = 5, level_deg: float = 0.08) -> dict:
     effect per metre of arm as it goes on; then move the cube whose shift alone can level the beam (else the
     last one as far as it can go) along the arm, until the pointer reads level."""
     hand = Hand(robot, 5)
-    pointer = lambda: robot.state()["pointer_deg"][0]  # noqa: E731
+
+    def pointer() -> float:
+        return robot.state()["pointer_deg"][0]
+
     y, half, gap = t.BALANCE_PIVOT[1], t.BALANCE_CUBE_HALF, 2 * t.BALANCE_CUBE_HALF + 0.008
     arms: list[float] = []  # x of the cubes on the beam, outermost first (slot i's cube is arms[i])
     per_m: list[float] = []  # degrees per metre of arm, each cube's

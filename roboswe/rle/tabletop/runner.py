@@ -43,6 +43,10 @@ from .plan import Plan, make_plan, plan_commitment
 ATTEMPT = "attempt.json"
 
 
+class AttemptStopped(RuntimeError):
+    """The simulator refused a request or the budget cut a chunk short: the participant's attempt ends there."""
+
+
 class LocalRobot:
     """The participant's side of the robot subset, answered in this process by the development simulator."""
 
@@ -53,7 +57,7 @@ class LocalRobot:
     def _ask(self, message):
         reply, blobs = self.sim.answer(message)
         if isinstance(reply, Error):
-            raise RuntimeError(f"{reply.code}: {reply.detail}")
+            raise AttemptStopped(f"{reply.code}: {reply.detail}")
         return reply, blobs
 
     def state(self) -> dict[str, list[float]]:
@@ -65,7 +69,7 @@ class LocalRobot:
             reply, _ = self._ask(simp.Step(actions=rows[i:i + 200]))
             self.steps += reply.applied
             if reply.stopped != "done":
-                raise RuntimeError(f"the attempt's budget ended the chunk ({reply.stopped})")
+                raise AttemptStopped(f"the attempt's budget ended the chunk ({reply.stopped})")
         return self.steps
 
     def observe(self) -> dict[str, np.ndarray]:
@@ -136,7 +140,7 @@ def run_attempt(task: RleTask, participant: Participant, salt: Salt, run_dir: Pa
     summary, gates = {}, []
     try:
         summary = participant(robot)
-    except RuntimeError as e:  # the budget ended the attempt mid-move: what was built is still scored
+    except AttemptStopped as e:  # the budget ended the attempt mid-move: what was built is still scored
         summary = {"ended": str(e)}
     record = scene.submit()
     rows = decode_rows(ledger_file.read_bytes()) if ledger_file.exists() else []
