@@ -77,6 +77,10 @@ def _score(args: argparse.Namespace) -> int:
     except TaskError as e:
         echo(f"roboswe rle score: {e}", file=sys.stderr)
         return 2
+    if task.tabletop is not None:
+        echo(f"roboswe rle score: {task.id} scores an attempt's recorded physics, not an artifact "
+             "(`roboswe rle demo tabletop`, docs/rle-tabletop.md)", file=sys.stderr)
+        return 2
     if not args.artifact.is_dir():
         echo(f"roboswe rle score: {args.artifact} is not a directory", file=sys.stderr)
         return 2
