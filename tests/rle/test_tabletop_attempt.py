@@ -66,6 +66,11 @@ def test_the_ledger_ends_the_attempt_and_what_stands_is_scored(tmp_path):
     assert report.reward == pytest.approx(0.0)  # nothing built past the edge
 
 
+def test_the_wall_time_ends_the_attempt_before_a_row_is_charged(tmp_path):
+    report, summary = run_attempt(small("tabletop-balance", wall_seconds=1e-6), still(5), public_salt(), tmp_path)
+    assert "wall time" in summary["ended"] and report.ledger.spent == 0 and report.status == "scored"
+
+
 def test_hidden_com_holds_the_hand_past_a_boxs_steps_and_still_takes_the_estimate(tmp_path):
     task = load_task("tabletop-com")
     task = msgspec.structs.replace(task, tabletop=msgspec.structs.replace(task.tabletop, box_steps=5))

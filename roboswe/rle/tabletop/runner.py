@@ -50,9 +50,10 @@ class AttemptStopped(RuntimeError):
 class LocalRobot:
     """The participant's side of the robot subset, answered in this process by the development simulator."""
 
-    def __init__(self, sim):
+    def __init__(self, sim, wall_seconds: float):
         self.sim = sim
         self.steps = 0
+        self._deadline = time.monotonic() + wall_seconds  # the attempt's wall-time budget (the manifest's)
 
     def _ask(self, message):
         reply, blobs = self.sim.answer(message)
@@ -66,6 +67,8 @@ class LocalRobot:
     def step(self, rows: list[list[float]]) -> int:
         rows = [[float(v) for v in row] for row in rows]  # as the wire would carry them
         for i in range(0, len(rows), 200):  # a Step carries 1-200 rows
+            if time.monotonic() > self._deadline:
+                raise AttemptStopped("the attempt's wall time is spent")
             reply, _ = self._ask(simp.Step(actions=rows[i:i + 200]))
             self.steps += reply.applied
             if reply.stopped != "done":
@@ -136,7 +139,7 @@ def run_attempt(task: RleTask, participant: Participant, salt: Salt, run_dir: Pa
     scene = TabletopScene(task, plan)
     ledger_file = run_dir / rundir.LEDGER
     sim = DevelopmentSim(task, record=ledger_file, scene=scene)
-    robot = LocalRobot(sim)
+    robot = LocalRobot(sim, task.budget.wall_seconds)
     summary, gates = {}, []
     try:
         summary = participant(robot)
