@@ -56,6 +56,7 @@ class RewardReport(msgspec.Struct, frozen=True, kw_only=True):
     revealed_seeds: tuple[int, ...] = ()  # written only after verification
     calls: int = 0
     verifier_seconds: float = 0.0
+    privileged: tuple[str, ...] = ()  # state keys a real robot lacks that the participant read (RLE-Bench L3's priv_*)
 
     def __post_init__(self) -> None:
         _check("reward", self.reward, 0.0, 1.0)

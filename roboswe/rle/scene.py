@@ -44,6 +44,7 @@ NO_GOAL = simp.Goal()
 
 DEVELOPMENT_SCENES: dict[str, str] = {
     "pose": "roboswe.rle.pose.development:PoseDevelopmentScene",
+    "kitchen": "roboswe.rle.kitchen.development:KitchenDevelopmentScene",
 }
 """``development.scene`` → ``"module:factory"``: ``factory(task: RleTask) -> DevelopmentScene``."""
 
@@ -159,7 +160,8 @@ class DevelopmentSim:
         action, budget = self.scene.action, self.task.budget
         limits = simp.Limits(steps=budget.charged_steps, seconds=budget.wall_seconds)
         return simp.TaskSpec(
-            task_id=self.task.id, instruction=self.task.instruction.strip() + "\n\n" + self.guide(), privileged=False, action_dim=action.dim,
+            task_id=self.task.id, instruction=self.task.instruction.strip() + "\n\n" + self.guide(),
+            privileged=bool(getattr(self.scene, "privileged", False)), action_dim=action.dim,
             action_low=action.low, action_high=action.high, action=action, control_hz=self.scene.control_hz,
             control_dt=1 / self.scene.control_hz, cameras=self.scene.cameras,
             state_keys=[*self.scene.state_keys, *BUDGET_KEYS], script_limits=limits, trial_limits=limits)
@@ -185,6 +187,8 @@ class DevelopmentSim:
         """Charged before it runs: as many rows as the ledger can pay (none: nothing moves)."""
         if (refused := self._out_of_bounds(actions)) is not None:
             return refused
+        if (refused := self._batch_refused(len(actions))) is not None:
+            return refused
         pay = min(len(actions), self.ledger.remaining)
         if pay == 0:
             return self._stepped(0, "trial_budget")
@@ -206,6 +210,19 @@ class DevelopmentSim:
             if len(row) != len(low) or any(not lo <= v <= hi for v, lo, hi in zip(row, low, high)):
                 return Error(code="invalid_action", detail=f"row {i} {row} is outside the action bounds {low}..{high}")
         return None
+
+    def _batch_refused(self, size: int) -> Error | None:
+        """A scene with ``max_batch`` (family 01: RLE-Bench's 1-200) takes a batch whole or not at all: one
+        larger than that or than the ledger's remaining allowance is refused before anything is charged."""
+        max_batch = getattr(self.scene, "max_batch", None)
+        if max_batch is None:
+            return None
+        from .kitchen.rules import batch_refusal
+
+        why = batch_refusal(size, self.ledger.remaining, max_batch)
+        if why is None:
+            return None
+        return Error(code="invalid_action" if size > max_batch else "limit_reached", detail=why)
 
     def _stepped(self, applied: int, stopped: simp.StepStop) -> simp.StepResult:
         state = self.state()

@@ -205,7 +205,10 @@ class RobocasaBackend(RobosuiteBackend):
     """A RoboCasa kitchen task scene built from a manifest. One thread must own it (GL context)."""
 
     def __init__(self, manifest: TaskManifest | dict, *, trial_steps: int | None = None,
-                 require_fixed_hash_seed: bool = False, assets_root: Path | None = None, kit_dir: Path | None = None):
+                 require_fixed_hash_seed: bool = False, assets_root: Path | None = None, kit_dir: Path | None = None,
+                 kit_layout: dict | None = None):
+        # kit_layout: a generated variant of the kit's kitchen in place of kit.kit_layout() (RLE-Bench's hidden
+        # kitchens, roboswe/rle/kitchen/plan.py); only for a kit task (layout = "kit")
         if require_fixed_hash_seed and sys.flags.hash_randomization:
             raise SimError("this simulator process runs with hash randomization; start it with PYTHONHASHSEED=0 "
                            "so set/dict iteration order cannot change the scene")
@@ -242,7 +245,9 @@ class RobocasaBackend(RobosuiteBackend):
                            f"says {manifest.controller.composite}")
         for part, part_cfg in manifest.controller.parts.items():
             cfg["body_parts"][part] = dict(part_cfg)
-        layout = robocasa_kit.kit_layout() if up.layout == "kit" else up.layout
+        if kit_layout is not None and up.layout != "kit":
+            raise SimError(f"task {manifest.id!r}: a kit layout variant needs a kit task (layout = \"kit\")")
+        layout = (kit_layout or robocasa_kit.kit_layout()) if up.layout == "kit" else up.layout
         style = robocasa_kit.kit_style() if up.style == "kit" else up.style
         self._paths = path_tokens({str(self.assets_root): "{assets}", str(Path(robocasa.__file__).parent): "{robocasa}",
                                    str(Path(robosuite.__file__).parent): "{robosuite}"})

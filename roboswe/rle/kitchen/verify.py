@@ -1,0 +1,119 @@
+"""Family 01's verifier: the reward report from committed evidence only.
+
+It reads what the trusted side committed to the run directory (task.json, sealed.json, ledger.jsonl,
+evaluation.json), never a participant-written score: the development ledger's chain must verify,
+be sealed over the sealed workspace and stay within the budget (else the report is ``gated``,
+reward 0: "ledger unverifiable"; no ledger at all is gated the same way); the evaluation record's
+plan commitment must be the plan the salt draws; each reached trial is replayed in its hidden
+kitchen (rebuilt from the plan, every recorded row re-applied) and must start and end in the
+recorded physics states, and the replay's own RoboCasa predicate decides it. Then
+
+    reward = success_rate × (outcome_weight + efficiency_weight × (1 − development_steps / budget)),
+
+development_steps being the ledger's charged units (rules.speedrun_reward). The seeds are revealed
+into the report after verification.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import msgspec
+
+from .. import rundir
+from ..ledger import ChainVerdict, decode_rows, verify_chain
+from ..manifest import RleTask, task_digest
+from ..report import Component, Gate, RewardReport
+from ..seeds import Salt, protocol_id
+from .development import KitchenScene
+from .evaluation import EVALUATION, EvaluationRecord, TrialRecord, state_sha256
+from .plan import HiddenKitchen, hidden_plan
+from .rules import speedrun_reward
+
+
+def replay_trial(task: RleTask, kitchen: HiddenKitchen, trial: TrialRecord) -> tuple[bool, list[str]]:
+    """Rebuild the trial's kitchen, re-apply its rows: (the predicate's verdict, differences from the record)."""
+    scene = KitchenScene(task, steps=task.kitchen.trial_actions, kitchen=kitchen)
+    try:
+        scene.load(kitchen.seed)
+        diffs = [] if state_sha256(scene) == trial.initial_sha256 else [f"trial {trial.index + 1}: another initial state"]
+        for row in trial.rows[: task.kitchen.trial_actions]:
+            scene.step(row)
+        if state_sha256(scene) != trial.final_sha256:
+            diffs.append(f"trial {trial.index + 1}: the replayed physics ends elsewhere")
+        success = scene.succeeded()
+        if success != trial.success:
+            diffs.append(f"trial {trial.index + 1}: recorded success {trial.success}, replay {success}")
+        return success, diffs
+    finally:
+        scene.close()
+
+
+def _ledger(run_dir: Path, task: RleTask) -> tuple[ChainVerdict | None, str | None]:
+    """The ledger's verdict, and why it gates (None: it stands)."""
+    path = run_dir / rundir.LEDGER
+    if not path.is_file():
+        return None, "ledger missing"
+    try:
+        rows = decode_rows(path.read_bytes())
+        sealed = rundir.read_sealed_record(run_dir)
+    except (OSError, ValueError, msgspec.DecodeError) as e:
+        return None, f"ledger unverifiable: {e}"
+    verdict = verify_chain(rows, budget=task.budget.charged_steps, artifact_digest=sealed.digest)
+    return verdict, None if verdict.ok else f"ledger unverifiable: {verdict.reason}"
+
+
+def verify_run(run_dir: Path, salt: Salt) -> tuple[RewardReport, list[str]]:
+    """The report (not yet written) and the replay's differences from the record (each also a gate)."""
+    started = time.monotonic()
+    task = rundir.read_task(run_dir)
+    plan = hidden_plan(task, salt)
+    verdict, ledger_gate = _ledger(run_dir, task)
+    gates = [Gate(name="ledger", reason=ledger_gate)] if ledger_gate else []
+    try:
+        record = msgspec.json.decode((run_dir / EVALUATION).read_bytes(), type=EvaluationRecord)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as e:
+        record, gates = None, [*gates, Gate(name="evaluation", reason=f"no evaluation record: {e}")]
+    diffs: list[str] = []
+    successes = 0
+    if record is not None:
+        if record.plan_commitment != plan.commitment:
+            gates.append(Gate(name="plan", reason="the evaluation ran on another plan than the salt draws"))
+        elif [t.index for t in record.trials] != list(range(task.kitchen.trials)):
+            gates.append(Gate(name="evaluation", reason="the evaluation record does not hold one entry per planned trial"))
+        else:
+            for trial in record.trials:
+                if trial.ended == "unreached":
+                    continue  # a failure
+                success, trial_diffs = replay_trial(task, plan.kitchens[trial.index], trial)
+                successes += success
+                diffs += trial_diffs
+            if diffs:
+                gates.append(Gate(name="replay", reason="; ".join(diffs)))
+    steps = verdict.spent if verdict is not None else 0
+    reward = speedrun_reward(task.kitchen, successes, steps, task.budget.charged_steps) if not gates else 0.0
+    components = (
+        Component(name="success_rate", value=successes / task.kitchen.trials),
+        Component(name="development_steps", value=float(steps), high=None),
+        Component(name="budget", value=float(task.budget.charged_steps), high=None),
+        Component(name="trials_reached", value=float(sum(t.ended != "unreached" for t in record.trials) if record else 0),
+                  high=None))
+    sealed = _sealed_digest(run_dir)
+    report = RewardReport(
+        task=task.id, family=task.protocol.family, workflow=task.protocol.workflow,
+        protocol=protocol_id(task.protocol.version, salt.sha256, salt.label), placeholder=task.placeholder,
+        status="gated" if gates else "scored", reward=reward, components=components, gates=tuple(gates), ledger=verdict,
+        artifact_digest=sealed, image_digest=None, task_digest=task_digest(task), salt_sha256=salt.sha256,
+        salt_label=salt.label, plan_commitment=plan.commitment, revealed_seeds=tuple(k.seed for k in plan.kitchens),
+        calls=sum(len(t.rows) for t in record.trials) if record else 0,
+        verifier_seconds=round(time.monotonic() - started, 3),
+        privileged=tuple(record.privileged) if record else ())
+    return report, diffs
+
+
+def _sealed_digest(run_dir: Path) -> str | None:
+    try:
+        return rundir.read_sealed_record(run_dir).digest
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
