@@ -22,9 +22,9 @@ import pytest
 from roboswe.rle.ledger import decode_rows
 from roboswe.rle.manifest import TASKS_DIR
 
+from ..commands.test_preflight import runs  # noqa: F401 - run dirs the sandbox user reaches, used by name
 from ..providers.fakes import REPLY, FakeProvider
 from ..sandbox.conftest import image  # noqa: F401 - the sandbox image fixture (refused when stale), used by name
-from .test_develop import run_root  # noqa: F401 - a run directory the sandbox user reaches, used by name
 
 KEY_ENV = "ROBOSWE_RLE_FAKE_KEY"
 USAGE = (1200, 80)  # what the fake reports per decision: 1280 tokens charged each
@@ -82,11 +82,11 @@ def _hosted_run(run: Path, task: Path, plan: list[tuple[str, dict]], tmp_path: P
 @pytest.mark.exhaustive  # more developments through the actors (the demo is the default suite's)
 @pytest.mark.parametrize("ended", list(ENDS))
 def test_a_hosted_model_develops_through_the_actors_until_a_budget_ends_the_phase(ended, image, artifact_image,  # noqa: F811
-                                                                                  run_root, tmp_path, monkeypatch):  # noqa: F811
+                                                                                  runs, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv(KEY_ENV, "fake-key-not-secret")
     steps, tokens = ENDS[ended]
     task = small_task_toml(tmp_path / "pose-budgets.toml", steps, tokens)
-    run = run_root / "run"
+    run = runs / "run"
     proc, generations = _hosted_run(run, task, PLAN, tmp_path)
     assert len(generations) == len(PLAN)  # no fourth
     record = json.loads((run / "development.json").read_text())
@@ -106,12 +106,12 @@ def test_a_hosted_model_develops_through_the_actors_until_a_budget_ends_the_phas
 @pytest.mark.slow
 @pytest.mark.exhaustive
 def test_the_diagnostic_evaluator_scores_public_seeds_six_times_and_refuses_the_seventh(image, artifact_image,  # noqa: F811
-                                                                                       run_root, tmp_path, monkeypatch):  # noqa: F811
+                                                                                       runs, tmp_path, monkeypatch):  # noqa: F811
     from roboswe.records.reader import RunReader
 
     monkeypatch.setenv(KEY_ENV, "fake-key-not-secret")
     task = small_task_toml(tmp_path / "pose-diagnostic.toml", 20000, 100000)
-    run = run_root / "run"
+    run = runs / "run"
     plan = [PLAN[0], *[("exec", {"path": "DIAGNOSE"})] * 7, ("finish", {"reason": "done"})]
     _, generations = _hosted_run(run, task, plan, tmp_path)
     record = json.loads((run / "development.json").read_text())

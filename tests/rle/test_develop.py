@@ -26,6 +26,7 @@ from roboswe.rle.scene import DevelopmentSim
 from roboswe.rle.seeds import public_salt
 from roboswe.rle.verifier import check_ledger, verify_run
 
+from ..commands.test_preflight import runs  # noqa: F401 - run dirs the sandbox user reaches, used by name
 from ..sandbox.conftest import image  # noqa: F401 - the sandbox image fixture (refused when stale), used by name
 from .conftest import small_task, submit
 from .test_verifier import REFERENCE_BAR
@@ -201,15 +202,6 @@ def test_reset_is_refused_at_verification(artifact_image, battery_cache, tmp_pat
     assert "ResetRefused" in report.gates[0].reason and "development phase" in report.gates[0].reason
 
 
-@pytest.fixture
-def run_root():
-    """A directory the sandbox user traverses (pytest's tmp_path lives under a 0700 parent): a run's workspace is in it."""
-    d = Path(tempfile.mkdtemp(prefix="rle-run-", dir="/tmp"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def _roboswe(*args: str, cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "ROBOSWE_RLE_BATTERY_CACHE": str(cache)}
     return subprocess.run([sys.executable, "-m", "roboswe.cli", *args], env=env, capture_output=True, text=True, check=False)
@@ -217,8 +209,8 @@ def _roboswe(*args: str, cache: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["pose-rgbd", pytest.param("pose-rgb", marks=pytest.mark.exhaustive)])
-def test_rle_demo_pose_develops_seals_verifies_and_indexes(task, artifact_image, image, battery_cache, run_root, tmp_path):  # noqa: F811
-    run = run_root / "run"
+def test_rle_demo_pose_develops_seals_verifies_and_indexes(task, artifact_image, image, battery_cache, runs, tmp_path):  # noqa: F811
+    run = runs / "run"
     demo = _roboswe("rle", "demo", "pose", "--task", task, "--out", str(run), "-e", "bwrap", cache=battery_cache)
     assert demo.returncode == 0, demo.stderr[-3000:]
     assert "development: finished" in demo.stdout and "ledger verified" in demo.stdout and "RLE Index" in demo.stdout
