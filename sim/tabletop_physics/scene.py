@@ -16,7 +16,6 @@ and fingers are switched off while the constraint carries it (the fingers stay w
 from __future__ import annotations
 
 import math
-from functools import cache
 from pathlib import Path
 
 import msgspec
@@ -160,11 +159,6 @@ def scene_xml(layout: Layout) -> str:
   </worldbody>
   <equality>{equalities}</equality>
 </mujoco>"""
-
-
-@cache
-def _gripper_spec_bytes() -> bytes:
-    return _panda_gripper_path().read_bytes()
 
 
 def build_model(layout: Layout):
@@ -336,11 +330,3 @@ class Scene:
     def unstable_steps(self) -> int:
         """How often MuJoCo found a bad acceleration and reset the state (0 in a sound simulation)."""
         return int(self.data.warning[self._mj.mjtWarning.mjWARN_BADQACC].number)
-
-    # --- state on record ------------------------------------------------------------------------
-
-    def snapshot(self) -> dict[str, list[float]]:
-        """The physics state on record: everything a replay compares and a score reads."""
-        d = self.data
-        return {"time": [float(d.time)], "qpos": d.qpos.tolist(), "qvel": d.qvel.tolist(),
-                "mocap_pos": d.mocap_pos.ravel().tolist(), "mocap_quat": d.mocap_quat.ravel().tolist()}
