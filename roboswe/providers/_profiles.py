@@ -106,6 +106,10 @@ def profile_lines(config: Any) -> list[str]:
                      + ("; drop_block repair available" if p.drop_block else ""))
     lines.append(f"  context window used: {window:,} tokens; input budget B: {budget:,} tokens"
                  + (f" (input cap {p.max_input_tokens:,})" if p.max_input_tokens else ""))
+    lines.append(f"  output limit O: {config.max_output_tokens:,} tokens"
+                 + (f" (model cap {p.max_output_tokens:,})" if p.max_output_tokens else "")
+                 + (f"; after a max_tokens stop the request goes once more with {config.max_output_tokens_raise:,}"
+                    if config.max_output_tokens_raise else ""))
     lines.append(f"  images per request: {images if images is not None else 'no limit known'}; "
                  f"prompt caching: {'on' if config.cache else 'off ([provider] cache = false)'}")
     if p.warning:

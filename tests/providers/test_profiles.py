@@ -20,6 +20,7 @@ def test_doctor_shows_the_profile_of_a_known_model(tmp_path):
     assert check.status == "ok", check
     assert '[openai."gpt-5"]' in check.detail and "input cap 272,000" in check.detail
     assert "input budget B: 267,904" in check.detail  # min(400k - 32k, 272k) - 4096
+    assert "output limit O: 32,000 tokens (model cap 128,000)" in check.detail
 
 
 def test_doctor_warns_of_an_unknown_model_and_names_the_default(tmp_path):
