@@ -365,7 +365,6 @@
       case "tool_call": return block(`tool call: ${p.name}`, pre(argsText(p.arguments)));
       case "tool_result": return block(p.is_error ? "tool result (error)" : "tool result",
         pre(p.text, p.is_error ? "err" : "") + shotsHtml(p.images || []));
-      case "image": return shotsHtml([p]);
       case "opaque": return `<p class="opaque small muted">opaque ${esc(p.provider)} item (${esc(p.item)}, ${num(p.size, 0)} bytes): ` +
         "passed back to the provider as it came, not readable</p>";
       default: return pre(JSON.stringify(p));
@@ -378,7 +377,19 @@
       (e.seq == null ? "" : `<span>operation #${e.seq} · step ${e.step}</span>`) +
       (e.pinned ? "<span>pinned</span>" : "") +
       (e.removed_by == null ? "" : `<span class="warning">left the context at slide ${e.removed_by}</span>`) +
-      `<span class="muted">${when(e.at)}</span></div>` + e.parts.map(partHtml).join("") + "</li>";
+      `<span class="muted">${when(e.at)}</span></div>` + partsHtml(e.parts) + "</li>";
+  }
+  // Consecutive images (an opening's goal and camera images) side by side, the other parts in order.
+  function partsHtml(parts) {
+    const out = [];
+    for (let i = 0; i < parts.length; i++) {
+      if (parts[i].kind !== "image") { out.push(partHtml(parts[i])); continue; }
+      let j = i;
+      while (j < parts.length && parts[j].kind === "image") j++;
+      out.push(shotsHtml(parts.slice(i, j)));
+      i = j - 1;
+    }
+    return out.join("");
   }
   function slideHtml(s) {
     const n = (v) => Number(v).toLocaleString("en-US");
