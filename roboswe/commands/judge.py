@@ -40,6 +40,7 @@ def run_judge(args: argparse.Namespace) -> int:
     from roboswe.judge.judging import judge_run
     from roboswe.judge.summary import judge_summary, print_judgements
     from roboswe.logs import configure_logging
+    from roboswe.providers import MissingKey, MissingSDK
     from roboswe.records.reader import RunReader
     from roboswe.records.store import StoreError
 
@@ -53,7 +54,7 @@ def run_judge(args: argparse.Namespace) -> int:
             records, skipped = judge_run(args.run_dir, config, digest, trials=trials, run_id=args.run_id)
         with RunReader(args.run_dir) as reader:
             summary = judge_summary(reader, args.run_id)
-    except (FileNotFoundError, LookupError, StoreError, JudgeError, ValueError) as e:
+    except (FileNotFoundError, LookupError, StoreError, JudgeError, ValueError, MissingKey, MissingSDK) as e:
         echo(f"roboswe judge: {e}", file=sys.stderr)
         return 2
     if args.json:

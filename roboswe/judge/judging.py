@@ -137,7 +137,7 @@ def series_work(reader: Any, run: Any, series: Any, wanted: set[str] | None, ren
         manifest = series_manifest(run, series)
         video = renderer(manifest)
         seed = int(series.pins.get("seed", manifest.seed))
-        scene_fp = video._sim.reset(seed).digest
+        scene_fp = video._sim.reset(seed).digest  # the renderer's own scene: the model the pictures are drawn with
     except (RecoveryError, SimError) as e:
         return [], [{"series_id": series.series_id, "trial_id": v.trial_id, "why": str(e)} for v in trials]
     cameras = conditions.cameras or list(manifest.video.cameras)
@@ -182,6 +182,8 @@ def judge_run(run_dir: Path, config: JudgeConfig, config_sha256: str, *, trials:
             renderers[manifest.digest()] = VideoRenderer(manifest)
         return renderers[manifest.digest()]
 
+    # built first: a missing key or SDK is said before minutes of rendering
+    judge = participant if participant is not None else create_participant(config.provider)
     wanted = set(trials) or None
     work: list[Asked] = []
     skipped: list[dict[str, str]] = []
@@ -197,7 +199,6 @@ def judge_run(run_dir: Path, config: JudgeConfig, config_sha256: str, *, trials:
             r.close()
     if wanted is not None and (unknown := wanted - {a.trial_id for a in work} - {s["trial_id"] for s in skipped}):
         raise JudgeError(f"no such trial in the run: {', '.join(sorted(unknown))}")
-    judge = participant if participant is not None else create_participant(config.provider)
 
     async def main() -> list[JudgementRecord]:
         try:
