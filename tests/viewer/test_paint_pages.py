@@ -292,3 +292,17 @@ def test_the_pages_link_the_gallery_and_show_the_summaries(browser, paint, plain
     rows = _data(paint["site"], f"data/t/{trial_key(paint['trial_id'])}/ops-0.js")
     assert shown == [r["summary"] for r in rows] and shown[-1].startswith("painting submitted · canvas ")
     assert page_errors(browser) == []
+
+
+def test_the_transcript_of_a_real_round_holds_every_turn_linked_to_its_operation(paint):
+    """The trial loop's own records (turn events, the neutral request): each decision and its result tied to
+    the operation between them, the opening's goal and camera images exported beside the page."""
+    t = _data(paint["site"], f"data/t/{trial_key(paint['trial_id'])}/transcript.js")
+    assert t["system"].startswith("You paint with a simulated robot arm") and "## Task" in t["system"]  # the paint interface
+    roles = [e["role"] for e in t["entries"]]
+    assert roles == ["opening"] + ["decision", "result"] * len(paint["ops"])
+    assert [e["seq"] for e in t["entries"][1:]] == [op.seq for op in paint["ops"] for _ in range(2)]
+    images = [p for p in t["entries"][0]["parts"] if p["kind"] == "image"]
+    assert images and all((paint["site"] / p["src"]).is_file() for p in images)
+    calls = [p["name"] for e in t["entries"] for p in e["parts"] if p["kind"] == "tool_call"]
+    assert calls == [op.operation for op in paint["ops"]]
