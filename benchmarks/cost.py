@@ -2,7 +2,7 @@
 
 A 5-trial retained series (the conversation carried from trial to trial, as `roboswe run` keeps it)
 is driven through the real adapter and the context policy (`window_for`, as the context manager
-builds it) against the loopback fakes in metered mode (tests/providers/fakes.py `Meter`): each
+builds it) against the loopback fakes in metered mode (tests/providers/meter.py `Meter`): each
 reply's usage is what the service would report for that exact request, cache reads and writes
 included. Billed input-equivalent tokens weigh each kind by its documented price multiplier:
 Anthropic (build-with-claude/prompt-caching) uncached input 1x, 5-minute cache writes 1.25x, cache

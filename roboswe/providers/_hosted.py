@@ -42,7 +42,13 @@ from roboswe.protocol.participant import (
 )
 
 from ._common import clean_json, mask_lone_surrogates, prune_json, unmask, unmask_turn
-from ._config import SAFETY_ALLOWANCE, MissingKey, MissingSDK, ProviderConfig, effective_limits
+from ._config import (
+    SAFETY_ALLOWANCE,
+    MissingKey,
+    MissingSDK,
+    ProviderConfig,
+    effective_limits,
+)
 from ._estimate import estimate_request
 from ._profiles import model_profile
 from ._registry import Participant
