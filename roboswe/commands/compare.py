@@ -20,12 +20,17 @@ from roboswe.terminal import echo, plain, terminal_console
 def add_arguments_compare(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR",
                         help="run directories; each after the first is compared with the first (the baseline)")
-    parser.add_argument("--allow-differ", action="append", default=[], choices=PIN_FIELDS, metavar="FIELD",
-                        help=f"compare even though this pin differs (one of {', '.join(PIN_FIELDS)}); "
-                             "the difference is shown. Repeatable")
+    add_allow_differ(parser, "compare")
     parser.add_argument("--json", action="store_true", help="print the comparisons as JSON")
     parser.add_argument("--viewer", type=Path, default=None, metavar="SITE_DIR",
                         help="also write the comparison page SITE_DIR/compare.html (e.g. a run's exported viewer)")
+
+
+def add_allow_differ(parser: argparse.ArgumentParser, verb: str) -> None:
+    """--allow-differ FIELD, as compare and leaderboard take it (``verb``: what it lets them do)."""
+    parser.add_argument("--allow-differ", action="append", default=[], choices=PIN_FIELDS, metavar="FIELD",
+                        help=f"{verb} even though this pin differs (one of {', '.join(PIN_FIELDS)}); "
+                             "the difference is shown. Repeatable")
 
 
 def run_compare(args: argparse.Namespace) -> int:

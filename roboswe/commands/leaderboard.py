@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from roboswe.records.compare import PIN_FIELDS
+from roboswe.commands.compare import add_allow_differ
 from roboswe.terminal import echo, plain, terminal_console
 
 COLUMNS = (("model", "left"), ("A", "right"), ("Q", "right"), ("trial 1", "right"), ("gain", "right"),
@@ -24,9 +24,7 @@ COLUMNS = (("model", "left"), ("A", "right"), ("Q", "right"), ("trial 1", "right
 def add_arguments_leaderboard(parser: argparse.ArgumentParser) -> None:
     parser.epilog = "example: roboswe leaderboard runs/claude runs/gpt --out board   (then open board/leaderboard.html)"
     parser.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories written by `roboswe run`")
-    parser.add_argument("--allow-differ", action="append", default=[], choices=PIN_FIELDS, metavar="FIELD",
-                        help=f"pool runs even though this pin differs (one of {', '.join(PIN_FIELDS)}); "
-                             "the difference is shown. Repeatable")
+    add_allow_differ(parser, "pool runs")
     parser.add_argument("--json", action="store_true", help="print the leaderboard as JSON")
     parser.add_argument("--out", type=Path, default=None, metavar="SITE_DIR",
                         help="also write SITE_DIR/leaderboard.html and SITE_DIR/runs.html")

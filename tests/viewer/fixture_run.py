@@ -15,8 +15,17 @@ import time
 from pathlib import Path
 
 import msgspec
-from roboswe.protocol.participant import (DecisionRequest, ImagePart, OpaquePart, ReasoningPart, TextPart,
-                                         ToolCallPart, ToolResultPart, Turn, image_part)
+from roboswe.protocol.participant import (
+    DecisionRequest,
+    ImagePart,
+    OpaquePart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Turn,
+    image_part,
+)
 from roboswe.protocol.recorder import (
     BlobRecord,
     CheckpointRecord,
@@ -152,7 +161,14 @@ class _Builder:
 def _save_recovery(run_dir: Path, trial_id: str) -> None:
     """`roboswe recovery`'s stored diagnostic for Lift trial 2, in its own shape (mishap_row, tally): the cube
     slipped during the exec and was lifted again, then slipped during the wait and stayed down (censored)."""
-    from roboswe.records.recovery import LABEL, STORED_NAME, Mishap, mishap_row, save_recovery, tally
+    from roboswe.records.recovery import (
+        LABEL,
+        STORED_NAME,
+        Mishap,
+        mishap_row,
+        save_recovery,
+        tally,
+    )
 
     mishaps = [Mishap(rule="cube lifted", step=12, time=0.6, peak=0.04, level=0.0, recovered_step=18, recovered_time=0.9),
                Mishap(rule="cube lifted", step=22, time=1.1, peak=0.05, level=0.01, censored_at=EXEC_STEPS + WAIT_STEPS)]

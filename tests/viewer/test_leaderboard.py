@@ -11,7 +11,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from roboswe.protocol.recorder import SeriesRecord, TrialEnded, TrialStarted, VerificationRecord
+from roboswe.protocol.recorder import (
+    SeriesRecord,
+    TrialEnded,
+    TrialStarted,
+    VerificationRecord,
+)
 
 from roboswe.cli import main
 from roboswe.records.reader import RunReader
