@@ -72,6 +72,17 @@ def read_state(run_dir: Path) -> SupervisorState:
         raise SupervisorStateError(f"{path} is not a supervisor state file: {e}") from None
 
 
+def run_active(run_dir: Path) -> bool:
+    """Whether the run's supervisor lives and is starting or running; raises SupervisorStateError (a
+    ValueError) for a malformed supervisor.json."""
+    try:
+        state = read_state(run_dir)
+        os.kill(state.supervisor_pid, 0)
+    except OSError:  # no state file, or its supervisor is gone
+        return False
+    return state.state in ("starting", "running")
+
+
 class SupervisorFailed(Exception):
     """The run cannot continue (an actor never became ready, or exhausted its restarts)."""
 

@@ -71,6 +71,10 @@ class VideoRenderer:
                 frames[n].append(renderer.render(n, video.width, video.height, depth=False, calibration=False).rgb)
         return frames
 
+    def scene_fingerprint(self, seed: int) -> str:
+        """The digest of the scene the frames are drawn with, reset to ``seed`` (compare it with a trial's)."""
+        return self._sim.reset(seed).digest
+
     @property
     def device(self) -> str:
         """The GL renderer the frames are drawn with (e.g. llvmpipe on the CPU, the GPU's name on a GPU)."""

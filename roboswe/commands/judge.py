@@ -35,7 +35,7 @@ def run_judge(args: argparse.Namespace) -> int:
         # Scenes are rebuilt as the simulator builds them, with its fixed hash seed, so fingerprints match.
         os.execve(sys.executable, [sys.executable, "-m", "roboswe.cli", *sys.argv[1:]], {**os.environ, "PYTHONHASHSEED": "0"})
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from roboswe.commands.run import _run_active
+    from roboswe.actors.supervisor import run_active
     from roboswe.judge.conditions import JudgeError, load_judge_config
     from roboswe.judge.judging import judge_run
     from roboswe.judge.summary import judge_summary, print_judgements
@@ -47,7 +47,7 @@ def run_judge(args: argparse.Namespace) -> int:
     configure_logging(run_dir=None, actor="judge", level="warning", console=False)  # stdout is the result
     try:
         config, digest = load_judge_config(args.config)
-        if _run_active(args.run_dir):
+        if run_active(args.run_dir):
             raise JudgeError(f"{args.run_dir} is still running; judge it after the run stops")
         trials = [t.strip() for t in args.trials.split(",") if t.strip()]
         with contextlib.redirect_stdout(sys.stderr):  # what simulator packages print on import is not the result

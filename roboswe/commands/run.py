@@ -340,6 +340,7 @@ def run_verify(args: argparse.Namespace) -> int:
         return verify_rle_run(args.run_dir)
     import msgspec
 
+    from roboswe.actors.supervisor import run_active
     from roboswe.config import ConfigError, load_config
     from roboswe.evaluation.job import CONFIG_COPY, read_job, write_job
 
@@ -347,7 +348,7 @@ def run_verify(args: argparse.Namespace) -> int:
     try:
         job = read_job(run_dir)
         config = load_config(run_dir / CONFIG_COPY)
-        active = _run_active(run_dir)
+        active = run_active(run_dir)
     except (FileNotFoundError, ValueError, ConfigError) as e:
         return _fail("verify", str(e))
     if active:
@@ -367,19 +368,6 @@ def _elsewhere(job: Any) -> tuple[str, ...]:
     if job.ray:
         return ("simulator", "sandbox_bridge")
     return ("simulator",) if job.sim_endpoint else ()
-
-
-def _run_active(run_dir: Path) -> bool:
-    """Whether the run's supervisor lives and is starting or running; raises SupervisorStateError (a
-    ValueError) for a malformed supervisor.json."""
-    from roboswe.actors.supervisor import read_state
-
-    try:
-        state = read_state(run_dir)
-        os.kill(state.supervisor_pid, 0)
-    except OSError:  # no state file, or its supervisor is gone
-        return False
-    return state.state in ("starting", "running")
 
 
 def drive(run_dir: Path, config: Any, config_path: Path, actors: tuple[str, ...], command: str) -> tuple[int, Any]:

@@ -137,7 +137,7 @@ def series_work(reader: Any, run: Any, series: Any, wanted: set[str] | None, ren
         manifest = series_manifest(run, series)
         video = renderer(manifest)
         seed = int(series.pins.get("seed", manifest.seed))
-        scene_fp = video._sim.reset(seed).digest  # the renderer's own scene: the model the pictures are drawn with
+        scene_fp = video.scene_fingerprint(seed)  # the model the pictures are drawn with
     except (RecoveryError, SimError) as e:
         return [], [{"series_id": series.series_id, "trial_id": v.trial_id, "why": str(e)} for v in trials]
     cameras = conditions.cameras or list(manifest.video.cameras)
