@@ -4,6 +4,7 @@ how the verifier evaluates it and with which constants. Typed TOML under ``confi
 from __future__ import annotations
 
 import tomllib
+import types
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -149,7 +150,21 @@ def load_task(name_or_path: str | Path) -> RleTask:
 
 
 def task_digest(task: RleTask) -> str:
-    """sha256 of the manifest's canonical JSON: the report names the exact rules it was scored under."""
+    """sha256 of the manifest's canonical JSON: the report names the exact rules it was scored under.
+
+    An optional section the task does not have (a family's own table, say) is left out rather than
+    written as null, so adding a section for a new family leaves every other task's digest (and its
+    recorded runs' ``roboswe verify``) as it was."""
     import hashlib
 
-    return hashlib.sha256(msgspec.json.encode(task, order="sorted")).hexdigest()
+    fields = msgspec.to_builtins(task)
+    for name in OPTIONAL_SECTIONS:
+        if fields.get(name, ...) is None:
+            del fields[name]
+    return hashlib.sha256(msgspec.json.encode(fields, order="sorted")).hexdigest()
+
+
+OPTIONAL_SECTIONS = tuple(f.name for f in msgspec.structs.fields(RleTask)
+                          if f.default is None and isinstance(f.type, types.UnionType)
+                          and any(isinstance(t, type) and issubclass(t, msgspec.Struct) for t in f.type.__args__))
+"""RleTask's Struct-typed fields that default to None: its optional sections."""
