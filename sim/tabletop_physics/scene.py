@@ -141,18 +141,14 @@ def scene_xml(layout: Layout) -> str:
 <mujoco model="tabletop">
   <option timestep="{TIMESTEP}" gravity="0 0 -9.81" integrator="implicitfast" cone="elliptic" impratio="5"/>
   <visual><global offwidth="512" offheight="512"/><headlight ambient="0.4 0.4 0.4" diffuse="0.45 0.45 0.45"/></visual>
-  <asset>
-    <texture name="wood" type="2d" builtin="checker" rgb1="0.55 0.52 0.47" rgb2="0.58 0.55 0.50" width="256" height="256"/>
-    <material name="table" texture="wood" texrepeat="6 6"/>
-  </asset>
   <worldbody>
     <light pos="0.2 -0.4 1.4" dir="-0.1 0.25 -1" diffuse="0.5 0.5 0.5" castshadow="false"/>
     <geom name="floor" type="plane" pos="0 0 -0.75" size="3 3 0.1" rgba="0.3 0.3 0.32 1" contype="0" conaffinity="0"/>
-    <geom name="table" type="box" pos="{cx} 0 -0.02" size="{hx} 0.5 0.02" material="table" contype="1" conaffinity="{_BODY_BITS}"
+    <geom name="table" type="box" pos="{cx} 0 -0.02" size="{hx} 0.5 0.02" rgba="0.56 0.53 0.48 1" contype="1" conaffinity="{_BODY_BITS}"
           {_STIFF}/>
     {"".join(_camera_xml(n, p, t) for n, p, t in layout.cameras)}
     <body name="hand" mocap="true" pos="{HOME[0]} {HOME[1]} {HOME[2]}">
-      <site name="mount" pos="0 0 {PAD_DEPTH}" quat="0 1 0 0"/>
+      <site name="mount" pos="0 0 {PAD_DEPTH}" quat="0 1 0 0" rgba="0 0 0 0"/>
     </body>
     {"".join(_body_xml(b) for b in layout.bodies)}
     {_beam_xml(layout.beam) if layout.beam else ""}
@@ -172,6 +168,8 @@ def build_model(layout: Layout):
     gripper.meshdir = str(path.parent)
     for sensor in list(gripper.sensors):
         sensor.delete()
+    for site in gripper.sites:  # robosuite's marker sites (a 10 m grip-axis cylinder among them) stay out of the images
+        site.rgba = (0.0, 0.0, 0.0, 0.0)
     for geom in gripper.geoms:  # the pads touch free bodies through the pad bit (a pinched body clears it)
         if geom.name.endswith("pad_collision"):
             geom.contype, geom.conaffinity = _PAD_BIT, _PAD_BIT
