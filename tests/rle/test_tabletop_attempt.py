@@ -148,3 +148,35 @@ def test_demo_end_to_end(tmp_path):
     verify = subprocess.run([sys.executable, "-m", "roboswe.cli", "verify", str(out / "tabletop-com")], capture_output=True,
                             text=True, check=False)
     assert verify.returncode == 0, verify.stderr
+
+
+SCRIPT = """
+import robot
+print("START", round(float(robot.state()["hand"][2]), 4))
+robot.step_many([[0.0, 0.0, -0.01, 0.0, 0.0]] * 10)
+print("DOWN", round(float(robot.state()["hand"][2]), 4))
+robot.reset()
+print("RESET", round(float(robot.state()["hand"][2]), 4), int(robot.state()["budget_left"][0]))
+"""
+
+
+@pytest.mark.exhaustive
+def test_a_sandboxed_script_attempts_through_the_bridge_door(tmp_path):
+    """A participant's script in the real trial sandbox drives the hidden scene with `import robot`; its rows and
+    its reset go through the door to the development simulator's ledger, and the attempt replays."""
+    from roboswe.rle.tabletop.runner import sandboxed
+    from roboswe.sandbox.images import ImageError, load_image
+
+    from ..conftest import require_in_ci
+
+    try:
+        image = load_image()
+    except ImageError as e:
+        require_in_ci(f"{e} (setup.sh builds it)")
+    task = load_task("tabletop-tower")
+    report, summary = run_attempt(task, sandboxed(SCRIPT, image=image), public_salt(), tmp_path)
+    assert summary["exit"] == 0, summary
+    assert summary["stdout"].split() == ["START", "0.35", "DOWN", "0.25", "RESET", "0.35", str(task.budget.charged_steps - 11)]
+    rows = decode_rows((tmp_path / "ledger.jsonl").read_bytes())
+    assert [r.operation for r in rows if r.kind == "charge"] == ["step", "reset"] and report.ledger.spent == 11
+    assert report.status == "scored" and replay_run(tmp_path) == []

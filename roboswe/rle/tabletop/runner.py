@@ -11,8 +11,9 @@ writes the run directory:
 ``replay_run`` rebuilds the scene from the revealed plan, re-applies every recorded row, and must
 reproduce the recorded snapshots, estimates and reward exactly.
 
-The scripted participants here act in-process through ``LocalRobot`` (the robot subset's messages
-answered by the ``DevelopmentSim``, as the bridge's door would forward them), not from a sandboxed script.
+The scripted calibration participants act in-process through ``LocalRobot`` (the robot subset's
+messages answered by the ``DevelopmentSim``, as the bridge's door would forward them); ``sandboxed``
+makes a participant of a script run in the trial sandbox through the real door.
 """
 
 from __future__ import annotations
@@ -129,6 +130,45 @@ def judge(task: RleTask, record: AttemptRecord) -> tuple[float, tuple[Component,
 Participant = Callable[[LocalRobot], dict]
 
 
+def sandboxed(script: str, *, backend: str | None = None, image=None, seconds: float = 600.0) -> Participant:
+    """A participant that is a script run in the trial sandbox (bridge/trial.py: the sandbox image, no network,
+    an unprivileged user), driving the attempt through the bridge's door with `import robot`, as a
+    participant's exec would; robot.reset() reaches the scene when the task allows resets."""
+
+    def run(robot: LocalRobot) -> dict:
+        import os
+        import shutil
+        import tempfile
+
+        import trio
+
+        from roboswe.bridge.trial import open_trial
+        from roboswe.protocol.bridge import ScriptLimits
+
+        task = robot.sim.task
+        scratch = Path(tempfile.mkdtemp(prefix="rle-tabletop-", dir="/tmp"))  # short, traversable by the sandbox user
+        os.chmod(scratch, 0o755)
+        workspace = scratch / "workspace"
+        workspace.mkdir()
+        os.chmod(workspace, 0o777)
+        (workspace / task.artifact.entry_file).write_text(script)
+        limits = ScriptLimits(steps=task.budget.charged_steps, seconds=min(seconds, task.budget.wall_seconds))
+
+        async def attempt():
+            async with open_trial(f"rle-{task.id}", workspace, robot.sim.link, backend=backend, image=image, limits=limits,
+                                  workspace_mb=None, resets=task.budget.resets > 0) as sandbox:
+                return await sandbox.exec(task.artifact.entry_file, limits)
+
+        try:
+            feedback = trio.run(attempt)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return {"exit": feedback.exit_status, "steps": feedback.steps, "limit": feedback.limit,
+                "stdout": feedback.stdout[-2000:], "stderr": feedback.stderr[-2000:]}
+
+    return run
+
+
 def run_attempt(task: RleTask, participant: Participant, salt: Salt, run_dir: Path) -> tuple[RewardReport, dict]:
     """The attempt, scored; the run directory written. Returns the report and the participant's own summary."""
     from ..scene import DevelopmentSim
@@ -158,7 +198,7 @@ def run_attempt(task: RleTask, participant: Participant, salt: Salt, run_dir: Pa
     report = make_report(task, salt.sha256, salt.label, plan, record, reward, components, gates, verdict,
                          time.monotonic() - started)
     write_run(run_dir, task, record, report)
-    return report, {**summary, "steps": robot.steps, "wall_seconds": round(time.monotonic() - started, 2)}
+    return report, {"steps": robot.steps, **summary, "wall_seconds": round(time.monotonic() - started, 2)}
 
 
 def make_report(task, salt_sha256, salt_label, plan, record, reward, components, gates, verdict, seconds) -> RewardReport:
