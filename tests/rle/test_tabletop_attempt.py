@@ -164,8 +164,9 @@ print("RESET", round(float(robot.state()["hand"][2]), 4), int(robot.state()["bud
 def test_a_sandboxed_script_attempts_through_the_bridge_door(tmp_path):
     """A participant's script in the real trial sandbox drives the hidden scene with `import robot`; its rows and
     its reset go through the door to the development simulator's ledger, and the attempt replays."""
-    from roboswe.rle.tabletop.runner import sandboxed
     from roboswe.sandbox.images import ImageError, load_image
+
+    from roboswe.rle.tabletop.runner import sandboxed
 
     from ..conftest import require_in_ci
 
