@@ -90,6 +90,11 @@ def test_the_transcript_page_escapes_filters_and_links_both_ways(browser, site, 
     assert browser.execute_script("return [...document.querySelectorAll('#transcript li.turn.linked')].map(li => li.id)") == [
         "turn-7", "turn-8"]
 
+    browser.execute_script("document.querySelector('li.op[data-seq=\"0\"]').click()")  # a written file, once: its diff
+    detail = browser.find_element("id", "detail").text
+    assert detail.count("close the gripper") == 2  # the model's sentence and the diff, not the call's content again
+    assert "shown below as the diff" in detail
+
     browser.execute_script("document.querySelector('li.op[data-seq=\"1\"]').click()")  # timeline -> its turns
     browser.execute_script("document.querySelector('#detail a.to-turn').click()")
     assert browser.execute_script("return document.activeElement.id") == "turn-3"

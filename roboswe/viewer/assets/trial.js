@@ -306,6 +306,16 @@
       return `<span class="${c}">${esc(l)}</span>`;
     }).join("\n") + "</pre>";
   }
+  // A written file is shown once, as its diff: the call's content argument is not repeated above it.
+  function withoutContent(args, op) {
+    if (op.diff == null) return args;
+    try {
+      const a = JSON.parse(args);
+      if (typeof a.content !== "string") return args;
+      a.content = `(${a.content.length} characters: shown below as the diff)`;
+      return JSON.stringify(a);
+    } catch (e) { return args; }
+  }
   function detail(op) {
     let h = `<h3>#${op.seq} ${esc(op.operation)}</h3><p class="small muted">control steps ${op.step_start}–${op.step_end} ` +
       `(${op.step_end - op.step_start} used) · ${num(op.ended_at - op.started_at)} s wall · ${when(op.started_at)}</p>`;
@@ -314,7 +324,7 @@
       const parts = (m.parts || []).map((p) => {
         if (p.kind === "reasoning") return block("reasoning (exposed by the provider)", pre(p.text, "reasoning"), "reason");
         if (p.kind === "text") return block("model text", pre(p.text));
-        if (p.kind === "tool_call") return block(`tool call: ${p.name}`, pre(RS.argsText(p.arguments)));
+        if (p.kind === "tool_call") return block(`tool call: ${p.name}`, pre(RS.argsText(withoutContent(p.arguments, op))));
         return block("note", pre(p.text || ""));
       }).join("");
       h += block(`model call · ${m.provider}${m.model ? " · " + m.model : ""} · ${num(m.latency)} s`, parts || '<p class="muted">no readable content</p>');
