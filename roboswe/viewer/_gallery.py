@@ -156,8 +156,12 @@ def _canvas_html(c: Canvas | None, round_number: int) -> str:
         return (f'<figure class="canvas none" data-round="{c.round}" data-trial="{html.escape(c.trial_id)}">'
                 f'<div class="blank">{html.escape(c.problem)}</div><figcaption><b>{label}</b><br>{facts}</figcaption></figure>')
     verdict = f"replay {c.verdict}" if c.verdict else "not replayed"
+    from ._export import trial_key  # _export imports this module
+
+    page = html.escape(f"trial.html?t={trial_key(c.trial_id)}")  # the trial that painted it: videos, transcript
     return (f'<figure class="canvas" data-round="{c.round}" data-trial="{html.escape(c.trial_id)}" data-sha256="{c.sha256}">'
-            f'<img src="{html.escape(c.site_png)}" alt="{label} canvas" width="256" height="256">'
+            f'<a class="to-trial" href="{page}" title="the trial that painted this canvas">'
+            f'<img src="{html.escape(c.site_png)}" alt="{label} canvas" width="256" height="256"></a>'
             f'<figcaption><b>{label}</b> · {html.escape(c.ended_by)}<br>{facts}<br>'
             f'<code title="canvas SHA-256 (raw RGB + shape)">{c.sha256[:16]}</code> · {verdict}</figcaption></figure>')
 

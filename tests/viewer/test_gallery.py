@@ -110,6 +110,11 @@ def _session_gallery(work: Path, browser, artifacts_dir: Path) -> None:
     assert [(s["round"], s["label"], s["sha"], s["loaded"]) for s in shown] == [
         (r, f"ICL Round {r}", h, 512) for r, h in zip(range(1, ROUNDS + 1), hashes)]  # every canvas, its real round
     assert browser.execute_script("return document.querySelector('.goal img').naturalWidth") == 1280
+    from roboswe.viewer._export import trial_key
+
+    links = browser.execute_script("return [...document.querySelectorAll('figure.canvas')].map(f => "
+                                   "f.querySelector('a.to-trial').getAttribute('href'))")
+    assert links == [f"trial.html?t={trial_key(v.trial_id)}" for v in views]  # each canvas opens the trial that painted it
     assert browser.find_elements("id", "recorded-order") and not browser.find_elements("id", "author-order")
     browser.save_screenshot(str(artifacts_dir / "paint-gallery.png"))
     pairs = json.loads((site / "gallery" / "pairs" / "pairs.json").read_text())
