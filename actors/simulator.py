@@ -41,6 +41,7 @@ from roboswe.protocol.control import Error, Ok
 from roboswe.protocol.sim import (
     SIM_CODEC,
     SIM_ROBOT_CODEC,
+    EndAttempt,
     GetGoal,
     GetSpec,
     GetState,
@@ -272,6 +273,8 @@ class SimulatorService:
                 return await self.handle_robot(decoded)
             case LoadDevelopment():
                 raise AssertionError("answered by _development")
+            case EndAttempt():
+                return Error(code="refused", detail="no RLE-Bench attempt is loaded (LoadDevelopment first)")
             case _:
                 assert_never(message)
 
@@ -298,6 +301,8 @@ class SimulatorService:
                 return await self._call(dev.task_record)
             case TakeStates():
                 return dev.no_states()
+            case EndAttempt():  # the trusted side scores the attempt (family 03), on the scene thread
+                return await self._call(dev.end_attempt)
             case GetGoal():
                 return scene.NO_GOAL
         return Error(code="refused", detail=f"a development phase does not take {type(message).__name__}")

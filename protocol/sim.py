@@ -253,6 +253,13 @@ class LoadDevelopment(Message, frozen=True, kw_only=True):
     record: str | None = None
 
 
+class EndAttempt(Message, frozen=True, kw_only=True):
+    """End an RLE-Bench attempt whose reward is the scene's own final state (Tabletop Physical Reasoning), on the
+    simulator's side: release, settle, snapshot, score, the ledger sealed over the attempt record. Reply: a
+    TaskRecord whose files are that RLE run directory's (roboswe/rle/tabletop/runner.py); a development that
+    ends in a sealed workspace, or none loaded, is refused."""
+
+
 class Wait(Message, frozen=True, kw_only=True):
     """Advance ``steps`` control steps holding the current targets (ActionSpec.hold)."""
 
@@ -319,7 +326,8 @@ SimRobotRequest = GetSpec | GetState | Observe | Step | Reset
 
 SimRobotReply = TaskSpec | RobotState | Observation | StepResult | Error
 
-SimRequest = SimRobotRequest | Load | Prepare | Wait | SuccessQuery | TakeStates | TakeTaskRecord | GetGoal | LoadDevelopment
+SimRequest = (SimRobotRequest | Load | Prepare | Wait | SuccessQuery | TakeStates | TakeTaskRecord | GetGoal | LoadDevelopment
+              | EndAttempt)
 """What the coordinator may ask on the control endpoint: the robot subset plus the admin requests."""
 
 SimReply = SimRobotReply | Loaded | SuccessStatus | RecordedStates | TaskRecord | Goal

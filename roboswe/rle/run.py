@@ -126,6 +126,9 @@ async def develop_task(run: Any, links: Any, task: RleTask) -> None:
                                conversation=conversation, task=task, ledger_record=run_dir / LIVE_LEDGER)
     run.progress.say(f"{plan.series_id}: development starts")
     ended = await runner.run(None)
+    if task.tabletop is not None:  # the scene itself is scored: the simulator ends the attempt, nothing is sealed
+        await end_attempt(run, links, task, run_dir, runner, ended)
+        return
     data, _ = await links.sim.task_record(None)  # the simulator's ledger rows, all of them
     rows = msgspec.convert(data.get("ledger", []), list[LedgerRow])
     record = await trio.to_thread.run_sync(seal_and_write, task, rows, workspace, run_dir, runner, ended)
@@ -149,6 +152,12 @@ def seal_and_write(task: RleTask, rows: list[LedgerRow], workspace: Path, run_di
     head = ledger.seal(sealed.digest)
     sealed = msgspec.structs.replace(sealed, ledger_head=head)
     write_submission(run_dir, task, sealed, contents, encode_rows(ledger.rows))
+    return write_development(run_dir, ledger, head, runner, ended)
+
+
+def write_development(run_dir: Path, ledger: Ledger, head: str, runner: Any, ended: rec.TrialEnded) -> DevelopmentRecord:
+    """development.json: how the phase ended, what the sealed ``ledger`` charged, every operation."""
+    task = runner.task
     charged = [r for r in ledger.rows if r.kind == "charge"]
     how = ENDED.get(ended.cause or "", "") if ended.outcome != "incomplete" else ""
     record = DevelopmentRecord(
@@ -159,6 +168,34 @@ def seal_and_write(task: RleTask, rows: list[LedgerRow], workspace: Path, run_di
         diagnostics=runner.diagnostics, ledger_head=head, operations=runner.operations)
     (run_dir / DEVELOPMENT).write_bytes(msgspec.json.encode(record))
     return record
+
+
+async def end_attempt(run: Any, links: Any, task: RleTask, run_dir: Path, runner: Any, ended: rec.TrialEnded) -> None:
+    """Family 03: the simulator ends the attempt on its side (protocol.sim.EndAttempt: release, settle, score, the
+    ledger sealed over the attempt record) and gives the RLE run directory's files; they are written as given,
+    with development.json beside them, and the report is the development trial's ``rle_report`` event."""
+    from roboswe.evaluation.peers import LOAD_DEADLINE
+    from roboswe.protocol import sim as simp
+
+    from .ledger import decode_rows
+    from .rundir import LEDGER, read_report
+    from .tabletop.runner import write_files
+
+    reply = await links.sim.ask(simp.EndAttempt(), simp.TaskRecord, LOAD_DEADLINE)
+    files = {name: bytes(reply.blobs[i]) for name, i in reply.message.files.items()}
+
+    def write() -> DevelopmentRecord:
+        write_files(run_dir, files)
+        ledger = Ledger.resume(decode_rows(files[LEDGER]), task.budget.charged_steps)
+        return write_development(run_dir, ledger, ledger.head, runner, ended)
+
+    record = await trio.to_thread.run_sync(write)
+    report = await trio.to_thread.run_sync(read_report, run_dir)
+    await links.recorder.event("rle_sealed", ended.trial_id, ledger_head=record.ledger_head, spent=record.spent,
+                               ended=record.ended)
+    await links.recorder.event("rle_report", ended.trial_id, **msgspec.to_builtins(report))
+    run.progress.say(f"{report.task}: attempt {record.ended}, {record.spent} of {record.budget} charged; "
+                     f"reward {report.reward:.4f} ({report.status})")
 
 
 async def verify(run: Any, links: Any, run_dir: Path, trial_id: str) -> None:

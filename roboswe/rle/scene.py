@@ -14,6 +14,10 @@ written (a charge before its operation runs).
 A family registers its scene by the manifest's ``development.scene`` in ``DEVELOPMENT_SCENES``
 (``"module:factory"``, imported only when a task names it); the factory takes the ``RleTask`` and
 returns the scene. Family 06's is ``roboswe.rle.pose.development:PoseDevelopmentScene``.
+
+A scene with ``end_attempt`` (family 03's ``ScoredAttempt``) is itself what is scored: its session runs on
+the hidden instance rather than public seeds, and ``EndAttempt`` ends it here, on the trusted side (the
+scene releases, settles, scores and seals the ledger), where another family's ends in a sealed workspace.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ NO_GOAL = simp.Goal()
 DEVELOPMENT_SCENES: dict[str, str] = {
     "pose": "roboswe.rle.pose.development:PoseDevelopmentScene",
     "kitchen": "roboswe.rle.kitchen.development:KitchenDevelopmentScene",
+    "tabletop": "roboswe.rle.tabletop.runner:tabletop_development",
 }
 """``development.scene`` → ``"module:factory"``: ``factory(task: RleTask) -> DevelopmentScene``."""
 
@@ -266,13 +271,28 @@ class DevelopmentSim:
     def no_states(self) -> simp.RecordedStates:
         return simp.RecordedStates(fingerprint_digest=task_digest(self.task), seed=self.seed, count=0, fields={})
 
+    def end_attempt(self) -> tuple[simp.TaskRecord | Error, list[bytes]]:
+        """EndAttempt: a scene that is itself scored ends its attempt (``end_attempt`` over the ledger's rows); the
+        reply's files are the RLE run directory it gives. Any other family's development is refused."""
+        end = getattr(self.scene, "end_attempt", None)
+        if end is None:
+            return Error(code="refused", detail=f"{self.task.id}: its development ends in a sealed workspace, not an attempt"), []
+        files = end(self.ledger.rows)
+        return simp.TaskRecord(data={"task": self.task.id}, files={name: i for i, name in enumerate(files)}), list(files.values())
+
     def guide(self) -> str:
         """What the participant is told about the development phase, beside the task's instruction."""
         art, budget = self.task.artifact, self.task.budget
-        return (f"Development phase: scripts you exec in the sandbox drive the development scene through `import robot` "
-                f"(public seeds only). {self.scene.guide()} robot.state() also carries {BUDGET_KEYS}. Charged: each "
-                f"row of robot.step_many([...]) costs 1 and robot.reset() (the next scene) costs 1 and one of "
-                f"{budget.resets} resets, out of {budget.charged_steps} in all; observing is free. The phase ends when "
-                f"you finish or the budget or {budget.wall_seconds:.0f} s are spent. Then the workspace is sealed: "
-                f"{art.entry_file} (defining {art.entry_function}) and files matching {list(art.include)}, at most "
-                f"{art.max_files} files; nothing else is kept.{diagnostic.guide(self.task)}")
+        if hasattr(self.scene, "end_attempt"):  # the scene itself is scored (family 03)
+            phase, scene, reset = "The attempt", "this task's scene (its hidden instance)", "robot.reset()"
+            ends = ("Then the trusted side ends the attempt and scores the scene's final state; the workspace is kept "
+                    "for the record only.")
+        else:
+            phase, scene, reset = "Development phase", "the development scene (public seeds only)", "robot.reset() (the next scene)"
+            ends = (f"Then the workspace is sealed: {art.entry_file} (defining {art.entry_function}) and files matching "
+                    f"{list(art.include)}, at most {art.max_files} files; nothing else is kept.")
+        return (f"{phase}: scripts you exec in the sandbox drive {scene} through `import robot`. {self.scene.guide()} "
+                f"robot.state() also carries {BUDGET_KEYS}. Charged: each row of robot.step_many([...]) costs 1 and "
+                f"{reset} costs 1 and one of {budget.resets} resets, out of {budget.charged_steps} in all; observing is "
+                f"free. It ends when you finish or the budget or {budget.wall_seconds:.0f} s are spent. {ends}"
+                f"{diagnostic.guide(self.task)}")

@@ -174,12 +174,12 @@ class TabletopScene:
         return True
 
     def guide(self) -> str:
-        return (f"The attempt: one continuous session on this task's hidden instance; robot.reset() "
-                f"{'is not offered' if self.task.budget.resets == 0 else 'restores the same initial scene (costs 1)'}. "
+        return (f"One continuous session; robot.reset() "
+                f"{'is not offered' if self.task.budget.resets == 0 else 'restores the same initial scene'}. "
                 f"Free: robot.observe() (RGB cameras {[c.name for c in self.cameras]}, {self.rules.image_size}x{self.rules.image_size}, no depth) "
                 f"and robot.state(): {self.state_keys} (the tool-centre point x, y, z, yaw; the opening between the finger pads"
                 f"{'; the scale pointer, degrees, + when the right arm is down' if self.rules.kind == 'balance' else ''}). "
-                f"No object poses, masses, forces or contacts. Each row of robot.step_many costs 1 (at most {MAX_MOVE_M} m per axis). "
+                f"No object poses, masses, forces or contacts. A row moves the hand at most {MAX_MOVE_M} m per axis. "
                 f"When you stop, the structure is released and scored after {self.rules.settle_seconds} s of settling.")
 
     def close(self) -> None:

@@ -33,10 +33,10 @@ from roboswe.sim.tabletop_physics import tasks as t
 from roboswe.sim.tabletop_physics.scene import build_model
 
 from .. import rundir
-from ..ledger import Ledger, decode_rows, encode_rows, verify_chain
+from ..ledger import Ledger, LedgerRow, decode_rows, encode_rows, verify_chain
 from ..manifest import RleTask, task_digest
-from ..report import Component, Gate, RewardReport
-from ..seeds import Salt, protocol_id
+from ..report import Component, Gate, RewardReport, encode_report
+from ..seeds import Salt, protocol_id, public_salt
 from . import scoring
 from .attempt import AttemptRecord, Snapshot, TabletopScene, layouts
 from .plan import Plan, make_plan, plan_commitment
@@ -169,36 +169,64 @@ def sandboxed(script: str, *, backend: str | None = None, image=None, seconds: f
     return run
 
 
+class ScoredAttempt(TabletopScene):
+    """The attempt's scene on the trusted side (``DEVELOPMENT_SCENES["tabletop"]``, roboswe/rle/scene.py): the
+    hidden plan drawn there from the salt, and ``end_attempt``, which ends and scores the attempt there too.
+    ``run_attempt`` (in-process) and the simulator actor (``protocol.sim.EndAttempt``, an RLE run through the
+    actors) both end an attempt this way."""
+
+    def __init__(self, task: RleTask, salt: Salt | None = None):
+        self.salt = salt if salt is not None else public_salt()
+        self.started = time.monotonic()
+        super().__init__(task, make_plan(task, self.salt))
+
+    def end_attempt(self, rows: list[LedgerRow]) -> dict[str, bytes]:
+        """Release, settle, snapshot (``submit``), seal the ledger ``rows`` over the record's digest, score from
+        the recorded states; the run directory's files by name (rundir.py's layout and ``ATTEMPT``)."""
+        task = self.task
+        record = self.submit()
+        ledger = Ledger.resume(rows, task.budget.charged_steps)
+        ledger.seal(record_digest(record))
+        verdict = verify_chain(ledger.rows, budget=task.budget.charged_steps, artifact_digest=record_digest(record))
+        gates = [] if verdict.ok else [Gate(name="ledger", reason=f"ledger unverifiable: {verdict.reason}")]
+        reward, components, withheld = judge(task, record) if not gates else (0.0, (), [])
+        gates += withheld
+        report = make_report(task, self.salt.sha256, self.salt.label, self.plan, record, reward, components, gates,
+                             verdict, time.monotonic() - self.started)
+        return {rundir.MARKER: msgspec.json.encode(rundir.RunMarker(task=task.id)), rundir.TASK: msgspec.json.encode(task),
+                ATTEMPT: msgspec.json.encode(record), rundir.REPORT: encode_report(report),
+                rundir.LEDGER: encode_rows(ledger.rows)}
+
+
+def tabletop_development(task: RleTask) -> ScoredAttempt:
+    """The ``DEVELOPMENT_SCENES`` factory: the hidden plan drawn with the public salt (the one the demo uses)."""
+    return ScoredAttempt(task)
+
+
+def write_files(run_dir: Path, files: dict[str, bytes]) -> None:
+    """An attempt's run directory from ``end_attempt``'s files (bare names only: nothing lands outside it)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        if Path(name).name != name or name in ("", ".", ".."):
+            raise ValueError(f"an attempt's file name must be a bare name, got {name!r}")
+        (run_dir / name).write_bytes(data)
+
+
 def run_attempt(task: RleTask, participant: Participant, salt: Salt, run_dir: Path) -> tuple[RewardReport, dict]:
     """The attempt, scored; the run directory written. Returns the report and the participant's own summary."""
     from ..scene import DevelopmentSim
 
-    started = time.monotonic()
     run_dir.mkdir(parents=True, exist_ok=True)
-    plan = make_plan(task, salt)
-    scene = TabletopScene(task, plan)
-    ledger_file = run_dir / rundir.LEDGER
-    sim = DevelopmentSim(task, record=ledger_file, scene=scene)
+    scene = ScoredAttempt(task, salt)
+    sim = DevelopmentSim(task, record=run_dir / rundir.LEDGER, scene=scene)
     robot = LocalRobot(sim, task.budget.wall_seconds)
-    summary, gates = {}, []
     try:
         summary = participant(robot)
     except AttemptStopped as e:  # the budget ended the attempt mid-move: what was built is still scored
         summary = {"ended": str(e)}
-    record = scene.submit()
-    rows = decode_rows(ledger_file.read_bytes()) if ledger_file.exists() else []
-    ledger = Ledger.resume(rows, task.budget.charged_steps)
-    ledger.seal(record_digest(record))
-    ledger_file.write_bytes(encode_rows(ledger.rows))
-    verdict = verify_chain(ledger.rows, budget=task.budget.charged_steps, artifact_digest=record_digest(record))
-    if not verdict.ok:
-        gates.append(Gate(name="ledger", reason=f"ledger unverifiable: {verdict.reason}"))
-    reward, components, withheld = judge(task, record) if not gates else (0.0, (), [])
-    gates += withheld
-    report = make_report(task, salt.sha256, salt.label, plan, record, reward, components, gates, verdict,
-                         time.monotonic() - started)
-    write_run(run_dir, task, record, report)
-    return report, {"steps": robot.steps, **summary, "wall_seconds": round(time.monotonic() - started, 2)}
+    write_files(run_dir, scene.end_attempt(sim.ledger.rows))
+    return rundir.read_report(run_dir), {"steps": robot.steps, **summary,
+                                         "wall_seconds": round(time.monotonic() - scene.started, 2)}
 
 
 def make_report(task, salt_sha256, salt_label, plan, record, reward, components, gates, verdict, seconds) -> RewardReport:
@@ -209,13 +237,6 @@ def make_report(task, salt_sha256, salt_label, plan, record, reward, components,
         ledger=verdict, artifact_digest=record_digest(record), image_digest=None, task_digest=task_digest(task),
         salt_sha256=salt_sha256, salt_label=salt_label, plan_commitment=plan_commitment(plan),
         revealed_seeds=(plan.seed,), calls=len(record.events), verifier_seconds=round(seconds, 3))
-
-
-def write_run(run_dir: Path, task: RleTask, record: AttemptRecord, report: RewardReport) -> None:
-    (run_dir / rundir.MARKER).write_bytes(msgspec.json.encode(rundir.RunMarker(task=task.id)))
-    (run_dir / rundir.TASK).write_bytes(msgspec.json.encode(task))
-    (run_dir / ATTEMPT).write_bytes(msgspec.json.encode(record))
-    rundir.write_report(run_dir, report)
 
 
 def replay_record(task: RleTask, record: AttemptRecord) -> AttemptRecord:
