@@ -172,7 +172,9 @@ def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_i
         stored = write_results(site, results)
         summary["results_file"] = {"src": "results.json", "sha256": stored.sha256, "size": stored.size}
         keys: dict[str, str] = {}
+        step_budgets = {s.series_id: (s.pins.get("budgets") or {}).get("trial_steps") for s in reader.series(rid)}
         for s in summary["series"]:
+            s["trial_steps"] = step_budgets.get(s["series_id"])  # the per-task chart's budget line
             for a in s["attempts"]:
                 a["key"] = keys[a["trial_id"]] = trial_key(a["trial_id"])
         summary["exported_at"] = time.time()

@@ -279,6 +279,11 @@ def test_the_pages_link_the_gallery_and_show_the_summaries(browser, paint, plain
     browser.get((plain["site"] / "index.html").as_uri())
     wait_for(browser, "document.querySelectorAll('table.grid td.cell').length")
     assert not browser.find_elements("id", "gallery-link")
+    budget = _data(plain["site"], "data/run.js")["series"][0]["trial_steps"]
+    with RunReader(plain["run_dir"]) as reader:
+        assert budget == reader.series()[0].pins["budgets"]["trial_steps"]  # the series' own pin
+    legend = browser.execute_script("return document.querySelector('#charts .legend').textContent")
+    assert legend == f"unverified · step budget {budget} per trial (above the chart)"  # the dots' colour named, the budget
     browser.get((paint["site"] / "index.html").as_uri())
     link = wait_for(browser, "document.querySelector('#gallery-link')")
     assert link.get_attribute("href").endswith("/gallery.html") and "1 canvas from 1 round, 1 goal" in \

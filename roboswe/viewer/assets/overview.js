@@ -118,13 +118,16 @@
       const a = (by[t] || []).slice(-1)[0];
       pts.push({ t, steps: a && a.control_steps != null ? a.control_steps : null, status: statuses[t - 1] || "not_started", a });
     }
-    const maxY = Math.max(1, ...pts.map((p) => p.steps || 0));
+    // The step budget as a dashed line when it is within the chart's reach, else named under it.
+    const most = Math.max(1, ...pts.map((p) => p.steps || 0)), budget = s.trial_steps;
+    const maxY = budget && budget <= 2 * most ? budget : most;
     const x = (t) => L + ((W - L - R) * (t - 1)) / Math.max(1, s.trials - 1);
     const y = (v) => Tp + (H - Tp - B) * (1 - v / maxY);
     let svg = `<svg class="chart" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${esc(s.task)} trajectory">`;
     svg += `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" class="axis"/><line x1="${L}" y1="${Tp}" x2="${L}" y2="${H - B}" class="axis"/>`;
     svg += `<text x="${L - 6}" y="${Tp + 4}" class="tick" text-anchor="end">${maxY}</text><text x="${L - 6}" y="${H - B}" class="tick" text-anchor="end">0</text>`;
     svg += `<text x="12" y="${(H - B) / 2 + 8}" class="tick" transform="rotate(-90 12 ${(H - B) / 2 + 8})" text-anchor="middle">control steps</text>`;
+    if (budget && budget === maxY) svg += `<line x1="${L}" y1="${y(budget)}" x2="${W - R}" y2="${y(budget)}" class="budget" stroke="#c62828" stroke-dasharray="5 4"><title>step budget ${budget}</title></line>`;
     const line = pts.filter((p) => p.steps != null).map((p) => `${x(p.t)},${y(p.steps)}`).join(" ");
     if (line) svg += `<polyline points="${line}" class="traj"/>`;
     pts.forEach((p) => {
@@ -136,7 +139,11 @@
     });
     svg += "</svg>";
     const y_t = ((s.metrics && s.metrics.y) || []).map((v) => (v == null ? "·" : v)).join(" ");
-    return `<figure><figcaption>${esc(s.task)} <span class="muted">y = [${y_t}]</span></figcaption>${svg}</figure>`;
+    const shown = [...new Set(pts.filter((p) => p.steps != null).map((p) => p.status))];
+    const legend = shown.map((st) => `<span class="legend-item"><span class="swatch" style="background:${STATUS_COLOR[st] || "#777"}"></span>${esc(st)}</span>`)
+      .concat(budget ? [`<span class="legend-item muted">${budget === maxY ? '<span class="swatch dash"></span>' : ""}` +
+        `step budget ${budget} per trial${budget === maxY ? "" : " (above the chart)"}</span>`] : []).join(" · ");
+    return `<figure><figcaption>${esc(s.task)} <span class="muted">y = [${y_t}]</span></figcaption>${svg}<div class="legend">${legend}</div></figure>`;
   }
 
   const ORDER = ["provider", "execution", "transport", "physics", "rendering", "waits", "recovery", "replay"];
