@@ -1,0 +1,75 @@
+"""A family 03 attempt as an RLE run through the actors: `roboswe run` of configs/runs/rle-tabletop-demo.toml
+(the scripted balance participant, kind = "python", as a sandbox script over `import robot`), the simulator
+actor serving the hidden instance and ending the attempt on its side (protocol.sim.EndAttempt), then
+`roboswe verify` and `roboswe index` on the run directory it leaves."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import msgspec
+import pytest
+
+from roboswe.rle.ledger import LedgerRow, decode_rows, verify_chain
+from roboswe.rle.manifest import load_task
+from roboswe.rle.seeds import public_salt
+from roboswe.rle.tabletop.attempt import AttemptRecord
+from roboswe.rle.tabletop.plan import make_plan
+from roboswe.rle.tabletop.runner import ATTEMPT, judge, record_digest
+
+from ..commands.test_preflight import runs  # noqa: F401 - run dirs the sandbox user reaches, used by name
+from ..sandbox.conftest import image  # noqa: F401 - the sandbox image fixture (refused when stale), used by name
+
+CONFIG = "configs/runs/rle-tabletop-demo.toml"
+
+
+def _roboswe(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "roboswe.cli", *args], capture_output=True, text=True, check=False)
+
+
+@pytest.mark.exhaustive
+def test_a_balance_attempt_through_the_actors_is_scored_by_the_simulator_and_replays(image, runs):  # noqa: F811
+    run = runs / "run"
+    done = _roboswe("run", "--config", CONFIG, "--out", str(run))
+    assert done.returncode == 0, done.stderr[-3000:]
+    task = load_task("tabletop-balance")
+    record = msgspec.json.decode((run / ATTEMPT).read_bytes(), type=AttemptRecord)
+    report = json.loads((run / "report.json").read_text())
+    # scored on the trusted side from its own snapshots of the hidden instance, never from the workspace
+    assert record.plan == make_plan(task, public_salt()) and record.submitted
+    assert record.released is not None and record.settled.time - record.released.time == pytest.approx(3.0, abs=1e-6)
+    reward, components, gates = judge(task, record)
+    assert report["status"] == "scored" and report["reward"] == reward == 1.0 and gates == []
+    assert report["artifact_digest"] == record_digest(record)
+    assert report["components"] == list(msgspec.to_builtins(components))
+    # the ledger: the simulator's rows, sealed over the attempt record's digest
+    rows = decode_rows((run / "ledger.jsonl").read_bytes())
+    verdict = verify_chain(rows, budget=task.budget.charged_steps, artifact_digest=record_digest(record))
+    assert verdict.ok and report["ledger"]["ok"] and rows[-1].operation == "seal"
+    development = json.loads((run / "development.json").read_text())
+    operations = ["list_files", "write_file", "exec", "finish"]
+    assert development["ended"] == "finished" and [o["operation"] for o in development["operations"]] == operations
+    assert development["spent"] == verdict.spent == development["control_steps"] > 0
+    assert development["ledger_head"] == rows[-1].hash
+    assert '"pointer_deg"' in development["finish_reason"]  # the script's own summary, through the sandbox
+    # the run database: the attempt is the development trial, its operations, the ledger and the report
+    from roboswe.records.reader import RunReader
+
+    with RunReader(run) as reader:
+        (series,) = reader.series()
+        (trial,) = reader.trials(series.series_id)
+        assert (trial.end.outcome, trial.end.cause, trial.end.control_steps) == ("failure", "finish", verdict.spent)
+        assert [o.operation for o in reader.operations(trial.trial_id)] == operations
+        [(_, ledger)] = reader.events(trial_id=trial.trial_id, event="task_record")
+        [(_, recorded)] = reader.events(trial_id=trial.trial_id, event="rle_report")
+        opening = reader.events(trial_id=trial.trial_id, event="turn")[0][1].data
+    assert msgspec.convert(ledger.data["ledger"], list[LedgerRow]) == rows[:-1]
+    assert recorded.data["reward"] == report["reward"]
+    guide = json.dumps(opening)
+    assert "The attempt: scripts you exec" in guide and "public seeds" not in guide and "sealed" not in guide
+    verified = _roboswe("verify", str(run))
+    assert verified.returncode == 0 and "reproduced" in verified.stdout, verified.stderr
+    index = json.loads(_roboswe("index", str(run), "--json").stdout)
+    assert next(t for t in index["tasks"] if t["task"] == task.id)["reward"] == report["reward"]
