@@ -104,6 +104,7 @@ def test_the_transcript_page_escapes_filters_and_links_both_ways(browser, site, 
     assert "mishap (cube lifted) at step 12, recovered at step 18 after 6 steps" in recovery
     assert "mishap (cube lifted) at step 22, not recovered by the trial's end (step 26)" in recovery
     assert browser.execute_script("return document.querySelector('#plot-action').dataset.mishaps") == "2"
+    assert browser.execute_script("return document.querySelector('#plot-qpos').dataset.success") == "16-25"  # shaded
     badges = browser.execute_script("return [2, 3].map(s => [...document.querySelectorAll("
                                     "`li.op[data-seq=\"${s}\"] .badge`)].map(b => b.textContent))")
     assert badges == [["mishap", "recovered"], ["mishap"]]

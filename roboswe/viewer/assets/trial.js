@@ -77,7 +77,7 @@
     drawPlot($("plot-action"), trace.action, "commanded action", true);
     drawPlot($("plot-qpos"), trace.qpos, "joint positions (qpos)", false);
     drawChunks($("plot-action"));
-    ["plot-action", "plot-qpos"].forEach((id) => drawMishaps($(id)));
+    ["plot-action", "plot-qpos"].forEach((id) => { drawSuccess($(id)); drawMishaps($(id)); });
     drawCursor($("plot-action"), step);
     drawCursor($("plot-qpos"), step);
   }
@@ -92,6 +92,16 @@
       const X = canvas._x(Math.min(Math.max(c.start, canvas._s[0]), canvas._s[1]));
       ctx.beginPath(); ctx.moveTo(X, PAD.t); ctx.lineTo(X, PAD.t + 10); ctx.stroke();
     });
+  }
+  // The control steps the success predicate held (the trial's success interval), shaded green.
+  function drawSuccess(canvas) {
+    const held = trial.attempt.success_interval;
+    canvas.dataset.success = held ? held.join("-") : "";
+    if (!canvas._x || !held) return;
+    const clamp = (v) => canvas._x(Math.min(Math.max(v, canvas._s[0]), canvas._s[1]));
+    const ctx = canvas.getContext("2d");
+    ctx.fillStyle = "rgba(46, 125, 50, 0.15)";
+    ctx.fillRect(clamp(held[0]), PAD.t, Math.max(1, clamp(held[1]) - clamp(held[0])), canvas.height - PAD.t - PAD.b);
   }
   // `roboswe recovery`'s mishaps (a diagnostic, never scored): a dashed red line where progress fell,
   // a green one where it was regained.
@@ -157,7 +167,8 @@
     return RS.load(t.src, `t/${key}/trace`).then((data) => {
       trace = data;
       $("signals-note").textContent = `${data.recorded_steps} control steps` +
-        (data.stride > 1 ? `, every ${data.stride}th plotted` : "") + " · red line: the step the video shows · click to seek";
+        (data.stride > 1 ? `, every ${data.stride}th plotted` : "") + " · red line: the step the video shows · " +
+        "green: the steps the success predicate held · click to seek";
       ["plot-action", "plot-qpos"].forEach((id) => {
         const c = $(id);
         c.addEventListener("click", (ev) => { if (c._s) { seekStep(stepAt(c, ev)); drawSignals(); } });
