@@ -11,7 +11,10 @@ recorder records its operations, turns and provider messages like a series trial
 rows (the ``task_record`` event). Then the coordinator seals the workspace by the artifact contract,
 closes the ledger over the sealed digest, writes the RLE run directory (rundir.py) into RUN_DIR with
 ``development.json``, and runs the verifier process; ``roboswe index RUN_DIR`` and ``roboswe verify
-RUN_DIR`` work on it. One RLE task per run: the run directory is that task's RLE run directory.
+RUN_DIR`` work on it. A family 03 task (Tabletop Physical Reasoning) has no artifact: its session is the
+attempt, so the coordinator asks the simulator to end it (``EndAttempt``: release, settle, score and the
+ledger sealed there, roboswe/rle/tabletop/runner.py) and writes the run directory it answers instead.
+One RLE task per run: the run directory is that task's RLE run directory.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """One family 03 attempt end to end on the trusted side, its run directory, and its replay.
 
-``run_attempt`` draws the hidden plan from the salt, opens ``TabletopScene`` on it inside the generic
+``ScoredAttempt`` draws the hidden plan from the salt and is the ``TabletopScene`` on it inside the generic
 ``DevelopmentSim`` (roboswe/rle/scene.py: the ledger charges every row and reset before it runs and
-records it as written), lets a participant act through a robot client, submits (release, settle,
-snapshots), seals the ledger over the attempt record's digest, scores from the recorded states and
-writes the run directory:
+records it as written); its ``end_attempt`` submits (release, settle, snapshots), seals the ledger over
+the attempt record's digest, scores from the recorded states and gives the run directory's files.
+``run_attempt`` lets a participant act through a robot client in-process and writes them; an RLE run
+through the actors (roboswe/rle/run.py) has the simulator actor do the same on ``EndAttempt``:
 
     rle.json  task.json  ledger.jsonl  attempt.json (the record, plan revealed)  report.json
 
