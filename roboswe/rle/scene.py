@@ -107,6 +107,7 @@ class DevelopmentSim:
         self._record, self._recorded = record, 0  # where each ledger row is appended as it is written
         self.resets = 0
         self.control_step = 0
+        self.ended = False  # EndAttempt ran (a scene that is itself scored)
         self.scene = scene if scene is not None else open_scene(task)
         self._load(0)
 
@@ -146,6 +147,8 @@ class DevelopmentSim:
         return simp.SIM_ROBOT_CODEC.decode(frames)
 
     def answer(self, message: Message) -> tuple[Message, list[bytes]]:
+        if self.ended:  # the scene was released and scored: nothing reads or moves it again
+            return Error(code="refused", detail=f"{self.task.id}: the attempt has ended"), []
         match message:
             case simp.GetSpec():
                 return self.spec(), []
@@ -277,6 +280,9 @@ class DevelopmentSim:
         end = getattr(self.scene, "end_attempt", None)
         if end is None:
             return Error(code="refused", detail=f"{self.task.id}: its development ends in a sealed workspace, not an attempt"), []
+        if self.ended:
+            return Error(code="refused", detail=f"{self.task.id}: the attempt has already ended"), []
+        self.ended = True
         files = end(self.ledger.rows)
         return simp.TaskRecord(data={"task": self.task.id}, files={name: i for i, name in enumerate(files)}), list(files.values())
 

@@ -11,18 +11,54 @@ import sys
 
 import msgspec
 import pytest
+from roboswe.protocol import sim as simp
+from roboswe.protocol._codec import DecodeError
+from roboswe.protocol.control import Error
 
+from roboswe.rle import rundir
 from roboswe.rle.ledger import LedgerRow, decode_rows, verify_chain
 from roboswe.rle.manifest import load_task
+from roboswe.rle.scene import DevelopmentSim
 from roboswe.rle.seeds import public_salt
 from roboswe.rle.tabletop.attempt import AttemptRecord
 from roboswe.rle.tabletop.plan import make_plan
-from roboswe.rle.tabletop.runner import ATTEMPT, judge, record_digest
+from roboswe.rle.tabletop.runner import ATTEMPT, ScoredAttempt, judge, record_digest
 
 from ..commands.test_preflight import runs  # noqa: F401 - run dirs the sandbox user reaches, used by name
 from ..sandbox.conftest import image  # noqa: F401 - the sandbox image fixture (refused when stale), used by name
 
 CONFIG = "configs/runs/rle-tabletop-demo.toml"
+
+
+def test_end_attempt_scores_once_on_the_trusted_side_and_nothing_moves_after():
+    """EndAttempt gives the run directory's files; after it the scene answers nothing, a second EndAttempt is
+    refused, a family whose development ends in a sealed workspace refuses it, and the sandbox's robot
+    endpoint cannot even decode it."""
+    task = load_task("tabletop-balance")
+    sim = DevelopmentSim(task, scene=ScoredAttempt(task))
+    assert sim.step([[0.0, 0.0, -0.01, 0.0, 0.0]] * 5).applied == 5
+    reply, blobs = sim.end_attempt()
+    files = {name: bytes(blobs[i]) for name, i in reply.files.items()}
+    assert set(files) == {rundir.MARKER, rundir.TASK, ATTEMPT, rundir.REPORT, rundir.LEDGER}
+    rows = decode_rows(files[rundir.LEDGER])
+    record = msgspec.json.decode(files[ATTEMPT], type=AttemptRecord)
+    assert [r.operation for r in rows] == ["step", "step", "seal"] and rows[-1].detail == record_digest(record)
+    assert record.events[1:] == [[1.0, 0.0, 0.0, -0.01, 0.0, 0.0]] * 5 and record.settled is not None
+    for message in (simp.GetState(), simp.Step(actions=[[0.0] * 5]), simp.Reset()):
+        refused, _ = sim.answer(message)
+        assert isinstance(refused, Error) and "has ended" in refused.detail
+    again, _ = sim.end_attempt()
+    assert isinstance(again, Error) and "already ended" in again.detail
+    assert len(sim.ledger.rows) == 2  # the seal is the record's, not a row charged on the simulator's ledger
+
+    class Sealed:  # a scene without end_attempt (as the pose family's): its development ends in a sealed workspace
+        def load(self, seed: int) -> None: ...
+
+    refused, _ = DevelopmentSim(task, scene=Sealed()).end_attempt()
+    assert isinstance(refused, Error) and "sealed workspace" in refused.detail
+    _, frames = simp.SIM_CODEC.encode(simp.EndAttempt(), sender="coordinator")
+    with pytest.raises(DecodeError):
+        simp.SIM_ROBOT_CODEC.decode(frames)
 
 
 def _roboswe(*args: str) -> subprocess.CompletedProcess:

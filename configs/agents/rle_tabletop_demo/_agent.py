@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 
 from roboswe.protocol.participant import (
     AnyOperation,
@@ -24,10 +25,16 @@ from roboswe.protocol.participant import (
 
 SCRIPT = "attempt.py"
 SUMMARY_PREFIX = "ATTEMPT "  # the line attempt.py prints its JSON summary on
-STRATEGIES = {"balance": ("balance", "_surface_z")}
-"""Task kind → the participants.py functions its script carries (besides ``Hand``)."""
-PUBLIC = ("BALANCE_PIVOT", "BALANCE_CUBE_HALF", "BALANCE_ARMS", "BALANCE_SLOTS")
-"""The public geometry (sim/tabletop_physics/tasks.py, stated in the instructions) the strategies read as ``t.*``."""
+STRATEGIES = {
+    "tower": ("tower", "catch_height"),
+    "cantilever": ("cantilever",),
+    "balance": ("balance", "_surface_z"),
+    "com": ("probe_com", "tilt_from_image"),
+}
+"""Task kind → the participants.py functions its script carries (its first the strategy; ``Hand`` besides)."""
+TASK_HELPERS = {"com": ("com_depth_below",)}
+"""Task kind → the public functions of sim/tabletop_physics/tasks.py its strategy calls as ``t.*``."""
+CONSTANT = re.compile(r"\b([A-Z][A-Z0-9_]+)\b")
 
 CLIENT = '''
 class Robot:
@@ -45,35 +52,45 @@ class Robot:
 
 
 def script_source(kind: str) -> str:
-    """attempt.py for a task kind: participants.py's code for it, runnable in the sandbox."""
+    """attempt.py for a task kind: participants.py's code for it, runnable in the sandbox. The constants the
+    code names are written in as literals: participants.py's own, and the public geometry of tasks.py (stated
+    in the instructions) that it reads as ``t.*``; nothing else of the harness reaches the sandbox."""
     from roboswe.sim.tabletop_physics import tasks as t
 
     from roboswe.rle.tabletop import participants as p
 
+    helpers = [inspect.getsource(getattr(t, name)) for name in TASK_HELPERS.get(kind, ())]
+    code = [inspect.getsource(p.Hand), *(inspect.getsource(getattr(p, name)) for name in STRATEGIES[kind])]
+    names = sorted({n for src in code + helpers for n in CONSTANT.findall(src) if hasattr(p, n) or hasattr(t, n)})
+    literals = [f"{n} = {getattr(p, n) if hasattr(p, n) else getattr(t, n)!r}" for n in names]
+    public = [n for n in names if hasattr(t, n)] + list(TASK_HELPERS.get(kind, ()))
     header = ["import json", "import math", "import types", "", "import numpy as np", "import robot as _robot", "",
-              f"MAX_MOVE_M, MAX_TURN_RAD = {p.MAX_MOVE_M!r}, {p.MAX_TURN_RAD!r}",
-              f"SAFE_Z, FIRM, PINCH, OPEN = {p.SAFE_Z!r}, {p.FIRM!r}, {p.PINCH!r}, {p.OPEN!r}",
-              f"GRASP_Z, ROW_Z = {p.GRASP_Z!r}, {p.ROW_Z!r}",
-              "t = types.SimpleNamespace(" + ", ".join(f"{name}={getattr(t, name)!r}" for name in PUBLIC) + ")", ""]
-    code = [inspect.getsource(p.Hand), *(inspect.getsource(getattr(p, name)) for name in STRATEGIES[kind]), CLIENT]
+              *literals, ""]
+    namespace = "t = types.SimpleNamespace(" + ", ".join(f"{n}={n}" for n in public) + ")\n"
     main = f"print({SUMMARY_PREFIX!r} + json.dumps({STRATEGIES[kind][0]}(Robot())))\n"
-    return "\n".join(header) + "\n\n" + "\n\n".join(code) + "\n\n" + main
+    return "\n".join(header) + "\n\n" + "\n\n".join([*helpers, namespace, *code, CLIENT]) + "\n\n" + main
+
+
+def task_kind(request: DecisionRequest) -> str:
+    """The tabletop task's kind from the series id (``RUN_ID/tabletop-balance`` → ``balance``)."""
+    return request.series.rsplit("/", 1)[-1].removeprefix("tabletop-")
 
 
 class TabletopDemoAgent:
-    """agent = "roboswe.agents.rle_tabletop_demo:TabletopDemoAgent" (kind = "python")."""
-
-    def __init__(self, kind: str = "balance"):
-        self.plan: list[AnyOperation] = [ListFiles(), WriteFile(path=SCRIPT, content=script_source(kind)), Exec(path=SCRIPT)]
+    """agent = "roboswe.agents.rle_tabletop_demo:TabletopDemoAgent" (kind = "python"); the strategy is the task's."""
 
     def decide(self, request: DecisionRequest) -> AnyOperation:
+        kind = task_kind(request)
+        if kind not in STRATEGIES:
+            return Finish(reason=f"no scripted strategy for {request.series!r}; the scene is scored as it stands")
+        plan = [ListFiles(), WriteFile(path=SCRIPT, content=script_source(kind)), Exec(path=SCRIPT)]
         calls = [p for turn in request.conversation if turn.role == "assistant" for p in turn.parts
                  if isinstance(p, ToolCallPart) and p.operation is not None]
-        if len(calls) < len(self.plan):
-            return self.plan[len(calls)]
+        if len(calls) < len(plan):
+            return plan[len(calls)]
         results = [p for turn in request.conversation for p in turn.parts if isinstance(p, ToolResultPart)]
         summary = next((line[len(SUMMARY_PREFIX):] for r in reversed(results) for line in r.text.splitlines()
                         if line.startswith(SUMMARY_PREFIX)), None)
         if summary is None:
             return Finish(reason="the attempt script printed no summary; the scene is scored as it stands")
-        return Finish(reason=f"balance attempt done: {json.dumps(json.loads(summary))}")
+        return Finish(reason=f"{kind} attempt done: {json.dumps(json.loads(summary))}")
