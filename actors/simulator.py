@@ -9,7 +9,8 @@
 ``LoadDevelopment`` puts an RLE-Bench development phase in place of the series scene
 (``roboswe.rle.scene.DevelopmentSim``: the family's development scene and the ledger, on this
 trusted side): both endpoints' robot requests, Reset included, answer from it (``_development``)
-until a Load ends it.
+until a Load ends it. ``EndAttempt`` (control endpoint only) ends a Tabletop Physical Reasoning attempt
+there: released, settled and scored on this side, the run directory's files in the reply.
 
   A bridge on the same host reaches the same door over a plain unix stream beside it
   (actors/_robot_stream.py): fewer wake-ups per step than ZeroMQ's I/O threads.

@@ -12,16 +12,7 @@ import inspect
 import json
 import re
 
-from roboswe.protocol.participant import (
-    AnyOperation,
-    DecisionRequest,
-    Exec,
-    Finish,
-    ListFiles,
-    ToolCallPart,
-    ToolResultPart,
-    WriteFile,
-)
+from roboswe.protocol import participant as pp
 
 SCRIPT = "attempt.py"
 SUMMARY_PREFIX = "ATTEMPT "  # the line attempt.py prints its JSON summary on
@@ -71,7 +62,7 @@ def script_source(kind: str) -> str:
     return "\n".join(header) + "\n\n" + "\n\n".join([*helpers, namespace, *code, CLIENT]) + "\n\n" + main
 
 
-def task_kind(request: DecisionRequest) -> str:
+def task_kind(request: pp.DecisionRequest) -> str:
     """The tabletop task's kind from the series id (``RUN_ID/tabletop-balance`` → ``balance``)."""
     return request.series.rsplit("/", 1)[-1].removeprefix("tabletop-")
 
@@ -79,18 +70,18 @@ def task_kind(request: DecisionRequest) -> str:
 class TabletopDemoAgent:
     """agent = "roboswe.agents.rle_tabletop_demo:TabletopDemoAgent" (kind = "python"); the strategy is the task's."""
 
-    def decide(self, request: DecisionRequest) -> AnyOperation:
+    def decide(self, request: pp.DecisionRequest) -> pp.AnyOperation:
         kind = task_kind(request)
         if kind not in STRATEGIES:
-            return Finish(reason=f"no scripted strategy for {request.series!r}; the scene is scored as it stands")
-        plan = [ListFiles(), WriteFile(path=SCRIPT, content=script_source(kind)), Exec(path=SCRIPT)]
+            return pp.Finish(reason=f"no scripted strategy for {request.series!r}; the scene is scored as it stands")
+        plan = [pp.ListFiles(), pp.WriteFile(path=SCRIPT, content=script_source(kind)), pp.Exec(path=SCRIPT)]
         calls = [p for turn in request.conversation if turn.role == "assistant" for p in turn.parts
-                 if isinstance(p, ToolCallPart) and p.operation is not None]
+                 if isinstance(p, pp.ToolCallPart) and p.operation is not None]
         if len(calls) < len(plan):
             return plan[len(calls)]
-        results = [p for turn in request.conversation for p in turn.parts if isinstance(p, ToolResultPart)]
+        results = [p for turn in request.conversation for p in turn.parts if isinstance(p, pp.ToolResultPart)]
         summary = next((line[len(SUMMARY_PREFIX):] for r in reversed(results) for line in r.text.splitlines()
                         if line.startswith(SUMMARY_PREFIX)), None)
         if summary is None:
-            return Finish(reason="the attempt script printed no summary; the scene is scored as it stands")
-        return Finish(reason=f"{kind} attempt done: {json.dumps(json.loads(summary))}")
+            return pp.Finish(reason="the attempt script printed no summary; the scene is scored as it stands")
+        return pp.Finish(reason=f"{kind} attempt done: {json.dumps(json.loads(summary))}")
