@@ -33,7 +33,8 @@ def add_arguments_rle(parser: argparse.ArgumentParser) -> None:
     score.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None, help="sandbox backend")
     demo = sub.add_parser("demo", help="a scripted participant develops and submits the reference estimator; "
                                          "prints the reward report and the index (offline)")
-    demo.add_argument("name", choices=["pose", "tabletop"], help="which family's demo (tabletop: family 03's four tasks)")
+    demo.add_argument("name", choices=["pose", "tabletop", "speedrun"],
+                      help="which family's demo (tabletop: family 03's four tasks; speedrun: family 01 at L1 and L3 on the kit)")
     demo.add_argument("--out", type=Path, default=None, metavar="RUN_DIR", help="write the RLE run directory here")
     demo.add_argument("--task", default=None, metavar="TASK", help="which of the family's tasks (pose: pose-rgbd, the default, or pose-rgb)")
     demo.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None, help="sandbox backend")
@@ -47,6 +48,10 @@ def add_arguments_index(parser: argparse.ArgumentParser) -> None:
 
 
 def run_rle(args: argparse.Namespace) -> int:
+    if args.rle_command == "demo" and args.name == "speedrun":
+        from .kitchen.demo import run_speedrun_demo
+
+        return run_speedrun_demo(args.out)
     if args.rle_command == "demo" and args.name == "tabletop":
         from .tabletop.demo import run_tabletop_demo
 

@@ -25,6 +25,7 @@ class TaskEntry(msgspec.Struct, frozen=True, kw_only=True):
     status: str  # scored | gated | missing
     reward: float | None  # in [0, 1]; None when missing
     score: float | None  # reward × 100
+    components: dict[str, float] = {}  # the report's components by name (family 01: success_rate, development_steps, budget)
 
 
 class Level(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,7 +88,8 @@ def rle_index(reports: list[RewardReport], catalogue: dict[str, tuple[str, str]]
         if r is None or r.status == "missing":
             entries.append(TaskEntry(task=task, status="missing", reward=None, score=None))
         else:
-            entries.append(TaskEntry(task=task, status=r.status, reward=r.reward, score=r.score))
+            entries.append(TaskEntry(task=task, status=r.status, reward=r.reward, score=r.score,
+                                     components={c.name: c.value for c in r.components}))
     score = {e.task: e.score for e in entries}
     families = []
     for fam in sorted({f for f, _ in catalogue.values()}):

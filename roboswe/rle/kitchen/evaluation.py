@@ -19,6 +19,7 @@ it: only the plan's commitment.
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Literal
 
 import msgspec
@@ -139,9 +140,10 @@ class EvaluationSim:
             case simp.GetState():
                 return self.state(), []
             case simp.Observe(depth=depth):
+                started = time.monotonic()
                 images, blobs = self.scene.observe(self.scene.backend.control_step, depth)
                 return simp.Observation(control_step=self.scene.backend.control_step, sim_time=self.scene.backend.sim_time,
-                                        images=images, state=self.state()), blobs
+                                        images=images, state=self.state(), render_seconds=time.monotonic() - started), blobs
             case simp.Step(actions=actions):
                 return self.step(actions), []
             case simp.Reset():

@@ -82,6 +82,11 @@ class KitchenRobot:
     def reset(self) -> dict[str, np.ndarray]:
         return {k: np.asarray(v, dtype=float) for k, v in self._ask(simp.Reset())[0].values.items()}
 
+    @property
+    def trials(self) -> int:
+        """The evaluation's trial count (the manifest's, public: RLE-Bench's five)."""
+        return self.sim.rules.trials
+
     def finish_trial(self) -> str:
         return self.sim.finish_trial()
 
