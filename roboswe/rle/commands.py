@@ -86,6 +86,10 @@ def _score(args: argparse.Namespace) -> int:
         echo(f"roboswe rle score: {task.id} scores an attempt's recorded physics, not an artifact "
              "(`roboswe rle demo tabletop`, docs/rle-tabletop.md)", file=sys.stderr)
         return 2
+    if task.kitchen is not None:
+        echo(f"roboswe rle score: {task.id} scores trials in hidden kitchens, not an artifact "
+             "(`roboswe rle demo speedrun`, docs/rle-kitchen.md)", file=sys.stderr)
+        return 2
     if not args.artifact.is_dir():
         echo(f"roboswe rle score: {args.artifact} is not a directory", file=sys.stderr)
         return 2
@@ -179,6 +183,10 @@ def verify_rle_run(run_dir: Path) -> int:
 
     if (run_dir / ATTEMPT).exists():  # family 03: the attempt is re-simulated from its revealed plan
         return verify_attempt(run_dir)
+    if (run_dir / "evaluation.json").exists():  # family 01: every hidden-kitchen trial replayed from the revealed plan
+        from .kitchen.verify import verify_again
+
+        return verify_again(run_dir)
     out = run_dir.resolve() / "verify"
     if out.exists():
         import shutil

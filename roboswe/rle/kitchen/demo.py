@@ -51,7 +51,7 @@ def run_speedrun_demo(out: Path | None) -> int:
             echo(f"  level {level}; privileged keys read: {list(report.privileged) or 'none'}")
             for i, trial in enumerate(figures["evaluate"]["trials"], 1):
                 echo(f"  trial {i}: {trial}")
-            echo("  figures: " + ", ".join(f"{k} {v}" for k, v in figures.items() if k.endswith("seconds") or k.endswith("steps")))
+            echo("  figures: " + ", ".join(f"{k} {v}" for k, v in figures.items() if k.endswith(("seconds", "steps"))))
             reports.append(report)
             ok = ok and report.status == "scored" and not figures["replay_differences"]
         echo(render_index(rle_index(reports)))

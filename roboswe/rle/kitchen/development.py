@@ -181,7 +181,7 @@ class KitchenDevelopmentScene(KitchenScene):
 
     max_batch: int
 
-    def __init__(self, task: RleTask):
+    def __init__(self, task: RleTask, salt: object = None):  # salt: the registry's second argument; public seeds need none
         super().__init__(task, steps=task.budget.charged_steps + 1)  # the ledger governs; the backend never cuts
         self.max_batch = task.kitchen.batch_max
 

@@ -60,6 +60,11 @@ def plan_key(task: RleTask) -> str:
 
 def hidden_plan(task: RleTask, salt: Salt) -> HiddenPlan:
     seeds = hidden_seeds(salt, plan_key(task), task.protocol.version, task.kitchen.trials)
+    return plan_from_seeds(task, seeds, salt.sha256, salt.label)
+
+
+def plan_from_seeds(task: RleTask, seeds: list[int], salt_sha256: str, salt_label: str) -> HiddenPlan:
+    """The plan the seeds make (``roboswe verify`` rebuilds it from a report's revealed seeds)."""
     orders = _distinct_orders(seeds[0], len(seeds))
     kitchens = []
     for i, seed in enumerate(seeds):
@@ -72,8 +77,8 @@ def hidden_plan(task: RleTask, salt: Salt) -> HiddenPlan:
         else:
             kitchens.append(HiddenKitchen(index=i, seed=seed, layout=int(rng.choice(REAL_SPLIT)),
                                           style=int(rng.choice(REAL_SPLIT))))
-    return HiddenPlan(task=plan_key(task), version=task.protocol.version, salt_sha256=salt.sha256,
-                      salt_label=salt.label, kitchens=tuple(kitchens))
+    return HiddenPlan(task=plan_key(task), version=task.protocol.version, salt_sha256=salt_sha256,
+                      salt_label=salt_label, kitchens=tuple(kitchens))
 
 
 def _distinct_orders(seed: int, count: int) -> list[tuple[int, ...]]:
@@ -97,7 +102,7 @@ def kit_variant(kitchen: HiddenKitchen) -> dict:
             s.pop(key, None)
     first = ordered[0]
     first["pos"] = [kitchen.stack_start_x + first["size"][0] / 2, anchor[1], anchor[2]]
-    for prev, s in zip(ordered, ordered[1:]):
+    for prev, s in itertools.pairwise(ordered):
         s.update(align_to=prev["name"], alignment="top_back", side="right")
     group["bottom_row_cabinets"] = ordered
     top = group["top_row"][0]

@@ -28,7 +28,7 @@ from ..report import Component, Gate, RewardReport
 from ..seeds import Salt, protocol_id
 from .development import KitchenScene
 from .evaluation import EVALUATION, EvaluationRecord, TrialRecord, state_sha256
-from .plan import HiddenKitchen, hidden_plan
+from .plan import HiddenKitchen, HiddenPlan, hidden_plan, plan_from_seeds
 from .rules import speedrun_reward
 
 
@@ -66,9 +66,12 @@ def _ledger(run_dir: Path, task: RleTask) -> tuple[ChainVerdict | None, str | No
 
 def verify_run(run_dir: Path, salt: Salt) -> tuple[RewardReport, list[str]]:
     """The report (not yet written) and the replay's differences from the record (each also a gate)."""
-    started = time.monotonic()
     task = rundir.read_task(run_dir)
-    plan = hidden_plan(task, salt)
+    return verify_plan(run_dir, task, hidden_plan(task, salt))
+
+
+def verify_plan(run_dir: Path, task: RleTask, plan: HiddenPlan) -> tuple[RewardReport, list[str]]:
+    started = time.monotonic()
     verdict, ledger_gate = _ledger(run_dir, task)
     gates = [Gate(name="ledger", reason=ledger_gate)] if ledger_gate else []
     try:
@@ -102,10 +105,10 @@ def verify_run(run_dir: Path, salt: Salt) -> tuple[RewardReport, list[str]]:
     sealed = _sealed_digest(run_dir)
     report = RewardReport(
         task=task.id, family=task.protocol.family, workflow=task.protocol.workflow,
-        protocol=protocol_id(task.protocol.version, salt.sha256, salt.label), placeholder=task.placeholder,
+        protocol=protocol_id(task.protocol.version, plan.salt_sha256, plan.salt_label), placeholder=task.placeholder,
         status="gated" if gates else "scored", reward=reward, components=components, gates=tuple(gates), ledger=verdict,
-        artifact_digest=sealed, image_digest=None, task_digest=task_digest(task), salt_sha256=salt.sha256,
-        salt_label=salt.label, plan_commitment=plan.commitment, revealed_seeds=tuple(k.seed for k in plan.kitchens),
+        artifact_digest=sealed, image_digest=None, task_digest=task_digest(task), salt_sha256=plan.salt_sha256,
+        salt_label=plan.salt_label, plan_commitment=plan.commitment, revealed_seeds=tuple(k.seed for k in plan.kitchens),
         calls=sum(len(t.rows) for t in record.trials) if record else 0,
         verifier_seconds=round(time.monotonic() - started, 3),
         privileged=tuple(record.privileged) if record else ())
@@ -117,3 +120,31 @@ def _sealed_digest(run_dir: Path) -> str | None:
         return rundir.read_sealed_record(run_dir).digest
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def verify_again(run_dir: Path) -> int:
+    """`roboswe verify RUN_DIR` for a speed-run: the plan from the report's revealed seeds (no salt needed), every
+    trial replayed again; 0 when the report reproduces bit for bit, 1 a difference (each printed)."""
+    import os
+    import subprocess
+    import sys
+
+    from roboswe.terminal import echo
+
+    if os.environ.get("PYTHONHASHSEED") != "0":  # the live trials ran with it: RoboCasa's scene follows set order
+        cmd = [sys.executable, "-m", "roboswe.cli", "verify", str(run_dir)]
+        return subprocess.run(cmd, env={**os.environ, "PYTHONHASHSEED": "0"}, check=False).returncode
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    task, recorded = rundir.read_task(run_dir), rundir.read_report(run_dir)
+    plan = plan_from_seeds(task, list(recorded.revealed_seeds), recorded.salt_sha256, recorded.salt_label)
+    diffs = [] if plan.commitment == recorded.plan_commitment else ["the revealed seeds do not make the committed plan"]
+    again, replay = verify_plan(run_dir, task, plan)
+    diffs += replay
+    fields = ("status", "reward", "components", "gates", "ledger", "revealed_seeds", "privileged")
+    diffs += [f"{f}: recorded {getattr(recorded, f)!r}, again {getattr(again, f)!r}" for f in fields
+              if getattr(recorded, f) != getattr(again, f)]
+    for diff in diffs:
+        echo(f"roboswe verify: {run_dir}: mismatch: {diff}", file=sys.stderr)
+    if not diffs:
+        echo(f"roboswe verify: {run_dir}: reproduced (every trial replayed, the report bit for bit; reward {again.reward})")
+    return 1 if diffs else 0

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-
 from roboswe.protocol import sim as simp
 from roboswe.protocol.control import Error
+
 from roboswe.rle import rundir
 from roboswe.rle.kitchen import evaluation as ev
 from roboswe.rle.kitchen.plan import hidden_plan

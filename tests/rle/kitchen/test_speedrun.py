@@ -99,3 +99,6 @@ def test_the_l1_participant_acts_from_depth_only(tmp_path):
     task, report, figures, participant, evaluation = _speedrun("L1", tmp_path / "run")
     assert report.privileged == ()
     _check(task, report, figures, participant, evaluation, tmp_path / "run", solved=2)
+    again = subprocess.run([sys.executable, "-m", "roboswe.cli", "verify", str(tmp_path / "run")],
+                           capture_output=True, text=True, check=False)
+    assert again.returncode == 0 and "reproduced" in again.stdout, again.stderr
