@@ -288,10 +288,10 @@ class SimulatorService:
 
         dev = self.development
         match message:
-            case LoadDevelopment(task=task, record=record):
+            case LoadDevelopment():
                 await self._end_development()
                 # built on the scene thread, which owns GL (the scene's renderer)
-                self.development = dev = await self._call(scene.development_from_wire, task, record)
+                self.development = dev = await self._call(scene.development_from_wire, message)
                 log.info("development_loaded", task=dev.task.id)
                 return dev.loaded()
             case GetSpec() | GetState() | Observe() | Step() | Reset():

@@ -245,12 +245,14 @@ class LoadDevelopment(Message, frozen=True, kw_only=True):
     The simulator serves the task's development scene with the ledger on its side (roboswe/rle/scene.py):
     the robot subset answers from it (Reset included, charged), SuccessQuery reports the ledger's spent
     units as ``control_step`` (never achieved), TakeTaskRecord gives the ledger rows. Each row is also
-    appended to ``record`` (a path on the simulator's host) as it is written. Reply: Loaded (fingerprint
+    appended to ``record`` (a path on the simulator's host) as it is written. A family whose scene is a
+    hidden instance draws it from the salt in ``salt_file``, read there. Reply: Loaded (fingerprint
     digest = the task manifest's digest). A Load ends it.
     """
 
     task: msgspec.Raw
     record: str | None = None
+    salt_file: str | None = None  # the hidden salt's file on the simulator's host (None: the public salt)
 
 
 class EndAttempt(Message, frozen=True, kw_only=True):

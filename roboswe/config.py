@@ -104,6 +104,9 @@ class RleRunConfig(Section, frozen=True, kw_only=True):
     """An RLE-Bench run ([rle]): one development session per task instead of series (roboswe/rle/run.py)."""
 
     tasks: list[str]  # "rle/pose-rgbd" (a shipped task, configs/tasks/rle/) or a task TOML's path
+    # The hidden salt's file: only the verifier and the simulator (which draws a hidden instance, where a
+    # family has one) read it; the records hold its hash. None: the public CI salt, labelled public.
+    salt_file: str | None = None
 
 
 GIB_PER_WORKER = 3.0  # a robosuite scene (~1.5 GiB resident) plus its sandbox and the worker's context window

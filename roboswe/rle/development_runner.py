@@ -55,10 +55,12 @@ class OperationRecord(msgspec.Struct, frozen=True, kw_only=True):
 class DevelopmentRunner(TrialRunner):
     """One development session of ``task`` (one trial of a one-trial series) through the run's actors."""
 
-    def __init__(self, *args: Any, task: RleTask, ledger_record: Path | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, task: RleTask, ledger_record: Path | None = None, salt_file: str | None = None,
+                 **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.task = task
         self.ledger_record = ledger_record
+        self.salt_file = salt_file  # the simulator reads it (a hidden instance); None: the public salt
         self.tokens = 0  # input + output tokens of every decision, as the provider client recorded them
         self.tokens_spent = False
         self.finish_reason = ""
@@ -73,7 +75,8 @@ class DevelopmentRunner(TrialRunner):
     async def _load(self) -> simp.Loaded:
         t0 = time.monotonic()
         load = simp.LoadDevelopment(task=simp.encode_manifest(self.task),
-                                    record=str(self.ledger_record) if self.ledger_record else None)
+                                    record=str(self.ledger_record) if self.ledger_record else None,
+                                    salt_file=self.salt_file)
         try:
             loaded = (await self.links.sim.ask(load, simp.Loaded, LOAD_DEADLINE)).message
         except INFRA_ERRORS as e:

@@ -126,7 +126,8 @@ async def develop_task(run: Any, links: Any, task: RleTask) -> None:
     await conversation.reset([], {})
     workspace = fresh_dir(plan.workspace_dir())
     runner = DevelopmentRunner(links, plan, run.progress, index=1, attempt=0, workspace=workspace, recovers=None,
-                               conversation=conversation, task=task, ledger_record=run_dir / LIVE_LEDGER)
+                               conversation=conversation, task=task, ledger_record=run_dir / LIVE_LEDGER,
+                               salt_file=run.config.rle.salt_file)
     run.progress.say(f"{plan.series_id}: development starts")
     ended = await runner.run(None)
     if task.tabletop is not None:  # the scene itself is scored: the simulator ends the attempt, nothing is sealed
@@ -207,8 +208,9 @@ async def verify(run: Any, links: Any, run_dir: Path, trial_id: str) -> None:
     from .commands import verifier_command
     from .rundir import read_report
 
-    proc = await trio.run_process(verifier_command(run_dir, engine=run.job.backend), check=False,
-                                  capture_stdout=True, capture_stderr=True)
+    salt = run.config.rle.salt_file
+    command = verifier_command(run_dir, *(["--salt-file", salt] if salt else []), engine=run.job.backend)
+    proc = await trio.run_process(command, check=False, capture_stdout=True, capture_stderr=True)
     if proc.returncode != 0:
         raise RuntimeError(f"the verifier failed (exit {proc.returncode}): {proc.stderr.decode(errors='replace')[-2000:]}")
     report = await trio.to_thread.run_sync(read_report, run_dir)
@@ -235,6 +237,7 @@ def prepare_rle_run(args: Any, config: Any) -> Path:
     from roboswe.evaluation.job import CONFIG_COPY, Job, write_job
 
     from .manifest import TaskError
+    from .seeds import SaltError, load_salt
 
     if config.provider is None:
         raise UsageError(f"{args.config}: an RLE run needs a [provider] section: who develops the artifact")
@@ -245,6 +248,14 @@ def prepare_rle_run(args: Any, config: Any) -> Path:
         load_task(task_ref(tasks[0]))
     except TaskError as e:
         raise UsageError(str(e)) from None
+    if salt_file := config.rle.salt_file:  # read here only to refuse a bad one before anything starts
+        if not Path(salt_file).is_absolute():
+            raise UsageError(f"[rle] salt_file must be an absolute path (the actors read it from their own "
+                             f"directories), got {salt_file!r}")
+        try:
+            load_salt(Path(salt_file))
+        except SaltError as e:
+            raise UsageError(f"[rle] salt_file: {e}") from None
     if getattr(args, "sim", None) or getattr(args, "ray", None) or getattr(args, "resume", None):
         raise UsageError("an RLE run takes neither --sim, --ray nor --resume: its development simulator is the run's own")
     run_dir = (args.out or new_run_dir()).resolve()

@@ -12,8 +12,8 @@ cannot pay is refused before anything moves. Every ledger row is appended to ``r
 written (a charge before its operation runs).
 
 A family registers its scene by the manifest's ``development.scene`` in ``DEVELOPMENT_SCENES``
-(``"module:factory"``, imported only when a task names it); the factory takes the ``RleTask`` and
-returns the scene. Family 06's is ``roboswe.rle.pose.development:PoseDevelopmentScene``.
+(``"module:factory"``, imported only when a task names it); the factory takes the ``RleTask`` and the
+run's salt (a scene on public seeds ignores it) and returns the scene. Family 06's is ``roboswe.rle.pose.development:PoseDevelopmentScene``.
 
 A scene with ``end_attempt`` (family 03's ``ScoredAttempt``) is itself what is scored: its session runs on
 the hidden instance rather than public seeds, and ``EndAttempt`` ends it here, on the trusted side (the
@@ -37,6 +37,7 @@ from roboswe.protocol.control import Error
 from . import diagnostic
 from .ledger import BudgetExhausted, Ledger, encode_rows
 from .manifest import RleTask, task_digest
+from .seeds import Salt, load_salt, public_salt
 
 SENDER = "rle-develop"
 BUDGET_KEYS = ["budget_left", "resets_left"]
@@ -51,7 +52,8 @@ DEVELOPMENT_SCENES: dict[str, str] = {
     "kitchen": "roboswe.rle.kitchen.development:KitchenDevelopmentScene",
     "tabletop": "roboswe.rle.tabletop.runner:tabletop_development",
 }
-"""``development.scene`` → ``"module:factory"``: ``factory(task: RleTask) -> DevelopmentScene``."""
+"""``development.scene`` → ``"module:factory"``: ``factory(task: RleTask, salt: Salt) -> DevelopmentScene``
+(``salt``: the run's hidden salt, for a scene that is a hidden instance; a scene on public seeds ignores it)."""
 
 
 class DevelopmentScene(Protocol):
@@ -81,21 +83,24 @@ class DevelopmentScene(Protocol):
     def close(self) -> None: ...
 
 
-def open_scene(task: RleTask) -> DevelopmentScene:
-    """The development scene the task's manifest names (``DEVELOPMENT_SCENES``)."""
+def open_scene(task: RleTask, salt: Salt | None = None) -> DevelopmentScene:
+    """The development scene the task's manifest names (``DEVELOPMENT_SCENES``); ``salt`` (None: the
+    public one) is for a family whose scene is a hidden instance drawn from it."""
     target = DEVELOPMENT_SCENES.get(task.development.scene)
     if target is None:
         raise ValueError(f"{task.id}: no development scene {task.development.scene!r}; "
                          f"registered: {sorted(DEVELOPMENT_SCENES)}")
     module, factory = target.split(":")
-    make: Callable[[RleTask], DevelopmentScene] = getattr(importlib.import_module(module), factory)
-    return make(task)
+    make: Callable[[RleTask, Salt], DevelopmentScene] = getattr(importlib.import_module(module), factory)
+    return make(task, salt if salt is not None else public_salt())
 
 
-def development_from_wire(task: msgspec.Raw, record: str | None) -> DevelopmentSim:
-    """A LoadDevelopment's simulator (the simulator actor builds it on its scene thread); ``task`` as
-    protocol.sim.encode_manifest encodes it."""
-    return DevelopmentSim(msgspec.msgpack.decode(task, type=RleTask), record=Path(record) if record else None)
+def development_from_wire(load: simp.LoadDevelopment) -> DevelopmentSim:
+    """A LoadDevelopment's simulator (the simulator actor builds it on its scene thread): the task as
+    protocol.sim.encode_manifest encodes it, the salt read here, on the trusted side."""
+    task = msgspec.msgpack.decode(load.task, type=RleTask)
+    salt = load_salt(Path(load.salt_file) if load.salt_file else None)
+    return DevelopmentSim(task, record=Path(load.record) if load.record else None, scene=open_scene(task, salt))
 
 
 class DevelopmentSim:

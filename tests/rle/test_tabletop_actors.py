@@ -19,7 +19,7 @@ from roboswe.rle import rundir
 from roboswe.rle.ledger import LedgerRow, decode_rows, verify_chain
 from roboswe.rle.manifest import load_task
 from roboswe.rle.scene import DevelopmentSim
-from roboswe.rle.seeds import public_salt
+from roboswe.rle.seeds import load_salt, public_salt
 from roboswe.rle.tabletop.attempt import AttemptRecord
 from roboswe.rle.tabletop.plan import make_plan
 from roboswe.rle.tabletop.runner import ATTEMPT, ScoredAttempt, judge, record_digest
@@ -65,16 +65,39 @@ def _roboswe(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "roboswe.cli", *args], capture_output=True, text=True, check=False)
 
 
+def _with_salt(runs, salt_file: str):
+    """The demo's run config with ``[rle] salt_file``."""
+    config = runs / "rle-salted.toml"
+    text = open(CONFIG).read()
+    config.write_text(text.replace("[rle]\n", f"[rle]\nsalt_file = {json.dumps(salt_file)}\n", 1))
+    return config
+
+
+def test_a_relative_or_short_salt_file_is_refused_before_anything_starts(runs):  # noqa: F811
+    (runs / "short").write_text("too short")
+    for salt_file, why in (("salt.txt", "must be an absolute path"), (str(runs / "short"), "at least 16")):
+        done = _roboswe("run", "--config", str(_with_salt(runs, salt_file)), "--out", str(runs / "never"))
+        assert done.returncode == 2 and why in done.stderr, done.stderr[-2000:]
+        assert not (runs / "never").exists()
+
+
 @pytest.mark.exhaustive
 def test_a_balance_attempt_through_the_actors_is_scored_by_the_simulator_and_replays(image, runs):  # noqa: F811
+    """On a private salt: the simulator draws the hidden instance from it; the run holds only its hash."""
     run = runs / "run"
-    done = _roboswe("run", "--config", CONFIG, "--out", str(run))
+    secret = b"a-private-salt-for-this-test-" + bytes(runs.name, "ascii")
+    (runs / "hidden.salt").write_bytes(secret)
+    done = _roboswe("run", "--config", str(_with_salt(runs, str(runs / "hidden.salt"))), "--out", str(run))
     assert done.returncode == 0, done.stderr[-3000:]
     task = load_task("tabletop-balance")
     record = msgspec.json.decode((run / ATTEMPT).read_bytes(), type=AttemptRecord)
     report = json.loads((run / "report.json").read_text())
     # scored on the trusted side from its own snapshots of the hidden instance, never from the workspace
-    assert record.plan == make_plan(task, public_salt()) and record.submitted
+    salt = load_salt(runs / "hidden.salt")
+    assert record.plan == make_plan(task, salt) != make_plan(task, public_salt()) and record.submitted
+    assert (report["salt_label"], report["salt_sha256"]) == ("hidden.salt", salt.sha256)
+    leaked = [p for p in run.rglob("*") if p.is_file() and secret in p.read_bytes()]
+    assert not leaked, leaked
     assert record.released is not None and record.settled.time - record.released.time == pytest.approx(3.0, abs=1e-6)
     reward, components, gates = judge(task, record)
     assert report["status"] == "scored" and report["reward"] == reward == 1.0 and gates == []

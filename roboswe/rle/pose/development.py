@@ -29,7 +29,7 @@ class PoseDevelopmentScene:
     control_hz = CONTROL_HZ
     state_keys = STATE_KEYS
 
-    def __init__(self, task: RleTask):
+    def __init__(self, task: RleTask, salt: object = None):  # salt: development runs on public seeds only
         import mujoco  # the scene's own physics; imported here, as sim/pose does, so importing this module loads no GL
 
         self._mj = mujoco

@@ -199,9 +199,9 @@ class ScoredAttempt(TabletopScene):
                 rundir.LEDGER: encode_rows(ledger.rows)}
 
 
-def tabletop_development(task: RleTask) -> ScoredAttempt:
-    """The ``DEVELOPMENT_SCENES`` factory: the hidden plan drawn with the public salt (the one the demo uses)."""
-    return ScoredAttempt(task)
+def tabletop_development(task: RleTask, salt: Salt) -> ScoredAttempt:
+    """The ``DEVELOPMENT_SCENES`` factory: the hidden plan drawn with the run's salt."""
+    return ScoredAttempt(task, salt)
 
 
 def write_files(run_dir: Path, files: dict[str, bytes]) -> None:
