@@ -214,5 +214,6 @@ async def test_a_hello_lost_while_heartbeats_flow_is_said_again(tmp_path):
             nursery.cancel_scope.cancel()
     finally:
         peer.close(0)
-    # said again once the 0.3 s liveness window passed with heartbeats answered and no Ready
-    assert len(hellos) == 2 and hellos[1] - hellos[0] >= 0.3
+    # said again once the 0.3 s liveness window passed with heartbeats answered and no Ready (stamped on
+    # arrival, so the first Hello's own delivery delay may shorten the gap seen here a little)
+    assert len(hellos) == 2 and hellos[1] - hellos[0] >= 0.25
