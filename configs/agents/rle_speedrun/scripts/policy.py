@@ -50,12 +50,9 @@ def locate_from_depth(robot, state):
     base = np.asarray(state["robot0_base_pos"], dtype=float)
     heading = ks.yaw_of(ks.quat_xyzw_to_matrix(state["robot0_base_quat"]))
     forward, left = np.array([np.cos(heading), np.sin(heading)]), np.array([-np.sin(heading), np.cos(heading)])
-    # the object: the compact blob standing on the counter nearest the robot (the wall's foot is a long one)
     blobs = [b for b in ks.blobs_above(points, top, max_h=0.08) if np.ptp(b[:, 0]) < 0.15 and np.ptp(b[:, 1]) < 0.15]
     if not blobs:
         raise RuntimeError("no object on the counter in view")
-    blob = min(blobs, key=lambda b: np.linalg.norm(np.median(b[:, :2], axis=0) - base[:2]))
-    obj = np.array([*np.median(blob[:, :2], axis=0), top + 0.03])
     # the open drawer: what stands below the counter top, nearer the robot than the counter's front
     counter = points[np.abs(points[:, 2] - top) < 0.01]
     edge = np.percentile((counter[:, :2] - base[:2]) @ forward, 2)
@@ -68,7 +65,12 @@ def locate_from_depth(robot, state):
     face = (rim[ahead < front + 0.03, :2] - base[:2]) @ left  # the drawer front: its lateral extent
     lateral = (np.percentile(face, 5) + np.percentile(face, 95)) / 2
     drop = base[:2] + forward * (front + 0.12) + left * lateral
-    return obj, min_area_yaw(blob), np.array([*drop, top - 0.12])
+    # the object: of the compact blobs on the counter (the wall's foot is a long one; the others are
+    # distractors), the one nearest the drawer; its top face gives its centre and its faces' heading
+    blob = min(blobs, key=lambda b: np.linalg.norm(np.median(b[:, :2], axis=0) - drop))
+    face_top = blob[blob[:, 2] > blob[:, 2].max() - 0.01]
+    obj = np.array([*face_top[:, :2].mean(axis=0), top + 0.03])
+    return obj, min_area_yaw(face_top), np.array([*drop, top - 0.12])
 
 
 def min_area_yaw(blob):
