@@ -110,11 +110,11 @@ def _write_all(fd: int, data: bytes) -> None:
             return  # the reader is gone: nothing more can be shown
 
 
-def _non_dumpable() -> None:
+def _set_dumpable(flag: int) -> None:
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+        ctypes.CDLL(None, use_errno=True).prctl(4, flag, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     except Exception:  # noqa: BLE001 - without it the script could only garble its own feedback
         pass
 
@@ -161,8 +161,13 @@ def main() -> None:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
+    # Non-dumpable before the fork: made after it, a script that starts at once could open the
+    # runner's stderr through /proc before the flag is set. The child is made dumpable again (its
+    # own /proc, core limits and children as without the runner).
+    _set_dumpable(0)
     child = os.fork()
     if child == 0:
+        _set_dumpable(1)
         for fd in (out_r, err_r, rep_r):
             os.close(fd)
         os.dup2(out_w, 1)
@@ -173,7 +178,6 @@ def main() -> None:
         return  # a normal end: the interpreter exits with the script's status
     for fd in (out_w, err_w, rep_w):
         os.close(fd)
-    _non_dumpable()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)  # the sandbox ends the runner; the script cannot ask it to
     status, raw = _relay(child, out_r, err_r, rep_r)
