@@ -2,7 +2,7 @@
 acts in the five hidden kitchens and is verified by replay (RoboCasa, placeholder assets).
 
 One case in the default run (L3: privileged state, at least 3 of 5 kitchens solved); L1 (depth only,
-2 of 5 measured with the public salt) is exhaustive. Each checks what the
+3 of 5 measured with the public salt) is exhaustive. Each checks what the
 participant received for the hidden kitchens' identity, a reset and an oversized batch refused in the
 evaluation phase, the reward against the formula from the recorded counts, and the index entry.
 """
@@ -98,7 +98,7 @@ def test_the_l3_participant_reads_privileged_state_solves_three_hidden_kitchens_
 def test_the_l1_participant_acts_from_depth_only(tmp_path):
     task, report, figures, participant, evaluation = _speedrun("L1", tmp_path / "run")
     assert report.privileged == ()
-    _check(task, report, figures, participant, evaluation, tmp_path / "run", solved=2)
+    _check(task, report, figures, participant, evaluation, tmp_path / "run", solved=3)
     again = subprocess.run([sys.executable, "-m", "roboswe.cli", "verify", str(tmp_path / "run")],
                            capture_output=True, text=True, check=False)
     assert again.returncode == 0 and "reproduced" in again.stdout, again.stderr
