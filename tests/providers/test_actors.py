@@ -12,6 +12,7 @@ import pytest
 import trio
 
 from roboswe.actors import Client, RemoteError
+from roboswe.actors._endpoints import socket_dir
 from roboswe.protocol.context import (
     CONTEXT_CODEC,
     AppendTurns,
@@ -49,7 +50,7 @@ class Actors:
         return proc
 
     def endpoint(self, name: str) -> str:
-        return f"ipc://{self.run_dir}/sock/{name}.sock"
+        return f"ipc://{socket_dir(self.run_dir) / name}.sock"  # where the actor binds (short /tmp dir for a long path)
 
     def close(self) -> None:
         for p in self.procs:
@@ -225,7 +226,7 @@ async def test_bad_decisions_through_the_provider_client_process(actors):
     a.close()
 
     b = actors('[provider]\nkind = "python"\nagent = "tests.providers.agents:LoneSurrogateAgent"\n')
-    (b.run_dir / "sock" / "provider_client.sock").unlink(missing_ok=True)
+    (socket_dir(b.run_dir) / "provider_client.sock").unlink(missing_ok=True)
     await wait_bound(b.endpoint("provider_client"))
     async with connect(b.endpoint("provider_client"), PROVIDER_CODEC) as provider:
         stripped, digests, blobs = split_images(request())

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import trio
 from roboswe.actors import Client, RemoteError, robot_endpoint, stream_path
+from roboswe.actors._endpoints import socket_dir
 from roboswe.actors._robot_stream import RobotStreamLink
 from roboswe.protocol.control import Ok, Shutdown, Statistics, StatisticsRequest
 from roboswe.protocol.sim import (
@@ -43,9 +44,10 @@ def simulator(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "roboswe.actors.simulator", "--run-dir", str(tmp_path)],
                             env=sim_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     proc.run_dir = tmp_path
-    control = f"ipc://{tmp_path / 'sock' / 'simulator.sock'}"
+    sockets = socket_dir(tmp_path)  # where the actor binds: a short /tmp dir when the run dir's path is long
+    control = f"ipc://{sockets / 'simulator.sock'}"
     deadline = time.monotonic() + 30
-    while not (tmp_path / "sock" / "simulator.sock").exists():
+    while not (sockets / "simulator.sock").exists():
         assert proc.poll() is None and time.monotonic() < deadline, "simulator did not bind"
         time.sleep(0.05)
     yield control, proc
