@@ -200,34 +200,14 @@ async def test_records_queued_in_the_recorder_at_sigterm_are_in_the_database(tmp
     from roboswe.protocol import recorder as rec
     from roboswe.records.reader import RunReader
 
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    endpoint = actor_endpoints(run_dir, load_config(None))["recorder"]
-    log = open(tmp_path / "recorder.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "roboswe.actors.recorder", "--run-dir", str(run_dir)],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONHASHSEED": "0"})
     total = 5000
-    try:
-        async with Client("tester", endpoint, rec.RECORDER_CODEC, handshake=False) as client:
-            with trio.fail_after(60):
-                await client.wait_connected()
-            with trio.fail_after(30):
-                await client.request(rec.Durable(records=[rec.RunRecord(
-                    run_id="r", created_at=time.time(), admitted_sha256="0" * 64, config={})]))
-                for n in range(total):
-                    await client.send(rec.EventRecord(run_id="r", event="note", at=time.time(), data={"n": n}))
-                    if n % 250 == 0:
-                        await client.send(rec.Flush())  # the handler waits for a commit: records queue up behind it
-                # Control messages are answered as they are read: by then the in-order queue still holds records.
-                stats = (await client.request(StatisticsRequest())).message
-            proc.send_signal(signal.SIGTERM)
-        exit_code = await trio.to_thread.run_sync(proc.wait, 30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        log.close()
-    assert exit_code == 0, (tmp_path / "recorder.log").read_text()[-3000:]
-    handled_before = stats.handled.get("EventRecord", 0)
+    # SIGTERM must find records still queued; a recorder that kept up with the burst (a quiet machine)
+    # leaves nothing to test, so the burst is tried again with a fresh recorder, up to three times.
+    for attempt in range(3):
+        run_dir, stats = await _burst_then_sigterm(tmp_path / f"try{attempt}", total, load_config, rec)
+        handled_before = stats.handled.get("EventRecord", 0)
+        if handled_before < total:
+            break
     assert handled_before < total, "the test must send SIGTERM while records are queued"
     with RunReader(run_dir) as reader:
         notes = [e.data["n"] for _, e in reader.events() if e.event == "note"]
@@ -300,3 +280,36 @@ async def test_a_request_to_a_peer_restarted_within_the_liveness_window_fails_at
         assert client.peer_alive and client.peer_pid == second.process.pid
         with trio.fail_after(5):
             assert (await client.request(Nap(seconds=0))).message == Ok()
+
+
+async def _burst_then_sigterm(tmp_path, total, load_config, rec):
+    """A recorder process sent a RunRecord and ``total`` events (a Flush every 250), then SIGTERM;
+    returns its run dir and the statistics it answered just before the signal."""
+    tmp_path.mkdir()
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    endpoint = actor_endpoints(run_dir, load_config(None))["recorder"]
+    log = open(tmp_path / "recorder.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "roboswe.actors.recorder", "--run-dir", str(run_dir)],
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONHASHSEED": "0"})
+    try:
+        async with Client("tester", endpoint, rec.RECORDER_CODEC, handshake=False) as client:
+            with trio.fail_after(60):
+                await client.wait_connected()
+            with trio.fail_after(30):
+                await client.request(rec.Durable(records=[rec.RunRecord(
+                    run_id="r", created_at=time.time(), admitted_sha256="0" * 64, config={})]))
+                for n in range(total):
+                    await client.send(rec.EventRecord(run_id="r", event="note", at=time.time(), data={"n": n}))
+                    if n % 250 == 0:
+                        await client.send(rec.Flush())  # the handler waits for a commit: records queue up behind it
+                # Control messages are answered as they are read: by then the in-order queue still holds records.
+                stats = (await client.request(StatisticsRequest())).message
+            proc.send_signal(signal.SIGTERM)
+        exit_code = await trio.to_thread.run_sync(proc.wait, 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    assert exit_code == 0, (tmp_path / "recorder.log").read_text()[-3000:]
+    return run_dir, stats
