@@ -25,6 +25,7 @@ from roboswe.protocol.recorder import (
     ArtifactStored,
     BlobRecord,
     CaptureCheckpoint,
+    CarryCheckpoint,
     CheckpointCaptured,
     CheckpointRecord,
     Durable,
@@ -35,7 +36,8 @@ from roboswe.protocol.recorder import (
     RecorderRequest,
     StoreArtifact,
 )
-from roboswe.sandbox.checkpoints import BlobStore, CheckpointError, capture
+from roboswe.sandbox.carry import receive
+from roboswe.sandbox.checkpoints import BlobStore, Capture, CheckpointError, capture
 
 from roboswe.records.artifacts import (
     ArtifactError,
@@ -90,6 +92,8 @@ class Recorder:
                 return await self._durable([], 0)
             case CaptureCheckpoint():
                 return await self._checkpoint(message)
+            case CarryCheckpoint():
+                return await self._carried(message, decoded.blobs)
             case StoreArtifact():
                 return await self._store_artifact(message, decoded.blobs)
             case _:
@@ -108,6 +112,22 @@ class Recorder:
             cap = await run_off_loop(capture, Path(m.workspace), self.blobs, m.trial_id)  # per-trial blob byte cap
         except CheckpointError as e:
             return Error(code="checkpoint", detail=str(e))
+        return await self._commit_checkpoint(m, cap)
+
+    async def _carried(self, m: CarryCheckpoint, frames: tuple[Any, ...]) -> CheckpointCaptured | Error:
+        """A checkpoint a fleet worker captured on its node (sandbox/carry.py): every blob checked against its
+        sha256 and read back from the store before the receipt, which names them for the node to drop its copies."""
+        if len(frames) > 1:
+            return Error(code="checkpoint", detail=f"checkpoint {m.checkpoint_id}: blobs come in one frame, got {len(frames)}")
+        try:
+            cap, read_back = await run_off_loop(receive, m.manifest, m.manifest_sha256, m.blobs,
+                                                frames[0] if frames else b"", self.blobs, m.trial_id)
+        except CheckpointError as e:
+            return Error(code="checkpoint", detail=f"carried checkpoint {m.checkpoint_id} refused: {e}")
+        return await self._commit_checkpoint(m, cap, read_back)
+
+    async def _commit_checkpoint(self, m: CaptureCheckpoint | CarryCheckpoint, cap: Capture,
+                                 carried: list[str] = ()) -> CheckpointCaptured | Error:
         now = time.time()
         record = CheckpointRecord(
             checkpoint_id=m.checkpoint_id, trial_id=m.trial_id, label=m.label, op_seq=m.op_seq,
@@ -120,7 +140,7 @@ class Recorder:
             return reply
         return CheckpointCaptured(checkpoint_id=m.checkpoint_id, manifest_sha256=cap.manifest_sha256,
                                   files=record.files, total_bytes=record.total_bytes, new_blobs=len(blobs),
-                                  refused=cap.refused)
+                                  refused=cap.refused, carried=list(carried))
 
     async def _store_artifact(self, m: StoreArtifact, blobs: tuple[Any, ...]) -> ArtifactStored | Error:
         parts = Path(m.path).parts

@@ -14,14 +14,24 @@ import structlog
 import trio
 from roboswe.actors import Actor, actor_main, client_keys, robot_endpoint, robot_link
 from roboswe.bridge.trial import TrialSandbox, open_trial
+from roboswe.bridge.workspaces import NodeWorkspaces
 from roboswe.protocol import Decoded, Message
 from roboswe.protocol.bridge import (
     BRIDGE_CODEC,
+    CaptureWorkspace,
     CloseTrial,
+    DropWorkspace,
     ExecScript,
+    FreshWorkspace,
     OpenTrial,
+    RestoreWorkspace,
     TrialOpened,
+    WorkspaceCarried,
+    WorkspaceList,
+    WorkspaceRead,
+    WorkspaceWrite,
 )
+from roboswe.sandbox.workspace import WorkspaceError
 from roboswe.protocol.control import Error, Ok
 from roboswe.sandbox import SandboxError, remove_orphan_containers
 from roboswe.sandbox.volume import WORKSPACE_MB
@@ -35,9 +45,12 @@ def _sim_curve(keys_dir: str | None) -> Any:
     return client_keys(keys_dir) if keys_dir else None
 
 
-async def main(actor: Actor, *, workspace_mb: int | None = WORKSPACE_MB) -> None:
+async def main(actor: Actor, *, workspace_mb: int | None = WORKSPACE_MB, workspace_root: Path | None = None) -> None:
     """The bridge's message loop; ``workspace_mb`` None: trials get no sized workspace volume (a fleet worker on
-    another host than the coordinator: a loop mount there would hide the coordinator's writes to the shared run dir)."""
+    another host than the coordinator: a loop mount there would hide the coordinator's writes to the shared run dir).
+    ``workspace_root``: a fleet worker that keeps its workspaces on its own node (bridge/workspaces.py); an
+    OpenTrial's workspace is then a name under it. None: the coordinator writes them, OpenTrial names a host path."""
+    workspaces = NodeWorkspaces(workspace_root) if workspace_root is not None else None
     # trial id -> (its sandbox, set to close it, set once it is fully closed)
     trials: dict[str, tuple[TrialSandbox, trio.Event, trio.Event]] = {}
     # Containers and workspace volumes a crashed bridge or a killed `roboswe exec` left behind:
@@ -58,7 +71,7 @@ async def main(actor: Actor, *, workspace_mb: int | None = WORKSPACE_MB) -> None
                     endpoint, heartbeat_interval=transport.heartbeat_interval,
                     liveness=max(transport.heartbeat_liveness, 5), curve=_sim_curve(msg.sim_keys),
                 ) as sim, open_trial(
-                    msg.trial, Path(msg.workspace), sim, backend=msg.backend, limits=msg.limits, workspace_mb=workspace_mb,
+                    msg.trial, workspaces.path(msg.workspace) if workspaces else Path(msg.workspace), sim, backend=msg.backend, limits=msg.limits, workspace_mb=workspace_mb,
                     resets=actor.config.rle is not None,  # an RLE-Bench run's development phase; never a series
                 ) as t:  # fmt: skip
                     trials[msg.trial] = (t, close, closed)
@@ -75,11 +88,19 @@ async def main(actor: Actor, *, workspace_mb: int | None = WORKSPACE_MB) -> None
 
         async def handle(decoded: Decoded) -> Message:
             match decoded.message:
+                case (FreshWorkspace() | RestoreWorkspace() | WorkspaceWrite() | WorkspaceRead() | WorkspaceList()
+                      | CaptureWorkspace() | WorkspaceCarried() | DropWorkspace()) as msg:
+                    if workspaces is None:
+                        return Error(code="unsupported", detail="this bridge keeps no workspaces of its own: the "
+                                                                "coordinator writes them ([fleet] workspaces = \"shared\")")
+                    return await trio.to_thread.run_sync(workspaces.answer, msg, decoded.blobs)
                 case OpenTrial() as msg:
                     if msg.trial in trials:
                         return Error(code="bad_request", detail=f"trial {msg.trial!r} is already open; close it first")
                     try:
                         t = await nursery.start(hold_trial, msg)
+                    except WorkspaceError as e:
+                        return Error(code="bad_request", detail=f"trial {msg.trial!r}: workspace {msg.workspace!r}: {e}")
                     except Exception as e:  # noqa: BLE001 - reported to the coordinator, the actor keeps serving
                         log.exception("trial_open_failed", trial=msg.trial)
                         return Error(code="sandbox", detail=f"could not open trial {msg.trial!r}: {e}")

@@ -17,6 +17,7 @@ import msgspec
 from ._base import Message
 from ._codec import Codec
 from .control import Control, Error, ErrorCode, Ok
+from .recorder import CarriedBlob
 
 SandboxBackendName = Literal["docker", "bwrap"]
 
@@ -182,8 +183,80 @@ class CloseTrial(Message, frozen=True, kw_only=True):
     trial: str
 
 
-BridgeRequest = OpenTrial | ExecScript | CloseTrial
-BridgeReply = TrialOpened | ExecFeedback | Ok | Error
+# --- coordinator side: a workspace kept on the bridge's node ------------------------------------
+# A fleet worker's bridge with workspaces of its own (`[fleet] workspaces = "node"`) keeps each one
+# under its node-local root, named by ``workspace`` (relative; OpenTrial.workspace is that name too),
+# and applies the participant's file operations there. Refusals are Error(code="workspace"), whose
+# detail is the participant's error result. Blobs travel in blob 0, one after another, as listed.
+
+
+class _OnWorkspace(Message, frozen=True, kw_only=True):
+    workspace: str  # the workspace's name under the node's root, e.g. "workspaces/run-1-lift"
+
+
+class FreshWorkspace(_OnWorkspace, frozen=True, kw_only=True):
+    """An empty workspace at ``workspace`` (earlier content removed: the head holds its checkpoints)."""
+
+
+class RestoreWorkspace(_OnWorkspace, frozen=True, kw_only=True):
+    """A checkpoint's files into the empty workspace: its manifest and every blob it names (blob 0)."""
+
+    manifest: bytes
+    blobs: list[CarriedBlob] = msgspec.field(default_factory=list)
+
+
+class WorkspaceWrite(_OnWorkspace, frozen=True, kw_only=True):
+    path: str
+    content: str
+
+
+class WorkspaceRead(_OnWorkspace, frozen=True, kw_only=True):
+    path: str
+    max_bytes: Positive
+
+
+class WorkspaceList(_OnWorkspace, frozen=True, kw_only=True):
+    pass
+
+
+class CaptureWorkspace(_OnWorkspace, frozen=True, kw_only=True):
+    """Snapshot the workspace for ``trial``'s checkpoint; replied with ``WorkspaceCaptured``."""
+
+    trial: str
+
+
+class WorkspaceCarried(_OnWorkspace, frozen=True, kw_only=True):
+    """The head's receipt: these blobs read back there with their sha256, so the node drops its copies."""
+
+    sha256: list[str]
+
+
+class DropWorkspace(_OnWorkspace, frozen=True, kw_only=True):
+    """Remove the workspace from the node (its series is over, or a replay's)."""
+
+
+class WorkspaceFile(Message, frozen=True, kw_only=True):
+    size: NonNegative  # the file's size in bytes (written, or on disk)
+    text: str = ""  # a read's text, cut at max_bytes
+
+
+class WorkspaceListing(Message, frozen=True, kw_only=True):
+    text: str  # the list_files result as the participant reads it
+
+
+class WorkspaceCaptured(Message, frozen=True, kw_only=True):
+    """The checkpoint's manifest and, in blob 0, the blobs the head has not acknowledged yet."""
+
+    manifest: bytes
+    manifest_sha256: str
+    blobs: list[CarriedBlob] = msgspec.field(default_factory=list)
+
+
+WorkspaceRequest = (FreshWorkspace | RestoreWorkspace | WorkspaceWrite | WorkspaceRead | WorkspaceList
+                    | CaptureWorkspace | WorkspaceCarried | DropWorkspace)
+
+BridgeRequest = OpenTrial | ExecScript | CloseTrial | WorkspaceRequest
+BridgeReply = TrialOpened | ExecFeedback | WorkspaceFile | WorkspaceListing | WorkspaceCaptured | Ok | Error
 
 # One codec decodes both directions (the runtime's Server and Client share it).
 BridgeMessage = Control | BridgeRequest | BridgeReply

@@ -19,7 +19,7 @@ ErrorCode = Literal[
     # simulator families' own SimError codes
     "assets_missing", "contract_mismatch", "round_over",
     # the sandbox bridge
-    "bridge", "sandbox",
+    "bridge", "sandbox", "workspace",
     # the context manager and provider client
     "context_overflow", "provider", "search_unavailable",
     # the recorder

@@ -348,6 +348,32 @@ class CheckpointCaptured(Message, frozen=True, kw_only=True):
     total_bytes: NonNegative
     new_blobs: NonNegative
     refused: list[str] = msgspec.field(default_factory=list)  # "path: why" for skipped entries
+    # CarryCheckpoint only: the sha256 of every carried blob as the recorder read it back from its store
+    carried: list[str] = msgspec.field(default_factory=list)
+
+
+class CarriedBlob(msgspec.Struct, frozen=True, array_like=True):
+    """One content-addressed blob in a carried checkpoint's blob frame: its claimed sha256 and size."""
+
+    sha256: str
+    size: NonNegative
+
+
+class CarryCheckpoint(Message, frozen=True, kw_only=True):
+    """A checkpoint captured on a fleet worker's node (its workspace lives there, not under RUN_DIR):
+    the manifest and, in blob 0 one after another, the blobs the head does not hold yet.
+
+    Answered with ``CheckpointCaptured`` once every blob read back with its sha256 and the record is
+    committed; its ``carried`` names those blobs, the node's receipt to drop its own copies.
+    """
+
+    checkpoint_id: str
+    trial_id: str
+    label: CheckpointLabel
+    op_seq: int | None = None
+    manifest: bytes
+    manifest_sha256: str
+    blobs: list[CarriedBlob] = msgspec.field(default_factory=list)
 
 
 class StoreArtifact(Message, frozen=True, kw_only=True):
@@ -370,7 +396,7 @@ class ArtifactStored(Message, frozen=True, kw_only=True):
     size: NonNegative
 
 
-RecorderRequest = Record | Durable | Flush | CaptureCheckpoint | StoreArtifact
+RecorderRequest = Record | Durable | Flush | CaptureCheckpoint | CarryCheckpoint | StoreArtifact
 """A bare Record is fire-and-forget (no reply); every other request is answered."""
 
 RecorderReply = Recorded | CheckpointCaptured | ArtifactStored | Error | Ok

@@ -16,7 +16,7 @@ import types
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -98,6 +98,11 @@ class FleetConfig(Section, frozen=True, kw_only=True):
     ray_gpus: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # e.g. 0.25: four workers render on one GPU
     # A worker Ray has not placed after this long (no node has room now) is reported: an event, `roboswe status`.
     ray_pending_notice: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    # Where a Ray worker's workspaces live: "node", on the worker's own node (its bridge applies the file
+    # operations; checkpoints are carried to the recorder, sha256 read back), so the nodes need no shared
+    # directory; "shared", under RUN_DIR, which must then be the same directory at the same path on every
+    # node. A run without --ray keeps them under RUN_DIR either way.
+    workspaces: Literal["node", "shared"] = "node"
 
 
 class RleRunConfig(Section, frozen=True, kw_only=True):

@@ -10,6 +10,7 @@ reply did not decode, or ``UnexpectedReply``: it decoded to the wrong type) and
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -157,7 +158,8 @@ class Bridge(Peer):
         self.sim_endpoint = sim_endpoint  # the simulator robot endpoint the bridge connects to; None: the run's own
         self.sim_keys = sim_keys  # CURVE key directory the bridge uses for a remote simulator
 
-    async def open(self, trial: str, workspace: Path, backend: str | None, limits: ScriptLimits) -> TrialOpened:
+    async def open(self, trial: str, workspace: Path | str, backend: str | None, limits: ScriptLimits) -> TrialOpened:
+        """The trial's sandbox around ``workspace``: a host path, or the name of one the bridge keeps on its node."""
         opened = OpenTrial(trial=trial, workspace=str(workspace), backend=backend, limits=limits,
                            sim_endpoint=self.sim_endpoint, sim_keys=self.sim_keys)
         return (await self.ask(opened, TrialOpened, BRIDGE_DEADLINE)).message
@@ -260,12 +262,26 @@ class Recorder(Peer):
         self.seconds += time.monotonic() - t0
         return reply.message
 
+    async def carry_checkpoint(self, carry: rec.CarryCheckpoint, frame: bytes | memoryview) -> rec.CheckpointCaptured:
+        """Store a checkpoint captured on a worker's node (answered once every blob read back and the commit)."""
+        t0 = time.monotonic()
+        reply = await self.ask(carry, rec.CheckpointCaptured, RECORD_DEADLINE, [frame])
+        self.seconds += time.monotonic() - t0
+        return reply.message
+
     async def store_artifact(self, artifact_id: str, artifact: str, path: str, data: bytes,
                              meta: dict[str, Any], trial_id: str | None = None) -> rec.ArtifactStored:
-        """Have the recorder write ``data`` at RUN_DIR/``path``, read it back and record it."""
+        """Have the recorder write ``data`` at RUN_DIR/``path``, read it back and record it.
+
+        Raises ProtocolError unless the receipt's sha256 and size are those of ``data``: a path alone is no receipt.
+        """
         store = rec.StoreArtifact(artifact_id=artifact_id, run_id=self.run_id, artifact=artifact, path=path, meta=meta,
                                   trial_id=trial_id)
-        return (await self.ask(store, rec.ArtifactStored, RECORD_DEADLINE, [data])).message
+        stored = (await self.ask(store, rec.ArtifactStored, RECORD_DEADLINE, [data])).message
+        if (stored.sha256, stored.size) != (hashlib.sha256(data).hexdigest(), len(data)):
+            raise ProtocolError(f"artifact {artifact_id}: the recorder's receipt ({stored.sha256[:16]}, {stored.size} "
+                                f"bytes) is not the bytes sent ({len(data)})")
+        return stored
 
 
 @dataclass
@@ -277,6 +293,9 @@ class Links:
     recorder: Recorder
     provider: Provider | None = None
     context: Context | None = None
+    # The head's RUN_DIR when each workspace lives on the bridge's node under its name relative to it
+    # ([fleet] workspaces = "node"); None: under RUN_DIR here (roboswe/evaluation/workspace.py).
+    node_workspaces: Path | None = None
 
     def peers(self) -> list[Peer]:
         return [p for p in (self.sim, self.bridge, self.recorder, self.provider, self.context) if p is not None]

@@ -24,6 +24,7 @@ from roboswe.config import RunConfig, worker_name
 from roboswe.evaluation.admission import Admitted, read_admitted
 from roboswe.evaluation.job import Job, read_job
 from roboswe.evaluation.peers import (
+    INFRA_ERRORS,
     Bridge,
     Context,
     Links,
@@ -36,6 +37,7 @@ from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series import run_series, stage_next_scene
 from roboswe.evaluation.series_config import effective_budgets
 from roboswe.evaluation.verify import verify_series
+from roboswe.evaluation.workspace import open_workspace
 from roboswe.fleet.roster import LOCAL, RosterFile
 from roboswe.protocol import Codec
 from roboswe.protocol import bridge as bridgep
@@ -172,7 +174,8 @@ class JobRun:
         await self.fleet.open(await self.stack.enter_async_context(trio.open_nursery()))
         self.stack.push_async_callback(self.fleet.close, self.pool)  # before the nursery closes: it ends the links' holders
         for number in range(1, self.workers + 1):
-            links = FleetLinks(sim=None, bridge=None, recorder=Recorder(self.recorder_client, self.job.run_id))  # type: ignore[arg-type]
+            links = FleetLinks(sim=None, bridge=None, recorder=Recorder(self.recorder_client, self.job.run_id),  # type: ignore[arg-type]
+                               node_workspaces=self.actor.run_dir if self.fleet.node_workspaces else None)
             self.pool.append(RayWorker(self.fleet, number, await self.head_links(number, links)))
 
     async def link_local_workers(self) -> None:
@@ -270,6 +273,11 @@ class JobRun:
                 await verify_series(links, r, shown, self.actor.run_dir, series_id, task.manifest,
                                     plan.reference_fingerprint, only_unverified=job.kind == "run",
                                     trial_ids=job.trials or None)
+        if links.node_workspaces is not None:  # its checkpoints are at the head: the node's copy goes
+            try:
+                await open_workspace(links, plan.workspace_dir()).release()
+            except INFRA_ERRORS as e:  # a node gone took it along; the worker's directory goes on release
+                structlog.get_logger().warning("node_workspace_not_dropped", series=series_id, error=f"{type(e).__name__}: {e}")
         self.done += 1
         worker.series = None
         progress.update(series_done=self.done)

@@ -32,14 +32,15 @@ import structlog
 
 from roboswe.evaluation.conversation import Conversation, recorded_conversation
 from roboswe.evaluation.peers import INFRA_ERRORS, Links
-from roboswe.evaluation.plan import SeriesPlan, fresh_dir, previous_figures
+from roboswe.evaluation.plan import SeriesPlan, previous_figures
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.trial import TrialRunner
+from roboswe.evaluation.workspace import TrialWorkspace, open_workspace
 from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
 from roboswe.protocol.participant import Turn
 from roboswe.records.reader import RunReader, TrialView
-from roboswe.sandbox.checkpoints import BlobStore, load_manifest, restore
+from roboswe.sandbox.checkpoints import BlobStore
 
 log = structlog.get_logger()
 
@@ -129,7 +130,7 @@ def incomplete_retries(attempts: list[TrialView]) -> int:
     return sum(1 for a in attempts if a.end is not None and retryable(a.end))
 
 
-def restore_workspace(reader: RunReader, run_dir: Path, history: SeriesHistory, dest: Path) -> str | None:
+async def restore_workspace(reader: RunReader, run_dir: Path, history: SeriesHistory, dest: TrialWorkspace) -> str | None:
     """Restore the workspace a resumed retain-mode series continues from; returns the checkpoint id used.
 
     That is the interrupted trial's starting checkpoint, or else the last checkpoint of the
@@ -145,7 +146,7 @@ def restore_workspace(reader: RunReader, run_dir: Path, history: SeriesHistory, 
         chosen = points[-1] if points else None
     if chosen is None:
         return None
-    restore(load_manifest(chosen.manifest), BlobStore(run_dir / "blobs"), dest)
+    await dest.restore(chosen.manifest, BlobStore(run_dir / "blobs"))
     return chosen.checkpoint_id
 
 
@@ -189,7 +190,7 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
     for index in range(history.next_index, last + 1):
         await links.wait_alive()
         if plan.retain == "none":  # the fresh-context control: nothing carries over
-            workspace = fresh_dir(plan.workspace_dir())
+            await open_workspace(links, workspace).fresh()
             conversation.trial_ids = []
             await conversation.reset([], {})
         elif conversation.lost or not await conversation.in_sync():
@@ -253,7 +254,8 @@ async def _continue_from(links: Links, plan: SeriesPlan, progress: Progress, rea
             await links.bridge.close(history.interrupted.trial_id)
         except INFRA_ERRORS:
             pass  # a fresh bridge has nothing open
-    workspace = fresh_dir(plan.workspace_dir())
+    workspace = plan.workspace_dir()
+    await open_workspace(links, workspace).fresh()
     interrupted_steps = 0
     if history.interrupted is not None:
         done = reader.operations(history.interrupted.trial_id)
@@ -264,7 +266,7 @@ async def _continue_from(links: Links, plan: SeriesPlan, progress: Progress, rea
         progress.say(f"{plan.series_id}: continuing at trial {history.next_index} "
                      f"({len(history.kept)} ended trial(s) kept)")
         if plan.retain == "retain":
-            restored = restore_workspace(reader, Path(plan.run_dir), history, workspace)
+            restored = await restore_workspace(reader, Path(plan.run_dir), history, open_workspace(links, workspace))
             turns, images = recorded_conversation(reader, [v.trial_id for v in history.kept])
             await links.recorder.event("series_resumed", None, series=plan.series_id, next_index=history.next_index,
                                        workspace_from=restored, turns=len(turns))

@@ -56,7 +56,7 @@ from roboswe.evaluation.peers import INFRA_ERRORS, Links
 from roboswe.evaluation.plan import SeriesPlan, trial_id
 from roboswe.evaluation.progress import LastEnd, Progress
 from roboswe.evaluation.task_record import end_argument, record_task_record
-from roboswe.evaluation.workspace import Workspace, WorkspaceError, check_relative
+from roboswe.evaluation.workspace import WorkspaceError, check_relative, open_workspace
 from roboswe.protocol import recorder as rec
 from roboswe.protocol import sim as simp
 from roboswe.protocol.participant import (
@@ -98,7 +98,7 @@ class TrialRunner:
         self.attempt = attempt
         self.trial_id = trial_id(plan.series_id, index, attempt)
         self.workspace_dir = workspace
-        self.workspace = Workspace(workspace)
+        self.workspace = open_workspace(links, workspace)  # under RUN_DIR, or on the worker's node
         self.recovers = recovers
         self.conversation = conversation
         self._next_turn = conversation.next_turn_number
@@ -243,7 +243,7 @@ class TrialRunner:
 
     async def _open_sandbox(self) -> None:
         t0 = time.monotonic()
-        opened = await self.links.bridge.open(self.trial_id, self.workspace_dir, self.plan.backend, self.plan.limits())
+        opened = await self.links.bridge.open(self.trial_id, self.workspace.where, self.plan.backend, self.plan.limits())
         self.opened = True
         self.timing.sandbox_open = time.monotonic() - t0  # overlaps the scene load
         facts = SandboxOpened(backend=opened.backend, image_digest=opened.image_digest, budgets=self.plan.budgets,
@@ -261,7 +261,7 @@ class TrialRunner:
 
     async def _checkpoint(self, label: str, op_seq: int | None) -> None:
         cid = f"{self.trial_id}/c{'start' if op_seq is None else op_seq}"
-        captured = await self.rec.checkpoint(self.trial_id, cid, label, self.workspace_dir, op_seq)
+        captured = await self.workspace.checkpoint(self.trial_id, cid, label, op_seq)
         if captured.refused:
             await self.rec.event("checkpoint_refused_entries", self.trial_id, checkpoint=cid, refused=captured.refused)
 
@@ -413,15 +413,15 @@ class TrialRunner:
         try:
             match op:
                 case WriteFile(path=path, content=content):
-                    size = await trio.to_thread.run_sync(self.workspace.write, path, content)
+                    size = await self.workspace.write(path, content)
                     return OpResult(text=f"Wrote {size} bytes to {path}.", feedback=FileFeedback(bytes=size))
                 case ReadFile(path=path):
-                    text, size = await trio.to_thread.run_sync(self.workspace.read, path)
+                    text, size = await self.workspace.read(path)
                     if size > len(text.encode("utf-8", errors="replace")):
                         text += f"\n[... cut: the file has {size} bytes]"
                     return OpResult(text=text, feedback=FileFeedback(bytes=size))
                 case ListFiles():
-                    return OpResult(text=await trio.to_thread.run_sync(self.workspace.listing_text))
+                    return OpResult(text=await self.workspace.listing_text())
                 case Exec(path=path):
                     return await self._exec(path)
                 case Observe(cameras=cameras, depth=depth):
@@ -447,7 +447,7 @@ class TrialRunner:
 
     async def _exec(self, path: str) -> OpResult:
         check_relative(path)
-        await trio.to_thread.run_sync(self.workspace.read, path, 1)  # exists and is a regular file
+        await self.workspace.read(path, 1)  # exists and is a regular file
         await self._sim_compute_since()
         t0 = time.monotonic()
         # The path was checked above, so a refusal from the bridge (e.g. it lost the trial) is infrastructure.

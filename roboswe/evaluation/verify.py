@@ -27,7 +27,6 @@ action log re-executed in another fresh scene must too; a canvas hash that diffe
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -49,20 +48,15 @@ from roboswe.evaluation.feedback import (
     sha256_text,
 )
 from roboswe.evaluation.peers import INFRA_ERRORS, Links
-from roboswe.evaluation.plan import fresh_dir, slug
+from roboswe.evaluation.plan import slug
 from roboswe.evaluation.progress import Progress
 from roboswe.evaluation.series_config import Budgets
-from roboswe.evaluation.workspace import Workspace, WorkspaceError
+from roboswe.evaluation.workspace import TrialWorkspace, WorkspaceError, open_workspace
 from roboswe.protocol import recorder as rec
 from roboswe.protocol.bridge import ScriptLimits
 from roboswe.protocol.participant import ACTION_OPERATIONS, InvalidOperation, parse_operation
 from roboswe.records.reader import RunReader, TrialView
-from roboswe.sandbox.checkpoints import (
-    BlobStore,
-    CheckpointError,
-    load_manifest,
-    restore,
-)
+from roboswe.sandbox.checkpoints import BlobStore, CheckpointError
 
 log = structlog.get_logger()
 
@@ -97,14 +91,14 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
     """Replay one trial and record its verdict (durably); never raises for a failed replay."""
     started_wall, t0 = time.time(), time.monotonic()
     replay_id = f"{view.trial_id}/replay-{int(started_wall * 1000)}"
-    workspace = fresh_dir(run_dir / "replays" / slug(replay_id))
+    workspace = open_workspace(links, run_dir / "replays" / slug(replay_id))  # under RUN_DIR, or on the worker's node
     detail: dict[str, Any] = {"execs": [], "waits": [], "writes": 0}
     verdict, divergence, reproduced, replay_outcome = "error", "", None, None
     opened = False
     try:
         pinned = await _fresh_start(links, reader, run_dir, view, manifest, reference_fingerprint, workspace, detail)
         budgets = pinned.budgets
-        opened_msg = await links.bridge.open(replay_id, workspace, pinned.backend, ScriptLimits(
+        opened_msg = await links.bridge.open(replay_id, workspace.where, pinned.backend, ScriptLimits(
             steps=budgets.script_steps, seconds=budgets.script_seconds))
         opened = True
         detail["backend"], detail["image_digest"] = opened_msg.backend, opened_msg.image_digest
@@ -126,7 +120,11 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
                     await links.bridge.close(replay_id)
                 except INFRA_ERRORS:
                     pass
-        shutil.rmtree(workspace, ignore_errors=True)
+        with trio.CancelScope(shield=True):
+            try:
+                await workspace.drop()
+            except INFRA_ERRORS:
+                pass  # a worker's node that went away took the replay's workspace with it
     detail.pop("_states", None)
     detail["replay_seconds"] = round(time.monotonic() - t0, 3)
     record = rec.VerificationRecord(
@@ -139,14 +137,15 @@ async def verify_trial(links: Links, reader: RunReader, run_dir: Path, view: Tri
 
 
 async def _fresh_start(links: Links, reader: RunReader, run_dir: Path, view: TrialView, manifest: dict[str, Any],
-                       reference_fingerprint: str, workspace: Path, detail: dict[str, Any]) -> SandboxOpened:
+                       reference_fingerprint: str, workspace: TrialWorkspace, detail: dict[str, Any]) -> SandboxOpened:
     """The trial's starting workspace restored and its scene loaded fresh; what it ran under. Raises ReplayError."""
     pinned = trial_budgets(reader, view)
     start = next((c for c in reader.checkpoints(view.trial_id) if c.label == "trial_start"), None)
     if start is None:
         raise ReplayError(f"trial {view.trial_id} has no trial_start checkpoint")
     try:
-        await trio.to_thread.run_sync(restore, load_manifest(start.manifest), BlobStore(run_dir / "blobs"), workspace)
+        await workspace.fresh()
+        await workspace.restore(start.manifest, BlobStore(run_dir / "blobs"))
     except CheckpointError as e:
         raise ReplayError(f"starting checkpoint {start.checkpoint_id} refused: {e}") from None
     detail["checkpoint"] = start.checkpoint_id
@@ -192,10 +191,9 @@ async def _compare_end(links: Links, reader: RunReader, view: TrialView, manifes
     return divergence, reproduced, replay_outcome
 
 
-async def _replay_operations(links: Links, reader: RunReader, view: TrialView, replay_id: str, workspace: Path,
+async def _replay_operations(links: Links, reader: RunReader, view: TrialView, replay_id: str, ws: TrialWorkspace,
                              budgets: Budgets, detail: dict[str, Any]) -> str:
     """Re-run writes, execs and waits in order; returns the first divergence ('' when none)."""
-    ws = Workspace(workspace)
     first = ""
 
     def diverge(text: str) -> None:
@@ -214,7 +212,7 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
                 continue  # refused before it ran: nothing to replay
             case FileFeedback():  # write_file
                 try:
-                    await trio.to_thread.run_sync(ws.write, op.arguments["path"], op.arguments["content"])
+                    await ws.write(op.arguments["path"], op.arguments["content"])
                 except WorkspaceError as e:  # the replayed programs left another file layout
                     diverge(f"operation {op.seq} write_file {op.arguments['path']!r}: written originally, refused on replay: {e}")
                     continue
@@ -222,7 +220,7 @@ async def _replay_operations(links: Links, reader: RunReader, view: TrialView, r
             case ExecOutcome() as orig:
                 script = op.arguments["path"]
                 try:  # as the trial checked before running it: a script the replayed programs removed is theirs
-                    await trio.to_thread.run_sync(ws.read, script, 1)
+                    await ws.read(script, 1)
                 except WorkspaceError as e:
                     diverge(f"operation {op.seq} exec {script!r}: ran originally, not runnable on replay: {e}")
                     continue

@@ -1,195 +1,171 @@
-"""The participant's workspace as the harness touches it: write, read and list files.
+"""The participant's workspace as a trial, a series and a replay touch it: one seam, two places it can be.
 
-The sandbox user owns the workspace and may plant symlinks in it, so every access here
-walks the path one component at a time through directory file descriptors with
-O_NOFOLLOW: a path can never lead the harness (which runs with the recorder's rights)
-outside the workspace. Bad paths raise WorkspaceError with a message the participant reads.
-Nothing here blocks on what the sandbox user planted: every open is O_NONBLOCK, a write's
-temporary is created O_EXCL under a random name and removed on error, and listings use
-the bounded walk of ``sandbox.walk``.
+Every file operation the coordinator's side does on a workspace goes through ``open_workspace``:
+make it fresh, restore a checkpoint into it, write, read, list, capture a checkpoint, drop it. Where
+the workspace lives is the run's (``Links.node_workspaces``, from `[fleet] workspaces`):
+
+- ``HostWorkspace``: a directory under RUN_DIR on this machine, as in every local run and a Ray run on
+  a RUN_DIR shared by every node: ``roboswe.sandbox.workspace.Workspace`` here, checkpoints captured by
+  the recorder from the path.
+- ``NodeWorkspace``: kept by the worker's bridge on its own node (a Ray run whose nodes share no
+  directory): each operation is a bridge request (bridge/workspaces.py applies it there, with the
+  same rules and error texts); a checkpoint is captured there and carried to the recorder, which reads
+  every blob back with its sha256 before its receipt; only then is the node told to drop its copies.
+
+Either raises ``WorkspaceError`` with the text the participant reads for what the participant caused.
 """
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
-from pathlib import Path, PurePosixPath
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-# the write_file schema states the write limit too: one constant
-from roboswe.protocol.participant import MAX_WRITE_BYTES
-from roboswe.sandbox.walk import MAX_DEPTH, MAX_PATH_BYTES, Refused, walk
+import trio
 
-MAX_READ_BYTES = 256 * 1024
-MAX_LIST_ENTRIES = 2000
-MAX_LISTING_BYTES = 32 * 1024  # the list_files text (~8k tokens): a crafted layout must not fill the context
+from roboswe.actors import RemoteError
+from roboswe.evaluation.ends import TrialIncomplete
+from roboswe.evaluation.plan import fresh_dir
+from roboswe.protocol import recorder as rec
+from roboswe.protocol.bridge import (
+    CaptureWorkspace,
+    DropWorkspace,
+    FreshWorkspace,
+    RestoreWorkspace,
+    WorkspaceCaptured,
+    WorkspaceCarried,
+    WorkspaceFile,
+    WorkspaceList,
+    WorkspaceListing,
+    WorkspaceRead,
+    WorkspaceWrite,
+)
+from roboswe.protocol.control import Ok
+from roboswe.sandbox.checkpoints import BlobStore, load_manifest, restore
+from roboswe.sandbox.workspace import (  # noqa: F401 - the coordinator's names for them
+    MAX_LIST_ENTRIES,
+    MAX_LISTING_BYTES,
+    MAX_READ_BYTES,
+    MAX_WRITE_BYTES,
+    Workspace,
+    WorkspaceError,
+    check_relative,
+)
+
+if TYPE_CHECKING:
+    from roboswe.evaluation.peers import Links
 
 
-class WorkspaceError(ValueError):
-    """A workspace operation that cannot be done; the message is the participant's error result."""
+def open_workspace(links: Links, path: Path) -> TrialWorkspace:
+    """The workspace the head names ``path`` (under RUN_DIR), where this run keeps it."""
+    if links.node_workspaces is not None:
+        return NodeWorkspace(links, path.relative_to(links.node_workspaces).as_posix())
+    return HostWorkspace(path, links.recorder)
 
 
-def check_relative(path: str) -> PurePosixPath:
-    """A workspace-relative path without '..', '.' or empty parts; raises WorkspaceError."""
-    if not path or "\x00" in path:
-        raise WorkspaceError(f"path {path!r} is empty or contains NUL; give a workspace-relative path like 'lift.py'")
-    p = PurePosixPath(path)
-    if p.is_absolute():
-        raise WorkspaceError(f"path {path!r} is absolute; give a path relative to the workspace, e.g. 'lift.py'")
-    if any(part in ("..", ".") for part in p.parts) or not p.parts:
-        raise WorkspaceError(f"path {path!r} leaves or names the workspace itself; use a plain relative path without '..'")
-    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES or len(p.parts) > MAX_DEPTH:
-        raise WorkspaceError(f"path {path[:80]!r}... is longer than {MAX_PATH_BYTES} bytes or {MAX_DEPTH} levels; use a shorter path")
-    return p
+class HostWorkspace:
+    """A workspace directory on this machine (under RUN_DIR)."""
+
+    def __init__(self, path: Path, recorder):
+        self.path = path
+        self.where = str(path)  # what OpenTrial names
+        self.files = Workspace(path)
+        self.recorder = recorder
+
+    async def fresh(self) -> None:
+        """Empty (earlier content is removed: its checkpoints hold it)."""
+        fresh_dir(self.path)
+
+    async def restore(self, manifest: bytes, blobs: BlobStore) -> None:
+        """A checkpoint's files into the empty workspace; raises CheckpointError."""
+        await trio.to_thread.run_sync(restore, load_manifest(manifest), blobs, self.path)
+
+    async def write(self, path: str, content: str) -> int:
+        return await trio.to_thread.run_sync(self.files.write, path, content)
+
+    async def read(self, path: str, max_bytes: int = MAX_READ_BYTES) -> tuple[str, int]:
+        return await trio.to_thread.run_sync(self.files.read, path, max_bytes)
+
+    async def listing_text(self) -> str:
+        return await trio.to_thread.run_sync(self.files.listing_text)
+
+    async def checkpoint(self, trial: str, checkpoint_id: str, label: str, op_seq: int | None) -> rec.CheckpointCaptured:
+        return await self.recorder.checkpoint(trial, checkpoint_id, label, self.path, op_seq)
+
+    async def drop(self) -> None:
+        """Remove it (a replay's workspace)."""
+        await trio.to_thread.run_sync(lambda: shutil.rmtree(self.path, ignore_errors=True))
+
+    async def release(self) -> None:
+        """Its series is over: it stays in RUN_DIR, as the run left it."""
 
 
-class Workspace:
-    """One trial workspace directory on the host."""
+class NodeWorkspace:
+    """A workspace the worker's bridge keeps on its node, named as the head would name it under RUN_DIR."""
 
-    def __init__(self, root: str | Path):
-        self.root = Path(root)
+    def __init__(self, links: Links, name: str):
+        self.links = links  # the current bridge: a Ray worker's is relinked after a node loss
+        self.name = name
+        self.where = name
 
-    def _open_parent(self, p: PurePosixPath, *, create: bool) -> int:
-        """An fd of the directory that holds ``p`` (creating directories if asked), never following links."""
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK)
+    async def _ask(self, message, expected, blobs=()):
         try:
-            for part in p.parts[:-1]:
-                try:
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    if not create:
-                        raise WorkspaceError(f"no such directory in the workspace: {part!r} (in {str(p)!r})") from None
-                    os.mkdir(part, 0o777, dir_fd=fd)
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except OSError as e:
-                    if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise WorkspaceError(f"{part!r} in {str(p)!r} is not a directory (symlinks are not followed)") from None
-                    raise
-                os.close(fd)
-                fd = nxt
-            return fd
-        except BaseException:
-            os.close(fd)
+            return await self.links.bridge.ask(message, expected, WORKSPACE_DEADLINE, blobs)
+        except RemoteError as e:
+            if e.error.code == "workspace":
+                raise WorkspaceError(e.error.detail) from None
             raise
 
-    def write(self, path: str, content: str) -> int:
-        """Create or replace a UTF-8 text file; returns its size in bytes. Raises WorkspaceError, also for
-        what the workspace's contents cause (a name too long, no space left)."""
-        try:
-            return self._write(path, content)
-        except OSError as e:
-            raise WorkspaceError(f"could not write {path!r}: {e.strerror}; check the path and the workspace's size") from None
+    async def fresh(self) -> None:
+        await self._ask(FreshWorkspace(workspace=self.name), Ok)
 
-    def _write(self, path: str, content: str) -> int:
-        p = check_relative(path)
-        data = content.encode("utf-8")
-        if len(data) > MAX_WRITE_BYTES:
-            raise WorkspaceError(f"content of {path!r} is {len(data)} bytes; the limit is {MAX_WRITE_BYTES}")
-        parent = self._open_parent(p, create=True)
-        try:
-            name = p.parts[-1]
-            try:
-                st = os.lstat(name, dir_fd=parent)
-            except FileNotFoundError:
-                st = None
-            if st is not None and not stat.S_ISREG(st.st_mode):
-                raise WorkspaceError(f"{path!r} exists and is not a regular file; write to another path")
-            # 0o666: the sandbox user (the workspace's owner after chown) may rewrite it; replace atomically.
-            # A random name created O_EXCL: nothing the sandbox user planted can be opened instead.
-            tmp = f".roboswe-tmp-{os.urandom(8).hex()}"
-            fd = os.open(tmp, _TMP_FLAGS, 0o666, dir_fd=parent)
-            try:
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view):]
-                    os.fchmod(fd, 0o666)
-                finally:
-                    os.close(fd)
-                os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
-            except BaseException:
-                try:
-                    os.unlink(tmp, dir_fd=parent)
-                except OSError:
-                    pass
-                raise
-        finally:
-            os.close(parent)
-        return len(data)
+    async def restore(self, manifest: bytes, blobs: BlobStore) -> None:
+        """Send the checkpoint's manifest and every blob it names (read back here with its sha256) to the node."""
+        shas = list(dict.fromkeys(e.sha256 for e in load_manifest(manifest).entries))
+        data = await trio.to_thread.run_sync(lambda: [blobs.get(sha) for sha in shas])
+        carried = [rec.CarriedBlob(sha256=sha, size=len(d)) for sha, d in zip(shas, data)]
+        await self._ask(RestoreWorkspace(workspace=self.name, manifest=manifest, blobs=carried), Ok, [b"".join(data)])
 
-    def read(self, path: str, max_bytes: int = MAX_READ_BYTES) -> tuple[str, int]:
-        """(text, total size) of a workspace file, text cut at ``max_bytes``; raises WorkspaceError."""
-        try:
-            return self._read(path, max_bytes)
-        except OSError as e:
-            raise WorkspaceError(f"could not read {path!r}: {e.strerror}") from None
+    async def write(self, path: str, content: str) -> int:
+        check_relative(path)  # refused here, as on the host, before anything travels
+        return (await self._ask(WorkspaceWrite(workspace=self.name, path=path, content=content), WorkspaceFile)).message.size
 
-    def _read(self, path: str, max_bytes: int) -> tuple[str, int]:
-        p = check_relative(path)
-        parent = self._open_parent(p, create=False)
-        try:
-            try:
-                fd = os.open(p.parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
-            except FileNotFoundError:
-                raise WorkspaceError(f"no such file in the workspace: {path!r}; list_files shows what exists") from None
-            except OSError as e:
-                if e.errno == errno.ELOOP:
-                    raise WorkspaceError(f"{path!r} is a symlink; only regular files can be read") from None
-                raise
-            try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode):
-                    raise WorkspaceError(f"{path!r} is not a regular file")
-                data = os.read(fd, max_bytes)
-            finally:
-                os.close(fd)
-        finally:
-            os.close(parent)
-        return data.decode("utf-8", errors="replace"), st.st_size
+    async def read(self, path: str, max_bytes: int = MAX_READ_BYTES) -> tuple[str, int]:
+        check_relative(path)
+        reply = (await self._ask(WorkspaceRead(workspace=self.name, path=path, max_bytes=max_bytes), WorkspaceFile)).message
+        return reply.text, reply.size
 
-    def scan(self) -> tuple[list[tuple[str, int]], list[Refused]]:
-        """(relative path, size) of every entry, in walk order (size -1: not a regular file), and the
-        entries the bounded walk would not represent; stops at MAX_LIST_ENTRIES."""
-        out: list[tuple[str, int]] = []
-        refused: list[Refused] = []
-        try:
-            os.close(os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK))
-        except OSError as e:
-            raise WorkspaceError(f"the workspace cannot be listed: {e.strerror}") from None
-        for item in walk(self.root, max_entries=MAX_LIST_ENTRIES):
-            if isinstance(item, Refused):
-                refused.append(item)
-            elif stat.S_ISREG(item.st.st_mode):
-                out.append((item.path, item.st.st_size))
-            elif not stat.S_ISDIR(item.st.st_mode):
-                out.append((item.path, -1))
-        return out, refused
+    async def listing_text(self) -> str:
+        return (await self._ask(WorkspaceList(workspace=self.name), WorkspaceListing)).message.text
 
-    def list(self) -> list[tuple[str, int]]:
-        """(relative path, size) of every regular file, sorted; symlinks and others are shown with size -1."""
-        return sorted(self.scan()[0])
+    async def checkpoint(self, trial: str, checkpoint_id: str, label: str, op_seq: int | None) -> rec.CheckpointCaptured:
+        """Captured on the node, carried to the recorder; the node drops its copies only on the recorder's receipt.
 
-    def listing_text(self) -> str:
-        """The list_files result as the participant reads it."""
-        files, refused = self.scan()
-        files.sort()
-        if not files and not refused:
-            return "The workspace is empty."
-        lines = [f"{path} ({size} bytes)" if size >= 0 else f"{path} (not a regular file)" for path, size in files]
-        lines += [f"{r.path} (not listed: {r.reason})" for r in refused]
-        shown, used = 0, 0
-        for line in lines:
-            used += len(line.encode("utf-8", "replace")) + 1
-            if used > MAX_LISTING_BYTES:
-                break
-            shown += 1
-        if shown == len(lines):
-            return "\n".join(lines)
-        rest = lines[shown:]
-        return "\n".join([*lines[:shown], (
-            f"[... {len(rest)} more entries not shown ({sum(len(x.encode('utf-8', 'replace')) + 1 for x in rest)} bytes "
-            f"of listing past the {MAX_LISTING_BYTES}-byte limit); list them from a script if you need them]")])
+        Raises TrialIncomplete when the receipt does not name what was carried, RemoteError when either side refused.
+        """
+        decoded = await self._ask(CaptureWorkspace(workspace=self.name, trial=trial), WorkspaceCaptured)
+        captured: WorkspaceCaptured = decoded.message
+        frame = decoded.blobs[0] if decoded.blobs else b""
+        receipt = await self.links.recorder.carry_checkpoint(rec.CarryCheckpoint(
+            checkpoint_id=checkpoint_id, trial_id=trial, label=label, op_seq=op_seq, manifest=captured.manifest,
+            manifest_sha256=captured.manifest_sha256, blobs=captured.blobs), frame)
+        sent = sorted(b.sha256 for b in captured.blobs)
+        if receipt.manifest_sha256 != captured.manifest_sha256 or sorted(receipt.carried) != sent:
+            raise TrialIncomplete("infrastructure", f"checkpoint {checkpoint_id}: the recorder's receipt ({len(receipt.carried)} blob(s), "
+                               f"manifest {receipt.manifest_sha256[:16]}) is not what was carried ({len(sent)}, "
+                               f"{captured.manifest_sha256[:16]}); the node keeps its copies")
+        if receipt.carried:
+            await self._ask(WorkspaceCarried(workspace=self.name, sha256=receipt.carried), Ok)
+        return receipt
+
+    async def drop(self) -> None:
+        await self._ask(DropWorkspace(workspace=self.name), Ok)
+
+    async def release(self) -> None:
+        """Its series is over: every checkpoint the head needs is there, so the node's copy goes."""
+        await self.drop()
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+TrialWorkspace = HostWorkspace | NodeWorkspace
+
+WORKSPACE_DEADLINE = 120.0  # one workspace request on the node (a checkpoint carries up to 256 MiB)

@@ -29,16 +29,19 @@ import msgspec
 from roboswe.fleet.node_process import LIFELINE_ENV, endpoint_file
 
 WORKER_DIRS = "roboswe-worker"  # /tmp/roboswe-worker<N>-*: one per worker host on this node
+WORKSPACE_DIRS = "roboswe-node-workspaces"  # $ROBOSWE_NODE_DIR/roboswe-node-workspaces<N>-*: its workspaces
 START_SECONDS = 120.0  # both processes bound (the bridge first sweeps orphaned sandboxes, up to 30 s)
 TOKEN_FILE = "fleet/node-check"  # in the run dir: proves a node sees the same directory
+NODE_DIR_ENV = "ROBOSWE_NODE_DIR"  # a node's own directory for its workers' workspaces ([fleet] workspaces = "node")
 
 
 class WorkerSpec(msgspec.Struct, frozen=True, kw_only=True):
     """What a worker host needs to know; the same on every restart."""
 
     number: int
-    run_dir: str
+    run_dir: str  # "" when the node keeps its own workspaces
     run_token: str  # the content of RUN_DIR/fleet/node-check
+    node_workspaces: bool = False  # [fleet] workspaces = "node": the bridge keeps them under NODE_DIR_ENV
     image_digest: str  # the head's sandbox image
     client_public_key: str  # the coordinator's CURVE public key (Z85), the only client admitted
     head_boot_id: str  # the coordinator machine's /proc/sys/kernel/random/boot_id: is this node that machine?
@@ -66,7 +69,7 @@ class NodeRefused(RuntimeError):
 
 
 def check_node(spec: WorkerSpec, node_id: str) -> None:
-    """Raise NodeRefused unless this node has the head's sandbox image and the run directory."""
+    """Raise NodeRefused unless this node has the head's sandbox image and (shared workspaces) the run directory."""
     from roboswe.sandbox.images import ImageError, load_image
 
     try:
@@ -76,6 +79,8 @@ def check_node(spec: WorkerSpec, node_id: str) -> None:
     if digest != spec.image_digest:
         raise NodeRefused(f"node {node_id}: sandbox image {digest[:16]} differs from the head's {spec.image_digest[:16]}; "
                           "run `roboswe images build` there from the same checkout")
+    if spec.node_workspaces:
+        return  # the workspaces live on this node: RUN_DIR is the head's alone
     token = Path(spec.run_dir) / TOKEN_FILE
     try:
         seen = token.read_text()
@@ -83,7 +88,23 @@ def check_node(spec: WorkerSpec, node_id: str) -> None:
         seen = f"unreadable ({e.strerror})"
     if seen != spec.run_token:
         raise NodeRefused(f"node {node_id}: {token} is {seen!r} here, not the head's: the run directory must be the "
-                          "same shared directory at the same path on every node (workspaces live there)")
+                          "same shared directory at the same path on every node (workspaces live there), "
+                          "or set [fleet] workspaces = \"node\"")
+
+
+def _node_dir() -> Path:
+    """Where this node keeps its workers' workspaces: $ROBOSWE_NODE_DIR when the node was started with it
+    (`ROBOSWE_NODE_DIR=/data/roboswe ray start ...`: a local disk with room), else /tmp."""
+    return Path(os.environ.get(NODE_DIR_ENV) or tempfile.gettempdir())
+
+
+def _workspace_root(number: int) -> Path:
+    """A fresh directory for this worker's workspaces on this node, marked with its host's pid (for the sweep)."""
+    base = _node_dir()
+    base.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_DIRS}{number}-", dir=base))
+    (root / "host.pid").write_text(str(os.getpid()))
+    return root
 
 
 def boot_id() -> str:
@@ -97,7 +118,7 @@ def boot_id() -> str:
 def sweep_worker_dirs() -> None:
     """Remove the directories of worker hosts on this node that are gone (killed with their raylet:
     Ray kills a dead worker's child processes, so nothing of theirs removed the directory)."""
-    for d in Path("/tmp").glob(f"{WORKER_DIRS}*"):
+    for d in [*Path("/tmp").glob(f"{WORKER_DIRS}*"), *_node_dir().glob(f"{WORKSPACE_DIRS}*")]:
         try:
             pid = int((d / "host.pid").read_text())
         except (OSError, ValueError):
@@ -161,9 +182,14 @@ class WorkerHost:
         robot = f"ipc://{self.dir}/robot.sock"
         self.processes: dict[str, subprocess.Popen] = {}
         self._stopping = False
-        # A sized workspace is a loop mount on this machine: the coordinator, elsewhere, would write
-        # under it into the shared directory the sandbox no longer sees.
-        volumes = [] if boot_id() == spec.head_boot_id else ["--no-workspace-volume"]
+        self.workspaces: Path | None = None
+        # A sized workspace is a loop mount on this machine: a coordinator elsewhere writing a shared
+        # directory would write under it, where the sandbox no longer sees. Workspaces kept on this node
+        # are written here, by the bridge itself.
+        volumes = [] if spec.node_workspaces or boot_id() == spec.head_boot_id else ["--no-workspace-volume"]
+        if spec.node_workspaces:
+            self.workspaces = _workspace_root(spec.number)
+            volumes += ["--workspace-root", str(self.workspaces)]
         for kind, extra in (("simulator", ["--robot", robot]), ("sandbox_bridge", volumes)):
             log = open(self.dir / f"{kind}.log", "ab")  # noqa: SIM115 - the child holds it
             self.processes[kind] = subprocess.Popen(
@@ -218,6 +244,8 @@ class WorkerHost:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self.workspaces is not None:  # every checkpoint the head needed was carried with its receipt
+            shutil.rmtree(self.workspaces, ignore_errors=True)
 
     def endpoints(self) -> bytes:
         """This worker's placement (msgpack of ``Placement``)."""

@@ -99,7 +99,7 @@ async def _bridge(args: argparse.Namespace, curve) -> None:
     transport = TransportConfig(endpoints={"sandbox_bridge": args.bind}, heartbeat_interval=args.heartbeat_interval,
                                 heartbeat_liveness=args.heartbeat_liveness)
     actor = NodeBridge("sandbox_bridge", args.dir, RunConfig(transport=transport), None)
-    await _until_gone(lambda: bridge_main(actor, workspace_mb=workspace_mb), args.dir)
+    await _until_gone(lambda: bridge_main(actor, workspace_mb=workspace_mb, workspace_root=args.workspace_root), args.dir)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat-liveness", type=int, default=5)
     parser.add_argument("--no-workspace-volume", action="store_true",
                         help="sandbox_bridge only: never mount a sized workspace (the coordinator is on another host)")
+    parser.add_argument("--workspace-root", type=Path, default=None,
+                        help="sandbox_bridge only: keep the workspaces here, on this node ([fleet] workspaces = \"node\")")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     args.name = args.kind

@@ -117,6 +117,8 @@ class RayFleet:
         self.workers: list[RayWorker] = []
         self.roster = RosterFile(actor.run_dir, run_id, address, boot_id())
         self._sampling = trio.CancelScope()
+        # Each worker keeps its workspaces on its node (bridge/workspaces.py), so RUN_DIR need not be shared.
+        self.node_workspaces = self.fleet.workspaces == "node"
 
     async def open(self, nursery: trio.Nursery) -> None:
         """Join the cluster and prepare what every node checks (the image digest, the run dir token)."""
@@ -137,7 +139,9 @@ class RayFleet:
         token = secrets.token_hex(16)
         token_path.write_text(token)
         transport = self.actor.config.transport
-        self._spec = {"run_dir": str(self.actor.run_dir), "run_token": token, "image_digest": load_image().digest,
+        # A node keeping its own workspaces is not told RUN_DIR: nothing of it may depend on seeing it.
+        self._spec = {"run_dir": "" if self.node_workspaces else str(self.actor.run_dir), "run_token": token,
+                      "node_workspaces": self.node_workspaces, "image_digest": load_image().digest,
                       "client_public_key": self.public.decode(), "head_boot_id": boot_id(),
                       "heartbeat_interval": transport.heartbeat_interval,
                       "heartbeat_liveness": max(transport.heartbeat_liveness, 5),

@@ -43,7 +43,9 @@ from roboswe.protocol.bridge import (
     ScriptException,
     ScriptLimits,
     TrialOpened,
+    WorkspaceRequest,
 )
+from roboswe.bridge.workspaces import NodeWorkspaces
 from roboswe.protocol.context import CONTEXT_CODEC
 from roboswe.protocol.control import Error, Ok
 from roboswe.protocol.provider import PROVIDER_CODEC
@@ -110,19 +112,27 @@ def series_plan(run_dir: Path, task: AdmittedTask, *, trials: int = 3, retain: s
 
 
 class FakeBridge:
-    """The sandbox bridge's coordinator side, running plan files (see the module docs) instead of programs."""
+    """The sandbox bridge's coordinator side, running plan files (see the module docs) instead of programs.
 
-    def __init__(self, robot: Client):
+    With ``node_dir`` it keeps the workspaces itself, as a fleet worker's bridge on its node does (the real
+    ``bridge.workspaces.NodeWorkspaces``): an OpenTrial names one under it, the workspace requests are its.
+    """
+
+    def __init__(self, robot: Client, node_dir: Path | None = None):
         self.robot = robot
         self.trials: dict[str, tuple[Path, ScriptLimits]] = {}
         self.executed: list[str] = []
+        self.workspaces = NodeWorkspaces(node_dir) if node_dir is not None else None
 
     async def handle(self, decoded: Decoded[Any]) -> Any:
+        if self.workspaces is not None and isinstance(decoded.message, WorkspaceRequest.__args__):
+            return await trio.to_thread.run_sync(self.workspaces.answer, decoded.message, decoded.blobs)
         match decoded.message:
             case OpenTrial(trial=trial, workspace=workspace, limits=limits):
                 if trial in self.trials:
                     return Error(code="bad_request", detail=f"trial {trial!r} is already open; close it first")
-                self.trials[trial] = (Path(workspace), limits)
+                where = self.workspaces.path(workspace) if self.workspaces is not None else Path(workspace)
+                self.trials[trial] = (where, limits)
                 return TrialOpened(trial=trial, backend="bwrap", image_digest=FAKE_IMAGE, bridge_dir="")
             case ExecScript(script=script, trial=trial):
                 if trial not in self.trials:
@@ -167,8 +177,12 @@ class FakeBridge:
 
 
 @asynccontextmanager
-async def peers(run_dir: Path, agent: Any, *, context_window: int = 200_000) -> AsyncIterator[Links]:
-    """Serve every peer in this trio run and yield the coordinator's Links to them."""
+async def peers(run_dir: Path, agent: Any, *, context_window: int = 200_000,
+                node_dir: Path | None = None) -> AsyncIterator[Links]:
+    """Serve every peer in this trio run and yield the coordinator's Links to them.
+
+    ``node_dir``: the bridge keeps the workspaces there, as a Ray worker's does on its node ([fleet] workspaces = "node").
+    """
     sock = run_dir / "sock"
     sock.mkdir(parents=True, exist_ok=True)
     ep = {name: f"ipc://{sock}/{name}.sock" for name in ("simulator", "robot", "recorder", "context", "provider", "bridge")}
@@ -192,7 +206,7 @@ async def peers(run_dir: Path, agent: Any, *, context_window: int = 200_000) -> 
             for server in servers:
                 await nursery.start(server.serve)
             async with Client("fake_bridge", ep["robot"], simp.SIM_ROBOT_CODEC) as robot:
-                bridge = FakeBridge(robot)
+                bridge = FakeBridge(robot, node_dir)
                 await nursery.start(Server("sandbox_bridge", ep["bridge"], BRIDGE_CODEC, bridge.handle).serve)
                 async with (
                     Client("coordinator", ep["simulator"], simp.SIM_CODEC) as sim,
@@ -202,7 +216,8 @@ async def peers(run_dir: Path, agent: Any, *, context_window: int = 200_000) -> 
                     Client("coordinator", ep["context"], CONTEXT_CODEC) as context,
                 ):
                     links = Links(sim=Simulator(sim), bridge=Bridge(bridge_link), recorder=Recorder(recorder, RUN_ID),
-                                  provider=Provider(provider), context=Context(context))
+                                  provider=Provider(provider), context=Context(context),
+                                  node_workspaces=run_dir if node_dir is not None else None)
                     links.fake_bridge = bridge  # type: ignore[attr-defined]  (tests look at what it ran)
                     yield links
                     await links.recorder.flush()
