@@ -33,8 +33,8 @@ def add_arguments_rle(parser: argparse.ArgumentParser) -> None:
     score.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None, help="sandbox backend")
     demo = sub.add_parser("demo", help="a scripted participant develops and submits the reference estimator; "
                                          "prints the reward report and the index (offline)")
-    demo.add_argument("name", choices=["pose", "tabletop", "speedrun"],
-                      help="which family's demo (tabletop: family 03's four tasks; speedrun: family 01 at L1 and L3 on the kit)")
+    demo.add_argument("name", choices=["pose", "tabletop", "speedrun", "transfer"],
+                      help="which family's demo (tabletop: family 03's four tasks; speedrun: family 01 at L1 and L3 on the kit; transfer: family 02 on the kit)")
     demo.add_argument("--out", type=Path, default=None, metavar="RUN_DIR", help="write the RLE run directory here")
     demo.add_argument("--task", default=None, metavar="TASK", help="which of the family's tasks (pose: pose-rgbd, the default, or pose-rgb)")
     demo.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None, help="sandbox backend")
@@ -52,6 +52,10 @@ def run_rle(args: argparse.Namespace) -> int:
         from .kitchen.demo import run_speedrun_demo
 
         return run_speedrun_demo(args.out)
+    if args.rle_command == "demo" and args.name == "transfer":
+        from .transfer.demo import run_transfer_demo
+
+        return run_transfer_demo(args.out)
     if args.rle_command == "demo" and args.name == "tabletop":
         from .tabletop.demo import run_tabletop_demo
 
@@ -85,6 +89,10 @@ def _score(args: argparse.Namespace) -> int:
     if task.tabletop is not None:
         echo(f"roboswe rle score: {task.id} scores an attempt's recorded physics, not an artifact "
              "(`roboswe rle demo tabletop`, docs/rle-tabletop.md)", file=sys.stderr)
+        return 2
+    if task.transfer is not None:
+        echo(f"roboswe rle score: {task.id} scores fresh agents' trials with the harness, not the harness alone "
+             "(`roboswe rle demo transfer`, docs/rle-transfer.md)", file=sys.stderr)
         return 2
     if task.kitchen is not None:
         echo(f"roboswe rle score: {task.id} scores trials in hidden kitchens, not an artifact "
@@ -183,6 +191,10 @@ def verify_rle_run(run_dir: Path) -> int:
 
     if (run_dir / ATTEMPT).exists():  # family 03: the attempt is re-simulated from its revealed plan
         return verify_attempt(run_dir)
+    if (run_dir / "transfer.json").exists():  # family 02: every fresh agent's trial replayed from the revealed plan
+        from .transfer.verify import verify_again as verify_transfer
+
+        return verify_transfer(run_dir)
     if (run_dir / "evaluation.json").exists():  # family 01: every hidden-kitchen trial replayed from the revealed plan
         from .kitchen.verify import verify_again
 

@@ -14,6 +14,7 @@ from roboswe.configs import CONFIGS_DIR
 
 from .kitchen.rules import Kitchen
 from .tabletop.rules import Tabletop
+from .transfer.rules import Transfer
 
 TASKS_DIR = CONFIGS_DIR / "tasks" / "rle"
 
@@ -126,6 +127,7 @@ class RleTask(Strict, kw_only=True):
     scoring: Scoring | None = None
     tabletop: Tabletop | None = None  # family 03: one attempt on the hidden instance, scored from recorded physics
     kitchen: Kitchen | None = None  # family 01: the RoboCasa speed-run subtask, level and evaluation caps
+    transfer: Transfer | None = None  # family 02: the practice and held-out composites, the fresh agents' caps
 
 
 class TaskError(ValueError):

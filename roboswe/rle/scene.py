@@ -51,6 +51,7 @@ DEVELOPMENT_SCENES: dict[str, str] = {
     "pose": "roboswe.rle.pose.development:PoseDevelopmentScene",
     "kitchen": "roboswe.rle.kitchen.development:KitchenDevelopmentScene",
     "tabletop": "roboswe.rle.tabletop.runner:tabletop_development",
+    "transfer": "roboswe.rle.transfer.scene:TransferDevelopmentScene",
 }
 """``development.scene`` → ``"module:factory"``: ``factory(task: RleTask, salt: Salt) -> DevelopmentScene``
 (``salt``: the run's hidden salt, for a scene that is a hidden instance; a scene on public seeds ignores it)."""
