@@ -54,10 +54,17 @@ def export_table(run_dir: Path, path: Path) -> Path:
 
 
 def add_arguments_view(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = ("example: roboswe view --live runs/demo   (while `roboswe run` writes runs/demo: the index shows "
+                     "the snapshot's time and its running and pending slots, and reloads on each re-export)")
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory written by `roboswe run`")
     parser.add_argument("--port", type=int, default=8765, help="localhost port (default 8765; 0 picks a free one)")
     parser.add_argument("--out", type=Path, default=None,
                         help="site directory (default RUN_DIR/viewer, re-exported on start)")
+    parser.add_argument("--live", action="store_true",
+                        help="while the run goes, export again whenever its database or events.jsonl change; the "
+                             "index reloads itself on a new snapshot; Ctrl-C stops (the last export stays)")
+    parser.add_argument("--every", type=float, default=2.0, metavar="SECONDS",
+                        help="with --live: how often to look for a change, and the page for a new snapshot (default 2)")
 
 
 def run_view(args: argparse.Namespace) -> int:
@@ -65,9 +72,48 @@ def run_view(args: argparse.Namespace) -> int:
     from roboswe.viewer._serve import serve_site
 
     out = args.out or Path(args.run_dir) / "viewer"
+    if args.live and not args.every > 0:
+        echo(f"roboswe view: --every {args.every}: expected a positive number of seconds", file=sys.stderr)
+        return 2
     try:
-        export_site(args.run_dir, out)
+        export_site(args.run_dir, out, refresh=args.every if args.live else None)
     except (ExportError, FileNotFoundError, LookupError) as e:
         echo(f"roboswe view: {e}", file=sys.stderr)
         return 2
-    return serve_site(out, args.port)
+    if not args.live:
+        return serve_site(out, args.port)
+    return _serve_live(Path(args.run_dir), out, args.port, args.every)
+
+
+def _serve_live(run_dir: Path, site: Path, port: int, every: float) -> int:
+    """Serve ``site`` from a thread while this one re-exports it on each change of the run (viewer._live).
+
+    Ctrl-C (or SIGTERM) stops it after the export in progress, if any: the site is never left half-moved."""
+    import signal
+    import threading
+
+    from roboswe.viewer._live import follow
+    from roboswe.viewer._serve import make_server
+
+    try:
+        server = make_server(site, port)
+    except OSError as e:
+        echo(f"roboswe view: cannot listen on 127.0.0.1:{port}: {e.strerror}; pick another --port", file=sys.stderr)
+        return 2
+    thread = threading.Thread(target=server.serve_forever, name="view-server", daemon=True)
+    thread.start()
+    echo(f"roboswe view: serving {site} at http://127.0.0.1:{server.server_address[1]}/ live: re-exported within "
+         f"{every:g} s of a change to {run_dir}'s database or events (Ctrl-C stops)", flush=True)
+    stop = threading.Event()
+    # set, not ignored: a shell starts a background job with SIGINT ignored, and --live must still stop on it
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        follow(run_dir, site, every, say=lambda line: echo(line, flush=True), stop=stop)
+        echo(f"roboswe view: stopped; the last export stays in {site}", flush=True)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    return 0

@@ -42,7 +42,9 @@ from roboswe.records.artifacts import (
 from roboswe.records.reader import RunReader
 
 from ._gallery import GALLERY, write_gallery
+from ._pages import document
 from ._readable import readable_parts
+from ._snapshot import SNAPSHOT_DATA, snapshot
 from ._summary import reached_scene, scene_moves, summary
 from ._trace import trace_data
 from ._transcript import transcript
@@ -135,17 +137,18 @@ def _copy_assets(site: Path, pages: tuple[str, ...] = RUN_PAGES) -> None:
     (site / "assets").mkdir(parents=True, exist_ok=True)
     for item in assets.iterdir():
         if item.name.endswith(".html"):
-            if item.name in pages:
-                (site / item.name).write_bytes(item.read_bytes())
+            if item.name in pages:  # the shared head, then the page's title and body (viewer._pages)
+                (site / item.name).write_text(document(item.read_text(encoding="utf-8")), encoding="utf-8")
         elif item.is_file():
             (site / "assets" / item.name).write_bytes(item.read_bytes())
 
 
 def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_id: str | None = None,
-                evidence: bool = True) -> Path:
+                evidence: bool = True, refresh: float | None = None) -> Path:
     """Write the viewer site for a run; returns SITE_DIR/index.html. Raises ExportError, FileNotFoundError.
 
-    ``evidence`` also writes each trial's records and videos as one zip (the "download evidence" link)."""
+    ``evidence`` also writes each trial's records and videos as one zip (the "download evidence" link).
+    ``refresh``: the pages look for a newer export every so many seconds (``roboswe view --live``, viewer._snapshot)."""
     from roboswe.records.artifacts import build_results, write_results
     from roboswe.records.report import run_summary
     from roboswe.sandbox.checkpoints import BlobStore, load_manifest
@@ -177,12 +180,14 @@ def export_site(run_dir: str | Path, out: str | Path, *, chunk: int = 200, run_i
             s["trial_steps"] = step_budgets.get(s["series_id"])  # the per-task chart's budget line
             for a in s["attempts"]:
                 a["key"] = keys[a["trial_id"]] = trial_key(a["trial_id"])
-        summary["exported_at"] = time.time()
+        # when this snapshot was taken, the run's state then, its running and pending slots (viewer._snapshot)
+        summary["snapshot"] = snapshot(run_dir, reader.run(rid), summary, refresh)
         summary["run_dir"] = str(run_dir.resolve())
         gallery = write_gallery(reader, run_dir, site)  # gallery.html where trials kept canvases (RoboPaint)
         if gallery is not None:  # the overview links it
             summary["gallery"] = {"src": GALLERY, **{k: gallery[k] for k in ("canvases", "rounds", "goals")}}
         _write_data(site, "data/run.js", "run", summary)
+        _write_data(site, SNAPSHOT_DATA, "snapshot", {"at": summary["snapshot"]["at"]})
         artifacts = reader.artifacts(run_id=rid)
         for s in summary["series"]:
             for a in s["attempts"]:

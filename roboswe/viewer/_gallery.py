@@ -36,6 +36,8 @@ from roboswe.evaluation.task_record import recorded
 from roboswe.records.artifacts import ArtifactError, check_stored
 from roboswe.records.reader import RunReader
 
+from ._pages import document
+
 log = structlog.get_logger()
 
 GALLERY = "gallery.html"
@@ -166,19 +168,6 @@ def _canvas_html(c: Canvas | None, round_number: int) -> str:
             f'<code title="canvas SHA-256 (raw RGB + shape)">{c.sha256[:16]}</code> · {verdict}</figcaption></figure>')
 
 
-_STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
-section.goal-group{border-top:2px solid #ccc;margin-top:1.5em;padding-top:.5em}
-.goal img{border:1px solid #999}
-.series{display:flex;gap:1em;align-items:flex-start;margin:1em 0}
-.series .who{width:16em;font-size:.9em;overflow-wrap:anywhere}
-figure.canvas{margin:0;width:256px;font-size:.8em}
-figure.canvas img{border:1px solid #999;image-rendering:pixelated}
-figure.canvas .blank{width:254px;height:254px;border:1px dashed #999;display:flex;align-items:center;justify-content:center;text-align:center}
-.note{background:#fff8e0;border:1px solid #e0c060;padding:.5em}
-"""
-
-
 def write_gallery(reader: RunReader, run_dir: Path, site: Path) -> dict[str, Any] | None:
     """Write gallery.html and its images into ``site``; None (nothing written) when no trial kept a canvas record."""
     found = canvases(reader, run_dir)
@@ -197,8 +186,9 @@ def write_gallery(reader: RunReader, run_dir: Path, site: Path) -> dict[str, Any
         rank = {name: i for i, name in enumerate(author["order"])}
         last = len(rank)
         series_order.sort(key=lambda sid: min(rank.get(sid, last), rank.get(_model_of(found, sid), last)))
-    parts = [(f"<!doctype html><html><head><meta charset='utf-8'><title>Painting gallery</title><style>{_STYLE}</style>"
-              "</head><body><h1>Painting gallery</h1>"
+    parts = [("<title>Painting gallery</title></head><body class='gallery'>"  # the viewer's head and style (_pages)
+              "<header><a class='brand' href='index.html'>roboswe</a> <span>painting gallery</span></header><main>"
+              "<h1>Painting gallery</h1>"
               "<p>Every final canvas with its real round label: a round's slot holds only that round's canvas. "
               "Task reward is submission integrity (a canvas was submitted and saved), not quality. "
               "<a href='index.html'>Runs</a> · <a href='gallery/pairs/pairs.json'>blinded round-3 pairs</a></p>")]
@@ -230,8 +220,8 @@ def write_gallery(reader: RunReader, run_dir: Path, site: Path) -> dict[str, Any
     parts.append(f"<p>Blinded pairs of round-3 canvases: {pairs['pairs']} (seed {pairs['seed']}, in gallery/pairs/; "
                  "the key that names them is not in this site: <code>roboswe pairs RUN_DIR --out DIR</code> writes it "
                  "for whoever collects the ratings).</p>")
-    parts.append("</body></html>")
-    (site / GALLERY).write_text("\n".join(parts), encoding="utf-8")
+    parts.append("</main></body></html>")
+    (site / GALLERY).write_text(document("\n".join(parts)), encoding="utf-8")
     return {"canvases": sum(1 for c in found if c.site_png), "rounds": len(found), "goals": len(groups), "pairs": pairs}
 
 

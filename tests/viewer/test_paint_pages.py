@@ -271,6 +271,29 @@ def test_a_trial_page_without_video_says_why_and_hides_the_play_controls(browser
     assert page_errors(browser) == []
 
 
+def _gallery_in_the_dark_on_a_phone(browser) -> None:
+    """The gallery in the viewer's one style: dark when the reader's system is, its canvases as painted, no wider
+    than a 390 px phone (tests/viewer/test_style.py checks the other pages the same way)."""
+    from .test_style import PHONE, contrast, luminance, scheme
+    from .test_viewer import wait_for
+
+    scheme(browser, dark=True)
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+    try:
+        browser.refresh()
+        wait_for(browser, "document.querySelector('figure.canvas img') && document.querySelector('figure.canvas img').naturalWidth")
+        seen = browser.execute_script(
+            "const s = (e) => getComputedStyle(e); const img = document.querySelector('figure.canvas img'); "
+            "return {bg: s(document.body).backgroundColor, fg: s(document.body).color, "
+            "head: s(document.querySelector('header')).backgroundColor, img: [s(img).filter, s(img).mixBlendMode], "
+            "width: document.scrollingElement.scrollWidth}")
+        assert luminance(seen["bg"]) < 0.05 and contrast(seen["fg"], seen["bg"]) >= 7, seen
+        assert seen["img"] == ["none", "normal"] and seen["width"] <= PHONE["width"], seen
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+
 @pytest.mark.slow
 def test_the_pages_link_the_gallery_and_show_the_summaries(browser, paint, plain):
     from .test_viewer import page_errors, trial_url, wait_for
@@ -291,6 +314,7 @@ def test_the_pages_link_the_gallery_and_show_the_summaries(browser, paint, plain
     link.click()
     wait_for(browser, "document.querySelector('figure.canvas img') && document.querySelector('figure.canvas img').naturalWidth")
     assert browser.find_element("tag name", "h1").text == "Painting gallery"
+    _gallery_in_the_dark_on_a_phone(browser)
     browser.get(trial_url(paint["site"], paint["trial_id"]))
     wait_for(browser, "document.querySelectorAll('#timeline li.op').length")
     shown = browser.execute_script("return [...document.querySelectorAll('#timeline li.op .sum')].map(s => s.textContent)")

@@ -80,5 +80,19 @@ window.RS = (function () {
         `<td>${n(s.before_units)}</td><td>${n(s.after_units)}</td><td>${n(s.units_removed)}</td><td>${esc(s.method)}</td></tr>`).join("") +
       "</table>";
   }
-  return { put, load, esc, num, when, badge, outcome, showError, store, usageRow, USAGE_HEAD, contextPolicy, slidesTable };
+  // A site `roboswe view --live` keeps exporting: every `refresh` seconds read data/snapshot.js afresh (a
+  // script tag with a new query: file:// and the server alike) and reload once it names a newer snapshot.
+  function follow(snap) {
+    if (!snap || !snap.refresh) return;
+    let n = 0;
+    setInterval(() => {
+      delete store.snapshot;
+      const s = document.createElement("script");
+      s.src = `data/snapshot.js?${Date.now()}-${n++}`;
+      s.onload = () => { s.remove(); if (store.snapshot && store.snapshot.at !== snap.at) location.reload(); };
+      s.onerror = () => s.remove(); // mid-export: the next look finds it
+      document.head.appendChild(s);
+    }, 1000 * snap.refresh);
+  }
+  return { put, load, esc, num, when, badge, outcome, showError, store, usageRow, USAGE_HEAD, contextPolicy, slidesTable, follow };
 })();

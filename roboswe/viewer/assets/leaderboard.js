@@ -27,12 +27,13 @@
     for (let t = 1; t <= trials; t++) svg += `<text x="${x(t)}" y="${H - B + 16}" class="tick" text-anchor="middle">t${t}</text>`;
     const legend = [];
     models.forEach((m, i) => {
-      const colour = `hsl(${Math.round(i * 137.5) % 360}, 60%, 40%)`;
+      // the lightness is the colour scheme's (viewer.css --series-l): a line stays readable on a dark page
+      const colour = `hsl(${Math.round(i * 137.5) % 360} 60% var(--series-l))`;
       const pts = m.success_by_trial.map((p, k) => [k + 1, p]).filter(([, p]) => p.value != null);
       if (pts.length) {
         const band = pts.map(([t, p]) => `${x(t)},${y(p.high)}`).concat(pts.slice().reverse().map(([t, p]) => `${x(t)},${y(p.low)}`));
-        svg += `<polygon points="${band.join(" ")}" fill="${colour}" opacity="0.15"/>`;
-        svg += `<polyline points="${pts.map(([t, p]) => `${x(t)},${y(p.value)}`).join(" ")}" fill="none" stroke="${colour}" stroke-width="2"/>`;
+        svg += `<polygon points="${band.join(" ")}" class="band" style="fill: ${colour}"/>`;
+        svg += `<polyline points="${pts.map(([t, p]) => `${x(t)},${y(p.value)}`).join(" ")}" fill="none" style="stroke: ${colour}" stroke-width="2"/>`;
       }
       legend.push(`<span class="legend-item"><span class="swatch" style="background:${colour}"></span>${esc(m.model)} (${esc(m.mode)})` +
         (pts.length ? "" : ' <span class="muted">no completed task</span>') + "</span>");

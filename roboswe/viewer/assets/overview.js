@@ -2,8 +2,6 @@
 "use strict";
 (function () {
   const { esc, num, when, badge, outcome } = RS;
-  const STATUS_COLOR = { success: "#2e7d32", failure: "#c62828", mismatch: "#8e24aa", replay_error: "#8e24aa",
-    unverified: "#5c6bc0", incomplete: "#ef8f00", not_started: "#9e9e9e" };
   const UNSCORED = ["mismatch", "replay_error", "unverified", "incomplete", "not_started"];
 
   function slotAttempts(series) {
@@ -13,7 +11,10 @@
   }
 
   function grid(run) {
-    const T = Math.max(...run.series.map((s) => s.trials), 1);
+    const snap = run.snapshot || {};
+    const unstarted = snap.unstarted_tasks || [];
+    const T = Math.max(...run.series.map((s) => s.trials), ...unstarted.map((u) => u.trials), 1);
+    const idle = snap.live ? "pending" : "not_started"; // a slot no attempt has reached yet
     let h = '<table class="grid"><thead><tr><th>task</th><th>model / mode</th>';
     for (let t = 1; t <= T; t++) h += `<th>trial ${t}</th>`;
     h += "<th>A</th><th>Q</th></tr></thead><tbody>";
@@ -23,12 +24,18 @@
       h += `<tr><th class="task">${esc(s.task)}</th><td class="muted">${esc(s.model)} · ${esc(s.mode)}</td>`;
       for (let t = 1; t <= T; t++) {
         const list = by[t] || [];
-        const status = (m.statuses || [])[t - 1] || (list.length ? "" : "not_started");
+        const a = list[list.length - 1];
+        const status = !list.length ? idle : (m.statuses || [])[t - 1] || "";
         if (!list.length) {
-          h += `<td class="cell s-${esc(status)}" data-slot="${t}"><span class="muted">not started</span></td>`;
+          h += `<td class="cell s-${status}" data-slot="${t}"><span class="muted">${status.replace("_", " ")}</span></td>`;
           continue;
         }
-        const a = list[list.length - 1];
+        if (a.running) { // no end recorded yet and the run goes: what it has done so far is on its page
+          h += `<td class="cell s-running" data-slot="${t}" title="slot: running"><a class="trial-link" ` +
+            `href="trial.html?t=${encodeURIComponent(a.key)}"><span class="outcome o-pending">running</span></a>` +
+            `<div class="small slot">unscored: running</div><div class="small">since ${when(a.started_at)}</div></td>`;
+          continue;
+        }
         h += `<td class="cell s-${esc(status)}" data-slot="${t}" title="slot: ${esc(status)}">` +
           `<a class="trial-link" href="trial.html?t=${encodeURIComponent(a.key)}">${outcome(a.outcome)}</a><br>${badge(a.verdict)}` +
           (a.judge && a.judge.contradiction ? ` <span class="badge v-bad judge-contradiction" title="visual cross-check ` +
@@ -45,11 +52,19 @@
       }
       h += `<td>${num(m.A)}</td><td>${num(m.Q)}</td></tr>`;
     });
-    return h + "</tbody></table>" +
+    unstarted.forEach((u) => { // a task the run was asked for, with no series yet
+      h += `<tr class="unstarted"><th class="task">${esc(u.task)}</th><td class="muted">no series yet</td>`;
+      for (let t = 1; t <= T; t++) {
+        h += t <= u.trials ? `<td class="cell s-${idle}" data-slot="${t}"><span class="muted">${idle.replace("_", " ")}</span></td>` : "<td></td>";
+      }
+      h += "<td>–</td><td>–</td></tr>";
+    });
+    return '<div class="scroll">' + h + "</tbody></table></div>" +
       '<p class="small muted">Outcome as recorded, then the replay verdict. A success scores y=1 only when its replay ' +
       "is verified; a replayed failure scores y=0 whatever its replay did (a divergence cannot lift a failure). " +
       "A success its replay did not reproduce (mismatch), replay errors, unverified, incomplete and not-started slots " +
-      "stay unscored and leave the series incomplete, so A and Q are not computed for it.</p>";
+      "stay unscored and leave the series incomplete, so A and Q are not computed for it; so do the running and pending " +
+      "slots of a run still going.</p>";
   }
 
   function estimate(e) {
@@ -127,20 +142,19 @@
     svg += `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" class="axis"/><line x1="${L}" y1="${Tp}" x2="${L}" y2="${H - B}" class="axis"/>`;
     svg += `<text x="${L - 6}" y="${Tp + 4}" class="tick" text-anchor="end">${maxY}</text><text x="${L - 6}" y="${H - B}" class="tick" text-anchor="end">0</text>`;
     svg += `<text x="12" y="${(H - B) / 2 + 8}" class="tick" transform="rotate(-90 12 ${(H - B) / 2 + 8})" text-anchor="middle">control steps</text>`;
-    if (budget && budget === maxY) svg += `<line x1="${L}" y1="${y(budget)}" x2="${W - R}" y2="${y(budget)}" class="budget" stroke="#c62828" stroke-dasharray="5 4"><title>step budget ${budget}</title></line>`;
+    if (budget && budget === maxY) svg += `<line x1="${L}" y1="${y(budget)}" x2="${W - R}" y2="${y(budget)}" class="budget" stroke-dasharray="5 4"><title>step budget ${budget}</title></line>`;
     const line = pts.filter((p) => p.steps != null).map((p) => `${x(p.t)},${y(p.steps)}`).join(" ");
     if (line) svg += `<polyline points="${line}" class="traj"/>`;
     pts.forEach((p) => {
       svg += `<text x="${x(p.t)}" y="${H - B + 16}" class="tick" text-anchor="middle">t${p.t}</text>`;
       if (p.steps == null) return;
-      const c = STATUS_COLOR[p.status] || "#777";
-      const dot = `<circle cx="${x(p.t)}" cy="${y(p.steps)}" r="6" fill="${c}"><title>trial ${p.t}: ${esc(p.status)}, ${p.steps} steps</title></circle>`;
+      const dot = `<circle cx="${x(p.t)}" cy="${y(p.steps)}" r="6" class="dot st-${esc(p.status)}"><title>trial ${p.t}: ${esc(p.status)}, ${p.steps} steps</title></circle>`;
       svg += p.a ? `<a href="trial.html?t=${encodeURIComponent(p.a.key)}">${dot}</a>` : dot;
     });
     svg += "</svg>";
     const y_t = ((s.metrics && s.metrics.y) || []).map((v) => (v == null ? "·" : v)).join(" ");
     const shown = [...new Set(pts.filter((p) => p.steps != null).map((p) => p.status))];
-    const legend = shown.map((st) => `<span class="legend-item"><span class="swatch" style="background:${STATUS_COLOR[st] || "#777"}"></span>${esc(st)}</span>`)
+    const legend = shown.map((st) => `<span class="legend-item"><span class="swatch st-${esc(st)}"></span>${esc(st)}</span>`)
       .concat(budget ? [`<span class="legend-item muted">${budget === maxY ? '<span class="swatch dash"></span>' : ""}` +
         `step budget ${budget} per trial${budget === maxY ? "" : " (above the chart)"}</span>`] : []).join(" · ");
     return `<figure><figcaption>${esc(s.task)} <span class="muted">y = [${y_t}]</span></figcaption>${svg}<div class="legend">${legend}</div></figure>`;
@@ -164,15 +178,26 @@
     return h + '<p class="small muted">Components overlap: physics and rendering a script asks for are inside its execution time.</p>';
   }
 
+  // The snapshot this export is: its time, the run's state then, its running and pending slots.
+  function snapshotLine(s) {
+    if (!s) return "";
+    const going = s.live ? `the run is going: ${s.running} running, ${s.pending} pending slot(s), unscored until they end ` +
+      "and replay; the figures below are those of the slots scored by then" : `the run is ${esc(s.run_state)}`;
+    return `<p id="snapshot" class="snapshot${s.live ? " live" : ""}">snapshot of ${when(s.at)} · ${going}` +
+      (s.refresh ? ` · <span class="muted">re-exported while it changes (roboswe view --live); this page reloads ` +
+        `within ${s.refresh} s of a new snapshot</span>` : "") + "</p>";
+  }
+
   RS.load("data/run.js", "run").then((run) => {
     const r = run.run;
+    RS.follow(run.snapshot);
     document.title = "roboswe · " + r.run_id;
     document.getElementById("title").textContent = r.run_id;
     const v = run.verifications || {};
     document.getElementById("run-head").innerHTML =
       `<h1>Run ${esc(r.run_id)}</h1><p class="muted">created ${when(r.created_at)} · roboswe ${esc(r.roboswe_version || "?")} · ` +
       `admitted file sha256 <code>${esc((r.admitted_sha256 || "").slice(0, 16))}</code> · ${run.series.length} series · replays: ` +
-      (Object.keys(v).map((k) => `${esc(k)} ${v[k]}`).join(", ") || "none") + "</p>" +
+      (Object.keys(v).map((k) => `${esc(k)} ${v[k]}`).join(", ") || "none") + "</p>" + snapshotLine(run.snapshot) +
       (run.assets_notice ? `<p id="assets-notice" class="assets-notice">${esc(run.assets_notice)}</p>` : "") +
       (run.gallery ? `<p><a id="gallery-link" href="${esc(run.gallery.src)}">painting gallery</a> ` +
         `<span class="small muted">${count(run.gallery.canvases, "canvas", "canvases")} from ${count(run.gallery.rounds, "round")}, ` +

@@ -16,6 +16,8 @@
   // One canvas per signal; every component is a line over control steps, the cursor is the
   // step the first video shows now. No library: the site must work from file:// and offline.
   const PAD = { l: 46, r: 8, t: 16, b: 16 };
+  // The plots' ink is the page's colour scheme (viewer.css variables), read at each draw: light lines on a dark page.
+  const ink = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
   function plotRange(rows) {
     let lo = Infinity, hi = -Infinity;
     rows.forEach((r) => r.forEach((v) => { if (v != null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } }));
@@ -31,7 +33,7 @@
     canvas.dataset.points = String(steps.length);
     canvas.dataset.series = String(width);
     const range = plotRange(rows);
-    ctx.fillStyle = "#555";
+    ctx.fillStyle = ink("--tick");
     ctx.font = "11px sans-serif";
     if (!range || steps.length < 1) {
       ctx.fillText(`${label}: not recorded for this trial`, PAD.l, h / 2);
@@ -46,10 +48,10 @@
     ctx.fillText(num(lo, 3), 2, h - PAD.b);
     ctx.fillText(`step ${s0}`, PAD.l, h - 3);
     ctx.fillText(`step ${s1}`, w - PAD.r - 60, h - 3);
-    ctx.strokeStyle = "#ccc";
+    ctx.strokeStyle = ink("--plot-frame");
     ctx.strokeRect(PAD.l, PAD.t, w - PAD.l - PAD.r, h - PAD.t - PAD.b);
     for (let c = 0; c < width; c++) {
-      ctx.strokeStyle = `hsl(${Math.round(c * 137.5) % 360}, 65%, 42%)`; // golden angle: neighbours differ
+      ctx.strokeStyle = `hsl(${Math.round(c * 137.5) % 360}, 65%, ${ink("--series-l")})`; // golden angle: neighbours differ
       ctx.beginPath();
       let pen = false;
       for (let i = 0; i < steps.length; i++) {
@@ -67,7 +69,7 @@
     const ctx = canvas.getContext("2d");
     if (!canvas._x || step == null) return;
     const X = canvas._x(Math.min(Math.max(step, canvas._s[0]), canvas._s[1]));
-    ctx.strokeStyle = "#c00";
+    ctx.strokeStyle = ink("--cursor");
     ctx.beginPath(); ctx.moveTo(X, PAD.t); ctx.lineTo(X, canvas.height - PAD.b); ctx.stroke();
     canvas.dataset.cursor = String(step);
   }
@@ -87,7 +89,7 @@
     canvas.dataset.chunks = String(chunks.length);
     if (!canvas._x || !chunks.length) return;
     const ctx = canvas.getContext("2d");
-    ctx.strokeStyle = "rgba(0, 0, 0, 0.35)";
+    ctx.strokeStyle = ink("--axis");
     chunks.forEach((c) => {
       const X = canvas._x(Math.min(Math.max(c.start, canvas._s[0]), canvas._s[1]));
       ctx.beginPath(); ctx.moveTo(X, PAD.t); ctx.lineTo(X, PAD.t + 10); ctx.stroke();
@@ -100,8 +102,11 @@
     if (!canvas._x || !held) return;
     const clamp = (v) => canvas._x(Math.min(Math.max(v, canvas._s[0]), canvas._s[1]));
     const ctx = canvas.getContext("2d");
-    ctx.fillStyle = "rgba(46, 125, 50, 0.15)";
+    ctx.save();
+    ctx.fillStyle = ink("--ok");
+    ctx.globalAlpha = Number(ink("--band-opacity")) || 0.15;
     ctx.fillRect(clamp(held[0]), PAD.t, Math.max(1, clamp(held[1]) - clamp(held[0])), canvas.height - PAD.t - PAD.b);
+    ctx.restore();
   }
   // `roboswe recovery`'s mishaps (a diagnostic, never scored): a dashed red line where progress fell,
   // a green one where it was regained.
@@ -111,7 +116,7 @@
     const ctx = canvas.getContext("2d");
     ctx.save();
     ctx.setLineDash([4, 3]);
-    mishaps.forEach((m) => [[m.step, "#c62828"], [m.recovered_step, "#2e7d32"]].forEach(([s, colour]) => {
+    mishaps.forEach((m) => [[m.step, ink("--bad")], [m.recovered_step, ink("--ok")]].forEach(([s, colour]) => {
       if (s == null) return;
       const X = canvas._x(Math.min(Math.max(s, canvas._s[0]), canvas._s[1]));
       ctx.strokeStyle = colour;
@@ -179,6 +184,8 @@
         });
       });
       drawSignals();
+      // the reader's system switching between light and dark redraws the plots in the new ink
+      matchMedia("(prefers-color-scheme: dark)").addEventListener("change", drawSignals);
     });
   }
 
@@ -437,11 +444,14 @@
     }
     const timing = Object.entries(a.timing || {}).map(([k, v]) => `${esc(k)} ${num(v)} s`).join(" · ");
     $("trial-head").innerHTML =
-      `<h1>${esc(trial.task)} — trial ${a.index} ${outcome(a.outcome)} ${badge(a.verdict)}</h1>` +
+      `<h1>${esc(trial.task)} — trial ${a.index} ` + (a.running ? '<span class="outcome o-pending">running</span>'
+        : `${outcome(a.outcome)} ${badge(a.verdict)}`) + "</h1>" +
+      (a.running ? `<p id="trial-running" class="snapshot live">running at the snapshot of ${when(run.snapshot.at)}: ` +
+        "what it recorded by then, unscored</p>" : "") +
       (run.assets_notice ? `<p id="assets-notice" class="assets-notice">${esc(run.assets_notice)}</p>` : "") +
       `<p>${num(a.control_steps, 0)} control steps · ${num(a.sim_time)} s simulated · ${num(a.active_time)} s active · ` +
       `${trial.operations} operations · ` +
-      (a.cause ? `<span id="trial-cause">cause: ${esc(a.cause)}</span>${a.detail ? ` (${esc(a.detail)})` : ""}` :
+      (a.running ? "no end yet" : a.cause ? `<span id="trial-cause">cause: ${esc(a.cause)}</span>${a.detail ? ` (${esc(a.detail)})` : ""}` :
         `reason: ${esc(a.reason || "–")}`) +
       (a.success_interval ? ` · success held steps ${a.success_interval[0]}–${a.success_interval[1]}` : "") + "</p>" +
       (a.first_divergence ? `<p class="error">first divergence on replay: ${esc(a.first_divergence)}` +
