@@ -38,6 +38,10 @@ def add_arguments_rle(parser: argparse.ArgumentParser) -> None:
     demo.add_argument("--out", type=Path, default=None, metavar="RUN_DIR", help="write the RLE run directory here")
     demo.add_argument("--task", default=None, metavar="TASK", help="which of the family's tasks (pose: pose-rgbd, the default, or pose-rgb)")
     demo.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None, help="sandbox backend")
+    demo.add_argument("--agents", type=int, default=None, metavar="N",
+                      help="transfer: N fresh agents and N controls (1..5) in place of the manifest's five, a short run")
+    demo.add_argument("--no-practice", action="store_true",
+                      help="transfer: the scripted developer observes the practice tasks without practising")
     image = sub.add_parser("image", help="build or show the artifact image (the sandbox image plus SciPy and OpenCV)")
     image.add_argument("action", choices=["build", "show"])
 
@@ -55,7 +59,7 @@ def run_rle(args: argparse.Namespace) -> int:
     if args.rle_command == "demo" and args.name == "transfer":
         from .transfer.demo import run_transfer_demo
 
-        return run_transfer_demo(args.out)
+        return run_transfer_demo(args.out, agents=args.agents, practice=not args.no_practice)
     if args.rle_command == "demo" and args.name == "tabletop":
         from .tabletop.demo import run_tabletop_demo
 

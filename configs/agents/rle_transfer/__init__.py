@@ -37,8 +37,8 @@ def harness_files() -> dict[str, bytes]:
 
 
 class TransferDeveloper:
-    def __init__(self, practice: bool = True):
-        self.practice = practice
+    def __init__(self, practice: bool = True, tasks: int = 3):
+        self.practice, self.tasks = practice, tasks
         self.conversation: list[str] = []
 
     def develop(self, robot, workspace: Path, brief: str) -> dict:
@@ -48,7 +48,9 @@ class TransferDeveloper:
         for name, data in harness_files().items():
             (harness / name).write_bytes(data)
         log = []
-        for _ in range(3):  # the three practice tasks, one public kitchen each
+        for n in range(self.tasks):  # each practice task once, one public kitchen each; a reset opens the next
+            if n:
+                robot.reset()
             state = robot.state()
             task, stages = int(state["practice_task"][0]), state["stages"].tolist()
             entry = {"practice_task": task, "stages_at_start": stages}
@@ -59,7 +61,6 @@ class TransferDeveloper:
                 drawer.push_closed(geometry.Arm(robot, robot.spec()), located, robot.state())
                 entry["stages_after_push"] = robot.state()["stages"].tolist()
             log.append(entry)
-            robot.reset()
         (workspace / NOTES).write_text(f"developer's notes, not for the harness: practice log {log}\n")
         self.conversation.append(str(log))
         return {"practice": log}

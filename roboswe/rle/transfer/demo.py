@@ -16,13 +16,20 @@ import sys
 import tempfile
 from pathlib import Path
 
+import msgspec
+
 from roboswe.terminal import echo
 
 DEMO_TASK = "transfer-kit-countertodrawer-close"
 
 
-def run_transfer_demo(out: Path | None) -> int:
-    """Exit 0 scored, 1 not scored, 2 the harness could not start."""
+def run_transfer_demo(out: Path | None, *, agents: int | None = None, practice: bool = True) -> int:
+    """Exit 0 scored, 1 not scored, 2 the harness could not start. ``agents``: fewer fresh agents (and controls)
+    than the manifest's, for a short run (another task digest: the report says which rules it ran under);
+    ``practice`` False: the developer observes the practice tasks without practising."""
+    if agents is not None and not 1 <= agents <= 5:
+        echo(f"roboswe rle demo: --agents takes 1..5, not {agents}", file=sys.stderr)
+        return 2
     if out is not None and out.exists() and any(out.iterdir()):
         echo(f"roboswe rle demo: {out} is not empty; choose a new run directory", file=sys.stderr)
         return 2
@@ -39,7 +46,10 @@ def run_transfer_demo(out: Path | None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="rle-transfer-") as tmp:
         run_dir = (out or Path(tmp) / "run").resolve()
-        report, figures = run_transfer(load_task(DEMO_TASK), TransferDeveloper(), FreshAgent, public_salt(), run_dir)
+        task = load_task(DEMO_TASK)
+        if agents is not None:
+            task = msgspec.structs.replace(task, transfer=msgspec.structs.replace(task.transfer, agents=agents))
+        report, figures = run_transfer(task, TransferDeveloper(practice=practice), FreshAgent, public_salt(), run_dir)
         echo(render_transfer(report, figures))
         echo(render_index(rle_index([report])))
         if out is not None:
