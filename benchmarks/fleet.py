@@ -14,6 +14,18 @@ database:
 With more workers than free cores the trials slow each other down (the figures say by how
 much: compare mean trial wall); the speed-up is span(1) / span(N).
 
+CPU time decides how far workers scale: one worker keeps X = CPU s per trial / wall s per trial
+cores busy, so N workers run side by side at full speed from N x X cores. Each `roboswe run` runs
+in a cgroup of its own where one can be made (benchmarks/machine.py; else its process tree is
+sampled from /proc), over the span: its CPU time, and how long its tasks waited for a CPU (the
+group's pressure, some and full). Under load a trial's wall holds that wait, so X is taken from
+the 1-worker run's wall with the wait taken off: a range, since the trial's own critical path
+waited somewhere between the two. The benchmark prints the range, the core count from which a
+second (and each further) worker pays off, and the speed-up that rule predicts on the cores the
+other processes left free, beside the measured one. The machine (cores, CPU model, memory) and the
+load during each run (load average, cores busy outside the run) come with the figures: under
+load, trial wall and harness share are upper bounds and trials/hour a lower bound.
+
 With ``--ray ADDRESS`` each run places its workers on that Ray cluster (`roboswe run --ray`,
 ``--ray-cpus`` per worker); ``--ray local`` starts a two-node cluster on loopback for the runs
 (tests/fleet/ray_cluster.py) and stops it after. The span then also holds the placement of each
@@ -27,7 +39,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -40,6 +54,7 @@ import msgspec
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from machine import CommandGroup, CpuMeter, describe  # benchmarks/machine.py: the machine, the run's CPU time
 from series import (  # benchmarks/series.py: the per-trial overhead rows
     summarize,
     trial_rows,
@@ -76,24 +91,156 @@ def run_once(work: Path, admitted: Path, config: Path, workers: int, engine: str
     from roboswe.records.reader import RunReader
 
     run_dir = work / f"run-w{workers}"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    group = CommandGroup.create("rs-bench-fleet")
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "roboswe.cli", "run", str(admitted), "--config", str(config),
-                           "--out", str(run_dir), "--no-verify", "-e", engine, "--workers", str(workers),
-                           *(["--ray", ray] if ray else [])],
-                          check=False, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": "0"})
+    proc = subprocess.Popen([sys.executable, "-m", "roboswe.cli", "run", str(admitted), "--config", str(config),
+                             "--out", str(run_dir), "--no-verify", "-e", engine, "--workers", str(workers),
+                             *(["--ray", ray] if ray else [])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={**os.environ, "PYTHONHASHSEED": "0"}, preexec_fn=group and group.join)
+    meter = CpuMeter(proc.pid, group).start()
+    try:
+        stdout, stderr = proc.communicate()
+    finally:
+        meter.stop()
+        if group is not None:
+            group.remove()
     command_wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        raise SystemExit(f"--workers {workers}: roboswe run exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"--workers {workers}: roboswe run exited {proc.returncode}\n{stdout[-3000:]}\n{stderr[-3000:]}")
     rows = trial_rows(run_dir)
     with RunReader(run_dir) as reader:
         views = [v for s in reader.series() for v in reader.trials(s.series_id)]
-    span = max(v.end.ended_at for v in views) - min(v.start.started_at for v in views)
+    start, end = min(v.start.started_at for v in views), max(v.end.ended_at for v in views)
+    span, trials = end - start, len(views)
+    used = meter.between(start, end)
     summary = summarize(rows)
-    return {"workers": workers, "trials": len(views), "span_s": span, "command_wall_s": command_wall,
-            "trials_per_hour": len(views) / span * 3600, "mean_trial_wall_s": summary["mean_wall_s"],
+    return {"workers": workers, "trials": trials, "span_s": span, "command_wall_s": command_wall,
+            "trials_per_hour": trials / span * 3600, "mean_trial_wall_s": summary["mean_wall_s"],
             "overhead_per_trial_s": summary["total_overhead_s"] / len(rows),
             "overhead_share": summary["overhead_share"], "overhead_excl_load_share": summary["overhead_excl_load_share"],
-            "load_per_trial_s": summary["total_load_s"] / len(rows), "successes": summary["successes"]}
+            "load_per_trial_s": summary["total_load_s"] / len(rows), "successes": summary["successes"],
+            # CPU over the span of the trials (start-up and result writing excluded), then over the whole command
+            "cpu_per_trial_s": used.cpu_s / trials,
+            "wait_some_per_trial_s": None if used.wait_some_s is None else used.wait_some_s / trials,
+            "wait_full_per_trial_s": None if used.wait_full_s is None else used.wait_full_s / trials,
+            "cores_busy": used.cpu_s / span, "others_cores": used.others_cores, "steal_cores": used.steal_cores,
+            "load1_mean": used.load1_mean, "load1_max": used.load1_max,
+            "command_cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            "command_cpu_sampled_s": meter.samples[-1].cpu_s - meter.samples[0].cpu_s,
+            "cpu_measured_by": "cgroup" if group is not None else "process tree"}
+
+
+def cores_per_worker(cpu_s: float, wall_s: float, wait_some_s: float | None,
+                     wait_full_s: float | None) -> tuple[float, float]:
+    """The cores one worker keeps busy on a machine to itself: CPU over the wall with the wait for a CPU taken off.
+
+    The trial's critical path waited at least as long as all of the run's runnable tasks did (full) and at most
+    as long as any of them did (some), so the quiet wall lies between wall - some and wall - full: the low figure
+    takes full off, the high one some. Without wait figures both are CPU over the wall as measured, which under
+    load is too low (the wall holds the wait). A wait that leaves no wall gives no estimate: the next one stands.
+    """
+    measured = cpu_s / wall_s
+
+    def quiet(wait: float | None, fallback: float) -> float:
+        return cpu_s / (wall_s - wait) if wait is not None and wall_s - wait > 0.05 * wall_s else fallback
+
+    low = quiet(wait_full_s, measured)
+    return low, quiet(wait_some_s, low)
+
+
+def pays_off_from(cores_each: float, workers: int) -> int:
+    """The core count from which N workers, each keeping `cores_each` busy, all run at full speed."""
+    return max(1, math.ceil(workers * cores_each - 1e-9))
+
+
+def predicted_speedup(workers: int, cores: float, cores_each: float, base_cores: float | None = None) -> float:
+    """Throughput of N workers on `cores` over one worker's on `base_cores` (default: the same): a worker runs
+    at full speed while there is room, and the cores bind once N x cores_each exceeds them."""
+    def rate(n: int, free: float) -> float:
+        return min(float(n), free / cores_each)
+    base = rate(1, cores if base_cores is None else base_cores)
+    return rate(workers, cores) / base if base > 0 else 0.0
+
+
+def _cores(low: int, high: int) -> str:
+    return f"{low} cores" if low == high else f"{low}-{high} cores"
+
+
+# Cores busy outside the run, on average over a run's span, above which its figures are called "under load".
+SHARED_ABOVE = 0.2
+
+
+def scaling(runs: list[dict], cores: int) -> dict | None:
+    """From the 1-worker run's CPU and wall per trial: the cores a worker keeps busy, from what core count
+    N workers pay off, the speed-up that predicts for each run on the cores left free, and the conclusion."""
+    base = next((r for r in runs if r["workers"] == 1 and r.get("cpu_per_trial_s") is not None), None)
+    if base is None:
+        return None
+    wall = base["span_s"] / base["trials"]  # one worker's wall per trial, the step to its next trial included
+    low, high = cores_per_worker(base["cpu_per_trial_s"], wall, base["wait_some_per_trial_s"],
+                                 base["wait_full_per_trial_s"])
+    counts = sorted({2, *(r["workers"] for r in runs if r["workers"] > 1)})
+    pays = {n: (pays_off_from(low, n), pays_off_from(high, n)) for n in counts}
+    base_free = max(0.0, cores - base["others_cores"])
+    checks = [{"workers": r["workers"], "free_cores": (free := max(0.0, cores - r["others_cores"])),
+               "others_cores": r["others_cores"], "load1_mean": r["load1_mean"],
+               "predicted_speedup": (predicted_speedup(r["workers"], free, high, base_free),
+                                     predicted_speedup(r["workers"], free, low, base_free)),
+               "measured_speedup": base["span_s"] / r["span_s"]} for r in runs]
+    idle = {n: (predicted_speedup(n, cores, high), predicted_speedup(n, cores, low)) for n in counts}
+    further = "".join(f", {n} workers from {_cores(*pays[n])}" for n in counts if n > 2)
+    waited = ("" if base["wait_some_per_trial_s"] is None else
+              f", of which its tasks waited for a CPU {base['wait_full_per_trial_s']:.2f} s (all) to "
+              f"{base['wait_some_per_trial_s']:.2f} s (some)")
+    lines = [f"one worker keeps {low:.2f}-{high:.2f} cores busy on a machine to itself: {base['cpu_per_trial_s']:.2f} "
+             f"CPU-s per trial over {wall:.2f} s of wall per trial (1 worker){waited}",
+             f"N workers run side by side at full speed from N x that many cores: a second worker pays off from "
+             f"{_cores(*pays[2])}{further}"]
+    if cores >= pays[2][1]:
+        lines.append(f"this machine's {cores} cores hold two workers at full speed")
+    else:
+        lines.append(f"on this machine's {cores} cores a second worker does not pay off fully: two need "
+                     f"{2 * low:.1f}-{2 * high:.1f} cores; on {cores} idle cores the rule predicts "
+                     + ", ".join(f"x{a:.2f}-{b:.2f} for {n}" for n, (a, b) in idle.items()))
+    for c in checks[1:] if len(checks) > 1 else []:
+        lines.append(f"{c['workers']} workers: others kept {c['others_cores']:.1f} cores busy (load {c['load1_mean']:.1f}); "
+                     f"predicted x{c['predicted_speedup'][0]:.2f}-{c['predicted_speedup'][1]:.2f} on the "
+                     f"{c['free_cores']:.1f} cores left, measured x{c['measured_speedup']:.2f}")
+    if max(r["others_cores"] for r in runs) > SHARED_ABOVE:
+        lines.append(f"measured under load (others used up to {max(r['others_cores'] for r in runs):.1f} of {cores} "
+                     f"cores): trial wall and harness share are upper bounds, trials/hour lower bounds; CPU-s per "
+                     f"trial holds regardless")
+    return {"cores_per_worker": (low, high), "wall_per_trial_s": wall, "pays_off_from": pays,
+            "idle_predicted_speedup": idle, "checks": checks, "conclusion": lines}
+
+
+def print_report(report: dict, args: argparse.Namespace) -> None:
+    m = report["machine"]
+    print(f"machine: {m['cores']} cores ({m['cpu_model']}, {m['cpu_mhz']:.0f} MHz), {m['memory_gib']} GiB, Linux "
+          f"{m['kernel']}; load average {report['load_before'][0]:.2f} / {report['load_before'][1]:.2f} / "
+          f"{report['load_before'][2]:.2f} (1 / 5 / 15 min) before the runs")
+    print(f"fleet: {args.series} series x {args.trials} trials of lift-panda (demo participant), sandbox {args.engine}"
+          + (f", Ray {args.ray} ({args.ray_cpus:g} CPU per worker)" if args.ray else ""))
+    head = ("workers", "trials", "span s", "trials/h", "speed-up", "run wall s", "trial wall s", "harness s",
+            "harness share", "excl. load", "load s", "CPU s/trial", "cores busy", "others' cores", "load avg")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in report["runs"]:
+        print("| " + " | ".join(str(x) for x in (
+            r["workers"], r["trials"], f"{r['span_s']:.1f}", f"{r['trials_per_hour']:.0f}", f"{r['speedup']:.2f}",
+            f"{r['command_wall_s']:.1f}", f"{r['mean_trial_wall_s']:.2f}", f"{r['overhead_per_trial_s']:.2f}",
+            f"{r['overhead_share']:.1%}", f"{r['overhead_excl_load_share']:.1%}", f"{r['load_per_trial_s']:.2f}",
+            "-" if r["cpu_per_trial_s"] is None else f"{r['cpu_per_trial_s']:.2f}", f"{r['cores_busy']:.2f}",
+            f"{r['others_cores']:.2f}",
+            f"{r['load1_mean']:.1f} (max {r['load1_max']:.1f})")) + " |")
+    if report["scaling"] is None:
+        print("no conclusion on cores: it needs a 1-worker run measured on this machine (local, not --ray)")
+        return
+    for line in report["scaling"]["conclusion"]:
+        print(f"- {line}")
 
 
 def main() -> int:
@@ -110,6 +257,7 @@ def main() -> int:
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
 
+    load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="rs-bench-fleet-", dir="/tmp"))
     work.chmod(0o755)  # the bwrap sandbox user traverses it to reach the workspaces
     cluster = None
@@ -135,21 +283,18 @@ def main() -> int:
     base = results[0]["span_s"]
     for r in results:
         r["speedup"] = base / r["span_s"]
+        if args.ray:  # the workers' processes are the raylets' children, outside the measured tree
+            r["cpu_per_trial_s"] = r["wait_some_per_trial_s"] = r["wait_full_per_trial_s"] = None
+    machine = describe()
+    report = {"machine": machine, "load_before": load_before, "series": args.series, "trials": args.trials,
+              "engine": args.engine, "ray": args.ray, "runs": results, "scaling": scaling(results, machine["cores"])}
+    if report["scaling"] and args.engine == "docker":
+        report["scaling"]["conclusion"].append("docker: the scripts in the containers (dockerd's children) are not "
+                                               "in the measured CPU, so cores per worker is a lower bound")
     if args.json:
-        print(json.dumps({"cores": len(os.sched_getaffinity(0)), "series": args.series, "trials": args.trials,
-                          "ray": args.ray, "runs": results}, indent=2))
-        return 0
-    print(f"fleet: {args.series} series x {args.trials} trials of lift-panda (demo participant), sandbox {args.engine}, "
-          f"{len(os.sched_getaffinity(0))} cores" + (f", Ray {args.ray} ({args.ray_cpus:g} CPU per worker)" if args.ray else ""))
-    head = ("workers", "trials", "span s", "trials/h", "speed-up", "run wall s", "trial wall s", "overhead s",
-            "share", "excl. load", "load s")
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for r in results:
-        print("| " + " | ".join(str(x) for x in (
-            r["workers"], r["trials"], f"{r['span_s']:.1f}", f"{r['trials_per_hour']:.0f}", f"{r['speedup']:.2f}",
-            f"{r['command_wall_s']:.1f}", f"{r['mean_trial_wall_s']:.2f}", f"{r['overhead_per_trial_s']:.2f}",
-            f"{r['overhead_share']:.1%}", f"{r['overhead_excl_load_share']:.1%}", f"{r['load_per_trial_s']:.2f}")) + " |")
+        print(json.dumps(report, indent=2))
+    else:
+        print_report(report, args)
     return 0
 
 
