@@ -130,7 +130,8 @@ def run_once(work: Path, admitted: Path, config: Path, workers: int, engine: str
             "load1_mean": used.load1_mean, "load1_max": used.load1_max,
             "command_cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
             "command_cpu_sampled_s": meter.samples[-1].cpu_s - meter.samples[0].cpu_s,
-            "cpu_measured_by": "cgroup" if group is not None else "process tree"}
+            "cpu_measured_by": "cgroup" if group is not None else "process tree",
+            "peak_memory_gib": meter.peak_memory_gib}
 
 
 def cores_per_worker(cpu_s: float, wall_s: float, wait_some_s: float | None,
@@ -209,11 +210,17 @@ def scaling(runs: list[dict], cores: int) -> dict | None:
         lines.append(f"{c['workers']} workers: others kept {c['others_cores']:.1f} cores busy (load {c['load1_mean']:.1f}); "
                      f"predicted x{c['predicted_speedup'][0]:.2f}-{c['predicted_speedup'][1]:.2f} on the "
                      f"{c['free_cores']:.1f} cores left, measured x{c['measured_speedup']:.2f}")
+    extra = [(r["peak_memory_gib"] - base["peak_memory_gib"]) / (r["workers"] - 1) for r in runs
+             if r["workers"] > 1 and r.get("peak_memory_gib")]
+    if extra and base.get("peak_memory_gib"):
+        lines.append(f"memory (Pss of the run's processes, at its peak): {base['peak_memory_gib']:.1f} GiB with one worker, "
+                     f"{min(extra):.2f}-{max(extra):.2f} GiB more for each further worker")
     if max(r["others_cores"] for r in runs) > SHARED_ABOVE:
         lines.append(f"measured under load (others used up to {max(r['others_cores'] for r in runs):.1f} of {cores} "
                      f"cores): trial wall and harness share are upper bounds, trials/hour lower bounds; CPU-s per "
                      f"trial holds regardless")
     return {"cores_per_worker": (low, high), "wall_per_trial_s": wall, "pays_off_from": pays,
+            "memory_per_further_worker_gib": extra,
             "idle_predicted_speedup": idle, "checks": checks, "conclusion": lines}
 
 
@@ -225,7 +232,8 @@ def print_report(report: dict, args: argparse.Namespace) -> None:
     print(f"fleet: {args.series} series x {args.trials} trials of lift-panda (demo participant), sandbox {args.engine}"
           + (f", Ray {args.ray} ({args.ray_cpus:g} CPU per worker)" if args.ray else ""))
     head = ("workers", "trials", "span s", "trials/h", "speed-up", "run wall s", "trial wall s", "harness s",
-            "harness share", "excl. load", "load s", "CPU s/trial", "cores busy", "others' cores", "load avg")
+            "harness share", "excl. load", "load s", "CPU s/trial", "cores busy", "others' cores", "load avg",
+            "peak GiB")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in report["runs"]:
@@ -235,7 +243,7 @@ def print_report(report: dict, args: argparse.Namespace) -> None:
             f"{r['overhead_share']:.1%}", f"{r['overhead_excl_load_share']:.1%}", f"{r['load_per_trial_s']:.2f}",
             "-" if r["cpu_per_trial_s"] is None else f"{r['cpu_per_trial_s']:.2f}", f"{r['cores_busy']:.2f}",
             f"{r['others_cores']:.2f}",
-            f"{r['load1_mean']:.1f} (max {r['load1_max']:.1f})")) + " |")
+            f"{r['load1_mean']:.1f} (max {r['load1_max']:.1f})", f"{r['peak_memory_gib']:.1f}")) + " |")
     if report["scaling"] is None:
         print("no conclusion on cores: it needs a 1-worker run measured on this machine (local, not --ray)")
         return

@@ -17,7 +17,9 @@ between the two, so its wall on a machine to itself lies between wall - some and
 7-13% above its CPU time). Without a group the CPU time is sampled from /proc over the command's
 process tree (utime + stime of every live process and what its reaped children used) and there is
 no wait figure. Processes outside the command (a docker container's, which dockerd starts; a Ray
-worker's, which a raylet starts) are not counted either way. Linux only.
+worker's, which a raylet starts) are not counted either way. Every second the meter also adds up
+the proportional set size (Pss, /proc/PID/smaps_rollup: shared pages split among the processes that
+map them) of the command's live processes; `peak_memory_gib` is the largest such sum. Linux only.
 """
 
 from __future__ import annotations
@@ -136,6 +138,16 @@ def _tree(root: int) -> dict[str, list[str]]:
     return found
 
 
+def _pss_kib(pid: str) -> int:
+    try:
+        for line in (PROC / pid / "smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0  # gone, or a kernel thread
+
+
 def _machine_times() -> tuple[float, float]:
     cpu = [int(x) for x in (PROC / "stat").read_text().splitlines()[0].split()[1:]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = cpu[:8]
@@ -145,9 +157,12 @@ def _machine_times() -> tuple[float, float]:
 class CpuMeter:
     """Samples one command, from a thread until `stop()`: its group where it has one, else its process tree."""
 
+    MEMORY_EVERY = 4  # samples: smaps_rollup walks each process's page tables, so once a second
+
     def __init__(self, root: int, group: CommandGroup | None, interval_s: float = 0.25):
         self._root, self._group, self._interval = root, group, interval_s
         self.samples: list[Sample] = []
+        self.peak_memory_gib = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-meter", daemon=True)
 
@@ -166,10 +181,12 @@ class CpuMeter:
             self._sample()
 
     def _sample(self) -> None:
+        tree = _tree(self._root) if self._group is None or len(self.samples) % self.MEMORY_EVERY == 0 else None
+        if tree:
+            self.peak_memory_gib = max(self.peak_memory_gib, sum(_pss_kib(pid) for pid in tree) / 2**20)
         if self._group is not None:
             cpu, some, full = self._group.read()
         else:
-            tree = _tree(self._root)
             if not tree:
                 return  # the command has exited: its last sample stands
             cpu, some, full = sum(int(f[11]) + int(f[12]) + int(f[13]) + int(f[14]) for f in tree.values()) / TICK, None, None

@@ -96,6 +96,15 @@ def test_a_machine_with_room_for_two_says_so_and_further_counts_get_their_own_co
     assert any("hold two workers at full speed" in line for line in s["conclusion"])
 
 
+def test_memory_per_further_worker_is_the_peak_above_the_one_worker_run_per_added_worker():
+    runs = [{**_run(1, span=16.0, cpu=1.2, others=0.0), "peak_memory_gib": 3.0},
+            {**_run(2, span=9.0, cpu=1.2, others=0.0), "peak_memory_gib": 4.5},
+            {**_run(4, span=5.0, cpu=1.2, others=0.0), "peak_memory_gib": 7.8}]
+    s = fleet.scaling(runs, cores=2)
+    assert s["memory_per_further_worker_gib"] == pytest.approx([1.5, 1.6])
+    assert any("3.0 GiB with one worker, 1.50-1.60 GiB more for each further worker" in line for line in s["conclusion"])
+
+
 def test_figures_from_a_loaded_machine_are_called_bounds_and_their_wait_taken_off():
     runs = [_run(1, span=40.0, cpu=2.6, others=1.5, some=3.0, full=2.0)]  # 5 s per trial, 2-3 s of it waiting
     s = fleet.scaling(runs, cores=2)
