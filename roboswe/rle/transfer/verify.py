@@ -97,7 +97,9 @@ def arm_scores(task: RleTask, record: TransferRecord | None, arm: str) -> list[f
     """Each planned agent's trial score in this arm, by kitchen (None: no trial recorded)."""
     scores: list[float | None] = [None] * task.transfer.agents
     for t in record.trials if record else ():
-        if t.arm == arm and t.ended != "unreached":
+        if t.arm == arm and t.ended != "unreached" and 0 <= t.kitchen < len(scores):
+            if len(t.reset) != len(task.transfer.heldout.stages):
+                raise ValueError(f"{t.agent}: a reset vector of {len(t.reset)} stages")
             scores[t.kitchen] = trial_score(t.reset, best_vector(t), t.success)
     return scores
 
@@ -125,7 +127,11 @@ def verify_plan(run_dir: Path, task: RleTask, plan: HiddenPlan, *, replay: bool 
             if diffs:
                 gates.append(Gate(name="replay", reason="; ".join(diffs)))
     n = task.transfer.agents
-    harness, control = arm_scores(task, record, "harness"), arm_scores(task, record, "control")
+    try:
+        harness, control = arm_scores(task, record, "harness"), arm_scores(task, record, "control")
+    except ValueError as e:  # a record no trial of this task can have written: evidence, not a crash
+        harness, control = [None] * n, [None] * n
+        gates.append(Gate(name="stages", reason=str(e)))
     reward = transfer_reward(harness, n) if not gates else 0.0
     components = (
         *(Component(name=f"agent_{k + 1}", value=s or 0.0) for k, s in enumerate(harness)),

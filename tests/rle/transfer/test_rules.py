@@ -198,3 +198,12 @@ def test_a_changed_sealed_copy_is_not_restored(tmp_path):
     (tmp_path / "ws").mkdir()
     with pytest.raises(SealError):
         restore_sealed(run, tmp_path / "ws")
+
+
+def test_a_stage_record_no_trial_could_write_gates_rather_than_crashes(tmp_path):
+    bad = StageRecord(agent="agent_1", arm="harness", kitchen=0, stages=("obj_in_drawer", "gripper_far", "drawer_closed"),
+                      ended="finish_trial", reset=(F, T), changes=(), handoff_digest="")
+    run = _recorded_run(tmp_path / "run", trials=[bad])
+    (run / rundir.LEDGER).unlink()  # gated first by the ledger: the trial is never checked, yet scores must not crash
+    report = verify_run(run, public_salt())
+    assert report.status == "gated" and {g.name for g in report.gates} == {"ledger", "stages"}

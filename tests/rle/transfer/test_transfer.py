@@ -32,15 +32,19 @@ def _index_entry(run_dir, task_id):
 
 
 def _check_fresh_agents_saw_nothing_of_the_development(run_dir, agents):
+    """Nothing the developer was told, nor the hidden kitchens' seeds, in what any fresh agent was told."""
+    from roboswe.rle import rundir
     from roboswe.rle.transfer.runner import AGENTS, DEVELOPER_MESSAGES, read_messages
 
+    report = rundir.read_report(run_dir)
     developer = read_messages(run_dir / DEVELOPER_MESSAGES)
     assert "Practice tasks" in developer[0]  # the developer's brief: the development guide
     for agent in agents:
         seen = read_messages(run_dir / AGENTS / f"{agent}.messages.jsonl")
         text = "\n".join(seen)
         assert seen and not any(m in text for m in developer), agent
-        for marker in ("Practice tasks", "practice_task", "development budget", "developer's notes", "budget_left"):
+        for marker in ("Practice tasks", "practice_task", "development budget", "developer's notes", "budget_left",
+                       report.plan_commitment, *map(str, report.revealed_seeds)):
             assert marker not in text, (agent, marker)
 
 
