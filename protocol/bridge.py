@@ -17,7 +17,6 @@ import msgspec
 from ._base import Message
 from ._codec import Codec
 from .control import Control, Error, ErrorCode, Ok
-from .recorder import CarriedBlob
 
 SandboxBackendName = Literal["docker", "bwrap"]
 
@@ -111,6 +110,16 @@ RESET_ONLY_IN_DEVELOPMENT = ("robot.reset() exists only in an RLE-Bench developm
 # --- coordinator side: trial control ----------------------------------------------------------
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class CarriedBlob(msgspec.Struct, frozen=True, array_like=True):
+    """One content-addressed blob in a carried checkpoint's blob frame: its claimed sha256 and size.
+    Here, not with the recorder's messages, because this module is also the sandbox image's copy."""
+
+    sha256: str
+    size: NonNegative
+
+
 Positive = Annotated[int, msgspec.Meta(gt=0)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 

@@ -17,6 +17,7 @@ import msgspec
 
 from ._base import Message
 from ._codec import Codec
+from .bridge import CarriedBlob
 from .control import Control, Error, Ok
 from .participant import OperationName
 
@@ -350,13 +351,6 @@ class CheckpointCaptured(Message, frozen=True, kw_only=True):
     refused: list[str] = msgspec.field(default_factory=list)  # "path: why" for skipped entries
     # CarryCheckpoint only: the sha256 of every carried blob as the recorder read it back from its store
     carried: list[str] = msgspec.field(default_factory=list)
-
-
-class CarriedBlob(msgspec.Struct, frozen=True, array_like=True):
-    """One content-addressed blob in a carried checkpoint's blob frame: its claimed sha256 and size."""
-
-    sha256: str
-    size: NonNegative
 
 
 class CarryCheckpoint(Message, frozen=True, kw_only=True):

@@ -21,7 +21,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from roboswe.protocol.recorder import CarriedBlob
+from roboswe.protocol.bridge import CarriedBlob
 
 from .checkpoints import (
     MAX_CHECKPOINT_BYTES,
