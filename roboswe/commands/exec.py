@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,10 @@ def add_arguments_exec(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", metavar="TASK", help="task id as `roboswe tasks` lists it (e.g. lift-panda)")
     parser.add_argument("scripts", metavar="SCRIPT.py", nargs="+", type=Path, help="programs to run in order")
     parser.add_argument("--dataset", default=DEFAULT_DATASET, help=f"dataset name or .toml (default {DEFAULT_DATASET})")
-    parser.add_argument("--workspace", type=Path, default=None, help="workspace directory (default: a fresh one); scripts are copied in")
+    parser.add_argument("--workspace", type=Path, default=None, metavar="DIR",
+                        help="start from this directory's files (default: an empty workspace). The scripts run on a copy; "
+                             "afterwards only the files they created or changed are written back into DIR, as your user "
+                             "(files they deleted are listed, not deleted; links and special files they made are not copied)")
     parser.add_argument("-e", "--engine", choices=["docker", "bwrap"], default=None, help="sandbox backend (default: docker when a daemon answers, else bwrap)")
     parser.add_argument("--seed", type=int, default=None, help="scene seed (default: the manifest's)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -51,23 +55,34 @@ def run_exec(args: argparse.Namespace) -> int:
         if not script.is_file():
             echo(f"roboswe exec: script {script} does not exist or is not a file", file=sys.stderr)
             return 2
+    user_dir = args.workspace.resolve() if args.workspace is not None else None
+    if user_dir is not None and not user_dir.is_dir():
+        echo(f"roboswe exec: --workspace {args.workspace} is not a directory", file=sys.stderr)
+        return 2
     run_dir = Path(tempfile.mkdtemp(prefix="roboswe-exec-", dir="/tmp"))
     os.chmod(run_dir, 0o755)  # the bwrap sandbox user must traverse to the workspace
-    workspace = (args.workspace or run_dir / "workspace").resolve()
-    workspace.mkdir(parents=True, exist_ok=True)
+    # The sandbox re-owns and rewrites its workspace, so it never gets the user's directory: a file
+    # open there during the run (`> DIR/out.json`) would lose what was written to it.
+    workspace = run_dir / "workspace"
+    if user_dir is not None:
+        shutil.copytree(user_dir, workspace, symlinks=True)
+    else:
+        workspace.mkdir()
     names = []
     for script in args.scripts:
         src = script.resolve()
-        if src.parent == workspace:
-            names.append(src.name)
-        else:
+        if user_dir is None or src.parent != user_dir:
             shutil.copyfile(src, workspace / src.name)
-            names.append(src.name)
+        names.append(src.name)
+    before = _file_digests(workspace)
     try:
         report = trio.run(_exec, manifest, names, workspace, run_dir, args)
     except _ExecFailed as e:
         echo(f"roboswe exec: {e} (events: {run_dir / 'events.jsonl'})", file=sys.stderr)
         return 1
+    if user_dir is not None:
+        report["workspace"] = str(user_dir)
+        report["written_back"] = _write_back(workspace, user_dir, before)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -77,6 +92,57 @@ def run_exec(args: argparse.Namespace) -> int:
 
 class _ExecFailed(Exception):
     pass
+
+
+def _file_digests(root: Path) -> dict[str, str]:
+    """sha256 of every regular file below ``root`` (bounded walk, links never followed)."""
+    import hashlib
+
+    from roboswe.sandbox.walk import Found, walk
+
+    digests = {}
+    for entry in walk(root):
+        if isinstance(entry, Found) and stat.S_ISREG(entry.st.st_mode):
+            digests[entry.path] = hashlib.sha256(_read_entry(entry)).hexdigest()
+    return digests
+
+
+def _read_entry(entry) -> bytes:
+    fd = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=entry.dir_fd)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _write_back(workspace: Path, user_dir: Path, before: dict[str, str]) -> dict[str, list[str]]:
+    """The files the scripts created or changed, copied into the user's directory (as this process's
+    user); what they deleted or made that is not a regular file is only reported."""
+    import hashlib
+
+    from roboswe.sandbox.walk import Refused, entry_type, walk
+
+    done: dict[str, list[str]] = {"created": [], "changed": [], "deleted": [], "not_copied": []}
+    seen = set()
+    for entry in walk(workspace):
+        if isinstance(entry, Refused):
+            done["not_copied"].append(f"{entry.path} ({entry.reason})")
+            continue
+        if stat.S_ISDIR(entry.st.st_mode):
+            continue
+        if not stat.S_ISREG(entry.st.st_mode):
+            if entry.path not in before:
+                done["not_copied"].append(f"{entry.path} (a {entry_type(entry.st.st_mode)}, not a regular file)")
+            continue
+        seen.add(entry.path)
+        data = _read_entry(entry)
+        old = before.get(entry.path)
+        if old == hashlib.sha256(data).hexdigest():
+            continue
+        target = user_dir / entry.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        done["changed" if old is not None else "created"].append(entry.path)
+    done["deleted"] = sorted(set(before) - seen)
+    return done
 
 
 def _start_actor(name: str, run_dir: Path) -> subprocess.Popen:
@@ -191,3 +257,11 @@ def _print_feedback(fb: dict) -> None:
 def _print_report(report: dict) -> None:
     s = report["success"]
     echo(f"\nsuccess: {s['achieved']} (control step {s['control_step']}, predicate held {s['current_run']} consecutive steps now, longest {s['longest_run']}/{s['interval']})")
+    back = report.get("written_back")
+    if back is not None:
+        changed = back["created"] + back["changed"]
+        echo(f"written back to {terminal_safe(report['workspace'], multiline=False)}: "
+             + (", ".join(terminal_safe(p, multiline=False) for p in changed) if changed else "nothing (no file created or changed)"))
+        for key, label in (("deleted", "deleted by the scripts, kept in your directory"), ("not_copied", "not copied back")):
+            if back[key]:
+                echo(f"{label}: " + ", ".join(terminal_safe(p, multiline=False) for p in back[key]))

@@ -25,12 +25,24 @@ def test_exec_runs_scripts_in_order_against_one_scene(backend, scratch):
     second = scratch / "second.py"
     second.write_text("import robot\nprint(open('note.txt').read(), robot.state()['robot0_eef_pos'].shape)\nrobot.reset()\n")
     env = {**os.environ, "PYTHONHASHSEED": "0", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "roboswe.cli", "exec", "lift-panda", str(first), str(second), "-e", backend, "--json"],
-        capture_output=True, text=True, env=env, timeout=300, cwd=scratch,
-    )  # fmt: skip
+    # --workspace DIR with the report redirected into DIR: the sandbox works on a copy, so the open
+    # file keeps what is written to it and only the scripts' own file comes back, as this user.
+    mine = scratch / "mine"
+    mine.mkdir()
+    (mine / "kept.txt").write_text("mine")
+    with open(mine / "out.json", "w") as out:
+        proc = subprocess.run(
+            [sys.executable, "-m", "roboswe.cli", "exec", "lift-panda", str(first), str(second), "-e", backend, "--json",
+             "--workspace", str(mine)],
+            stdout=out, stderr=subprocess.PIPE, text=True, env=env, timeout=300, cwd=scratch,
+        )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads(proc.stdout)
+    report = json.loads((mine / "out.json").read_text())
+    assert report["workspace"] == str(mine.resolve())
+    assert report["written_back"] == {"created": ["note.txt"], "changed": [], "deleted": [], "not_copied": []}
+    assert (mine / "note.txt").read_text() == "from first" and (mine / "kept.txt").read_text() == "mine"
+    assert {f.stat().st_uid for f in mine.iterdir()} == {os.getuid()}
+    assert sorted(f.name for f in mine.iterdir()) == ["kept.txt", "note.txt", "out.json"]  # the scripts stayed outside
     assert report["backend"] == backend and len(report["image_digest"]) == 64
     one, two = report["scripts"]
     assert one["exit_status"] == 0 and one["steps"] == 3 and one["stdout"] == "lift-panda 47\n", one["stderr"]
@@ -51,3 +63,29 @@ def test_text_mode_escapes_what_the_program_printed(capsys):
     assert not any(c in out for c in "\x1b\r\x07\u202e"), repr(out)
     assert "\\x1b[2K\\x1b[1A\\rsuccess: True" in out
     assert not any(line.startswith("success:") for line in out.splitlines())
+
+
+def test_write_back_copies_only_what_the_scripts_created_or_changed(tmp_path):
+    from roboswe.commands.exec import _file_digests, _write_back
+
+    user, copy = tmp_path / "user", tmp_path / "copy"
+    user.mkdir()
+    for name, text in (("same.txt", "a"), ("edited.txt", "b"), ("gone.txt", "c")):
+        (user / name).write_text(text)
+    import shutil
+
+    shutil.copytree(user, copy, symlinks=True)
+    before = _file_digests(copy)
+    # what the scripts did in the copy
+    (copy / "edited.txt").write_text("b2")
+    (copy / "gone.txt").unlink()
+    (copy / "sub").mkdir()
+    (copy / "sub" / "new.bin").write_bytes(b"\x00\xff")
+    (copy / "escape").symlink_to("/etc/passwd")
+    os.mkfifo(copy / "pipe")
+    done = _write_back(copy, user, before)
+    assert done["created"] == ["sub/new.bin"] and done["changed"] == ["edited.txt"] and done["deleted"] == ["gone.txt"]
+    assert sorted(done["not_copied"]) == ["escape (a symlink, not a regular file)", "pipe (a fifo, not a regular file)"]
+    assert (user / "edited.txt").read_text() == "b2" and (user / "gone.txt").read_text() == "c"
+    assert (user / "sub" / "new.bin").read_bytes() == b"\x00\xff"
+    assert not (user / "escape").exists() and not (user / "pipe").exists()
