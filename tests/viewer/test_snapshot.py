@@ -166,3 +166,41 @@ def test_view_live_refuses_a_non_positive_interval(going, capsys):
 
     assert main(["view", str(going), "--live", "--every", "0"]) == 2
     assert "--every 0.0: expected a positive number of seconds" in capsys.readouterr().err
+
+
+@pytest.mark.exhaustive
+def test_the_index_of_a_live_export_shows_the_going_run_and_reloads_on_a_new_snapshot(going, tmp_path, browser):
+    from roboswe.viewer import export_site
+    from roboswe.viewer._export import trial_key
+    from roboswe.viewer._live import export_swapped
+    from tests.viewer.test_viewer import page_errors, wait_for
+
+    site = tmp_path / "site"
+    export_site(going, site, refresh=0.3)
+    page_errors(browser)
+    browser.get((site / "trial.html").as_uri() + "?t=" + trial_key(RUNNING))  # what it recorded so far, unscored
+    wait_for(browser, "document.body.dataset.ready")
+    assert "TRIAL 4 RUNNING" in browser.find_element("css selector", "#trial-head h1").text.upper()
+    assert "what it recorded by then, unscored" in browser.find_element("id", "trial-running").text
+    browser.get((site / "index.html").as_uri())
+    wait_for(browser, "document.querySelectorAll('table.grid td.cell').length")
+    cells = browser.execute_script("return [...document.querySelectorAll('table.grid tbody tr')].map(r => "
+                                   "[r.querySelector('th').textContent, [...r.querySelectorAll('td.cell')].map(c => c.className)])")
+    assert cells[1] == ["stack-panda", ["cell s-failure", "cell s-incomplete", "cell s-unverified", "cell s-running",
+                                        "cell s-pending"]]
+    assert cells[2] == [NEW_TASK, ["cell s-pending"] * 5]
+    assert "unscored: running" in browser.find_element("css selector", "td.s-running").text
+    text = browser.find_element("id", "snapshot").text
+    assert text.startswith("snapshot of ") and "the run is going: 1 running, 6 pending slot(s)" in text
+    browser.execute_script("window.__before_reload = 1")
+    _append(going, [TrialEnded(trial_id=RUNNING, outcome="failure", reason="finish", cause="finish",
+                               control_steps=30, sim_time=1.5, active_time=2.0, timing={}, ended_at=time.time())])
+    export_swapped(going, site, 0.3)  # what `roboswe view --live` does on the change
+    wait_for(browser, "!window.__before_reload && document.querySelector('#snapshot') && "
+                      "document.querySelector('#snapshot').textContent.includes('0 running')", timeout=30)
+    assert not browser.find_elements("css selector", "td.s-running")
+    browser.get((site / "trial.html").as_uri() + "?t=" + trial_key(RUNNING))
+    wait_for(browser, "document.body.dataset.ready")
+    assert "FAILURE" in browser.find_element("css selector", "#trial-head h1").text.upper()  # ended in this snapshot
+    assert not browser.find_elements("id", "trial-running")
+    assert page_errors(browser) == []
