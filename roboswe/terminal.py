@@ -40,6 +40,14 @@ def terminal_safe(text: str, *, multiline: bool = True) -> str:
                    else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def did_you_mean(name: str, choices: Any) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``choices`` to a mistyped ``name``, or ``""`` when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(choices), n=2, cutoff=0.7)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
 def echo(text: str, *, file: TextIO | None = None, multiline: bool = True, flush: bool = False) -> None:
     """Print one message (``print``'s line, to stdout or ``file``) with ``terminal_safe``: how commands write text."""
     print(terminal_safe(text, multiline=multiline), file=file if file is not None else sys.stdout, flush=flush)

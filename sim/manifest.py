@@ -211,15 +211,27 @@ def resolve_dataset(name_or_path: str | Path) -> Path:
     shipped = CONFIGS_DIR / "datasets" / f"{name_or_path}.toml"
     if shipped.exists():
         return shipped
+    from roboswe.terminal import did_you_mean
+
     known = sorted(x.stem for x in (CONFIGS_DIR / "datasets").glob("*.toml"))
-    raise ManifestError(f"dataset {str(name_or_path)!r} not found: give a .toml path or one of {known}")
+    raise ManifestError(f"dataset {str(name_or_path)!r} not found{did_you_mean(str(name_or_path), known)}: give a .toml path or one of {known}")
 
 
 def load_dataset(name_or_path: str | Path) -> tuple[Dataset, list[TaskManifest]]:
-    """Decode a dataset and every task it lists (from configs/tasks next to it); raises ManifestError."""
+    """Decode a dataset and every task it lists; raises ManifestError.
+
+    The task manifests are looked for where a dataset keeps them: ``../tasks/`` as in configs/
+    (configs/datasets/X.toml, configs/tasks/ID.toml), or a ``tasks/`` folder beside the dataset,
+    or the dataset's own folder (a dataset of one's own anywhere, its manifests beside it).
+    """
     path = resolve_dataset(name_or_path)
     dataset = _decode(path, Dataset, "dataset")
-    tasks_dir = path.resolve().parent.parent / "tasks"
+    here = path.resolve().parent
+    places = [here.parent / "tasks", here / "tasks", here]
+    tasks_dir = next((d for d in places if dataset.tasks and (d / f"{dataset.tasks[0]}.toml").is_file()), places[0])
+    if dataset.tasks and not (tasks_dir / f"{dataset.tasks[0]}.toml").is_file():
+        raise ManifestError(f"{path}: no manifest {dataset.tasks[0]}.toml for its first task in "
+                            + ", ".join(str(d) for d in places) + " (put the task manifests in one of them)")
     manifests = []
     for task_id in dataset.tasks:
         m = load_manifest(tasks_dir / f"{task_id}.toml")

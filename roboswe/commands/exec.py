@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from roboswe.terminal import echo, terminal_safe
+from roboswe.terminal import did_you_mean, echo, terminal_safe
 
 DEFAULT_DATASET = "robosuite-pilot"
 
@@ -49,7 +49,7 @@ def run_exec(args: argparse.Namespace) -> int:
         return 2
     manifest = next((m for m in manifests if m.id == args.task), None)
     if manifest is None:
-        echo(f"roboswe exec: task {args.task!r} is not in dataset {args.dataset!r}; tasks: {[m.id for m in manifests]}", file=sys.stderr)
+        echo(f"roboswe exec: task {args.task!r} is not in dataset {args.dataset!r}{did_you_mean(args.task, [m.id for m in manifests])}; tasks: {[m.id for m in manifests]}", file=sys.stderr)
         return 2
     for script in args.scripts:
         if not script.is_file():

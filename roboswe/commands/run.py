@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roboswe.terminal import echo, plain, terminal_console, terminal_safe
+from roboswe.terminal import did_you_mean, echo, plain, terminal_console, terminal_safe
 
 RUN_ACTORS = ("recorder", "simulator", "sandbox_bridge", "provider_client", "context_manager", "coordinator")
 VERIFY_ACTORS = ("recorder", "simulator", "sandbox_bridge", "coordinator")
@@ -180,7 +180,7 @@ def _chosen_tasks(args: argparse.Namespace, config: Any, admitted: Any) -> list[
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else available
     for t in tasks:
         if t not in available:
-            raise UsageError(f"--tasks: {t!r} is not an admitted task of {args.admitted}; admitted: {available}")
+            raise UsageError(f"--tasks: {t!r} is not an admitted task of {args.admitted}{did_you_mean(t, available)}; admitted: {available}")
     if not tasks:
         raise UsageError(f"{args.admitted} admits no task; nothing to run")
     for t in tasks:
