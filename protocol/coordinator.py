@@ -72,6 +72,15 @@ class Progress(Message, frozen=True, kw_only=True):
     lines: list[str] = msgspec.field(default_factory=list)
     line_count: int = 0  # total log lines so far (pass as the next ``after``)
     running: list[WorkerProgress] = msgspec.field(default_factory=list)  # each busy worker's series (--workers N > 1)
+    # the job's totals (every worker's): elapsed time and an estimate of the time left are read from these
+    started_at: float = 0.0  # wall time the job began
+    trials_done: int = 0
+    trials_total: int = 0
+    input_tokens: int = 0  # cached input and cache writes included, as the report counts them
+    output_tokens: int = 0  # reasoning included
+    cost: float | None = None  # at the run's pinned [provider.price]; None with ``cost_note`` saying why
+    cost_note: str = ""
+    currency: str = "USD"
 
 
 CoordinatorMessage = Control | GetProgress | Progress

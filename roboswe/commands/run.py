@@ -531,6 +531,8 @@ class Display:
         from rich.table import Table
         from rich.text import Text
 
+        from roboswe.evaluation.progress import job_figures
+
         table = Table(show_header=False, box=None, padding=(0, 1))
         p = self._progress
         if p is not None:
@@ -540,6 +542,10 @@ class Display:
             table.add_row("control steps", f"{p.steps_used} / {p.steps_budget}")
             table.add_row("active time", f"{p.active_s:.0f} s / {p.active_budget_s:.0f} s")
             table.add_row("last outcome", plain(p.last_outcome or "-", multiline=False))  # a trial's reason
+            so_far = job_figures(p)
+            if so_far:
+                table.add_row("job", plain(so_far + (f" ({p.cost_note})" if p.cost is None and p.input_tokens else ""),
+                                           multiline=False))
             for w in p.running:  # with --workers N > 1: every running series
                 table.add_row(f"worker {w.worker}", plain(f"{w.task} trial {w.trial}/{w.trials}  {w.operation or '-'}  "
                                                           f"{w.steps_used}/{w.steps_budget} steps  {w.active_s:.0f} s active",

@@ -387,13 +387,15 @@ class TrialRunner:
         for a in attempts:
             mid = f"{self.trial_id}/d{n}.{a.number}"
             ok = a.outcome == "ok"
-            await self.rec.record(rec.MessageRecord(
+            message = rec.MessageRecord(
                 message_id=mid, trial_id=self.trial_id, attempt=a.number,
                 provider=self._provider_kind(decision), model=(decision.model if decision else "") or "",
                 request=a.request, response=a.response if (a.response or ok) else None,
                 requested_at=a.started_at, responded_at=a.started_at + a.latency_s, latency=a.latency_s,
                 usage=msgspec.to_builtins(decision.usage) if decision is not None and ok else {},
-                error="" if ok else f"{a.outcome}: {a.detail}"[:2000]))
+                error="" if ok else f"{a.outcome}: {a.detail}"[:2000])
+            await self.rec.record(message)
+            self.progress.provider_call(message.provider, message.response, message.usage, message.error)
             if ok:
                 self._message_id = mid
 
@@ -580,6 +582,7 @@ class TrialRunner:
         log.info("trial_ended", outcome=end.outcome, cause=end.cause, reason=end.reason, control_steps=self.control_step,
                  operations=self.seq, active_s=round(active, 3), wall_s=round(self.timing.wall, 3), success_interval=interval)
         self.progress.active_clock = None
+        self.progress.trial_ended()
         self.progress.update(active_s=active, last_outcome=f"trial {self.index}: {end.outcome} ({end.reason})",
                              last_end=LastEnd(trial=self.index, outcome=end.outcome, cause=end.cause, detail=end.detail))
         return ended

@@ -38,3 +38,34 @@ def test_the_answer_crosses_the_coordinator_wire_unchanged():
     decoded = COORDINATOR_CODEC.decode(frames).message
     assert isinstance(decoded, ProgressMessage) and decoded == progress.message()
     assert GetProgress().after == 0
+
+
+def test_the_job_totals_count_every_workers_calls_and_trials_as_the_report_prices_them():
+    from roboswe.evaluation.progress import job_figures
+    from roboswe.records.usage import Price
+
+    job = Progress()
+    job.started(10, Price(input=3.0, output=15.0))
+    one, two = job.for_worker(1), job.for_worker(2)
+    one.provider_call("anthropic", None, {"input_tokens": 1200, "output_tokens": 300}, "")
+    two.provider_call("anthropic", None, {"input_tokens": 800, "output_tokens": 100}, "")
+    two.provider_call("anthropic", None, {}, "http_5xx: overloaded")  # failed, unbilled: no tokens
+    one.trial_ended()
+    two.trial_ended()
+    m = job.message()
+    assert (m.trials_done, m.trials_total, m.input_tokens, m.output_tokens) == (2, 10, 2000, 400)
+    assert m.cost == pytest.approx((2000 * 3.0 + 400 * 15.0) / 1e6) and m.currency == "USD"
+    assert one.job_message().input_tokens == 2000  # a worker's line reads the job's totals
+    assert job_figures(m, now=m.started_at + 120) == "2 min elapsed, about 8 min left; 2.0k in / 400 out tokens, 0.01 USD"
+
+
+def test_without_a_pinned_price_the_cost_is_not_guessed():
+    from roboswe.evaluation.progress import job_figures
+
+    job = Progress()
+    assert job_figures(job.message()) == ""  # a job that has not started says nothing
+    job.started(5, None)
+    job.provider_call("openai", None, {"input_tokens": 5_000_000, "output_tokens": 10}, "")
+    m = job.message()
+    assert m.cost is None and "no [provider.price]" in m.cost_note
+    assert job_figures(m, now=m.started_at + 30) == "30 s elapsed; 5.00M in / 10 out tokens, cost not reported"
