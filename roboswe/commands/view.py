@@ -63,8 +63,9 @@ def add_arguments_view(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--live", action="store_true",
                         help="while the run goes, export again whenever its database or events.jsonl change; the "
                              "index reloads itself on a new snapshot; Ctrl-C stops (the last export stays)")
-    parser.add_argument("--every", type=float, default=2.0, metavar="SECONDS",
-                        help="with --live: how often to look for a change, and the page for a new snapshot (default 2)")
+    parser.add_argument("--every", type=float, default=5.0, metavar="SECONDS",
+                        help="with --live: the pause after an export before looking for a change, and how often the "
+                             "page looks for a new snapshot (default 5: an export of a small run takes 1-3 s of a core)")
 
 
 def run_view(args: argparse.Namespace) -> int:
