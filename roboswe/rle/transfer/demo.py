@@ -69,7 +69,7 @@ def render_transfer(report, figures: dict | None = None) -> str:
     agents = (figures or {}).get("agents", {})
     for k in range(sum(n.startswith("agent_") for n in parts)):
         a, c = f"agent_{k + 1}", f"control_{k + 1}"
-        lines.append(f"  kitchen {k + 1}: {a} {parts[a]:.4f} ({_ended(agents.get(a))})   control {c} {parts[c]:.4f} "
+        lines.append(f"  kitchen {k + 1}: {a} {parts[a]:.4f} ({_ended(agents.get(a))})   {c} {parts[c]:.4f} "
                      f"({_ended(agents.get(c))})")
     if figures:
         lines.append("  figures: " + ", ".join(f"{k} {v}" for k, v in figures.items() if k.endswith(("seconds", "steps"))))
