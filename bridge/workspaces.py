@@ -14,7 +14,6 @@ detail the participant reads; a capture the blob store cannot take is Error(code
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,7 @@ class NodeWorkspaces:
 
     def __init__(self, root: Path):
         self.root = Path(root)
-        (self.root / "w").mkdir(parents=True, exist_ok=True)
+        self._traversable(self.root / "w")
         self.staging = StagingStore(self.root / "blobs")
 
     def path(self, name: str) -> Path:
@@ -73,7 +72,7 @@ class NodeWorkspaces:
         match message:
             case FreshWorkspace():
                 remove_tree(where)
-                where.mkdir(parents=True)
+                self._traversable(where)
                 return Ok()
             case RestoreWorkspace(manifest=manifest, blobs=carried):
                 manifest_ = unpack(manifest, carried, _one_frame(blobs), self.staging)
@@ -101,12 +100,17 @@ class NodeWorkspaces:
         return Error(code="unsupported", detail=f"not a workspace request: {type(message).__name__}")
 
 
+    def _traversable(self, path: Path) -> None:
+        """``path`` and the directories above it, from the root down, made for the sandbox user to traverse
+        (bwrap binds the workspace as that user)."""
+        for level in [*reversed(path.relative_to(self.root.parent).parents[:-1]), path.relative_to(self.root.parent)]:
+            d = self.root.parent / level
+            d.mkdir(exist_ok=True)
+            d.chmod(0o755)
+
+
 def _one_frame(blobs: tuple[Any, ...]) -> bytes | memoryview:
     if len(blobs) > 1:
         raise CheckpointError(f"a restore carries its blobs in one frame, got {len(blobs)}")
     return blobs[0] if blobs else b""
 
-
-def node_root(base: str | os.PathLike) -> Path:
-    """Where a worker's bridge keeps its workspaces under ``base`` (the node's local directory)."""
-    return Path(base) / "workspaces"

@@ -62,6 +62,7 @@ class Placement(msgspec.Struct, frozen=True, kw_only=True):
     server_public_key: str
     image_digest: str
     started_at: float
+    workspaces: str = ""  # this worker's node-local directory for its workspaces ([fleet] workspaces = "node")
 
 
 class NodeRefused(RuntimeError):
@@ -103,6 +104,7 @@ def _workspace_root(number: int) -> Path:
     base = _node_dir()
     base.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_DIRS}{number}-", dir=base))
+    root.chmod(0o755)  # the sandbox user traverses it (bwrap binds the workspace as that user)
     (root / "host.pid").write_text(str(os.getpid()))
     return root
 
@@ -201,7 +203,8 @@ class WorkerHost:
         bound = self._wait_bound()
         self.placement = Placement(node_id=node_id, host=host, pid=os.getpid(), sim=bound["simulator"], robot=robot,
                                    bridge=bound["sandbox_bridge"], server_public_key=server_public.decode(),
-                                   image_digest=spec.image_digest, started_at=time.time())
+                                   image_digest=spec.image_digest, started_at=time.time(),
+                                   workspaces=str(self.workspaces or ""))
         threading.Thread(target=self._watch, name="roboswe-worker-watch", daemon=True).start()
 
     def _wait_bound(self) -> dict[str, str]:

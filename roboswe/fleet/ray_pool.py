@@ -327,7 +327,7 @@ class RayWorker:
         where = {"node": placement.node_id, "host": placement.host, "sim": placement.sim, "bridge": placement.bridge}
         log.info("worker_placed", worker=self.number, pid=placement.pid, **where)
         await self.fleet.recorder.event("worker_placed", None, worker=self.number, image=placement.image_digest,
-                                        at=time.time(), **where)
+                                        at=time.time(), workspaces=placement.workspaces or None, **where)
         # The processes' pids as their links' handshakes reported them.
         pids = {"host": placement.pid, "simulator": sim.peer_pid, "sandbox_bridge": bridge.peer_pid}
         self.fleet.roster.update(self.number, state="running", placed_at=placement.started_at,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -38,10 +39,19 @@ def _cmdline(pid: int) -> str:
 
 
 class LocalCluster:
-    """Head (``head_cpus``) and a second node (``node_cpus``), both on 127.0.0.1."""
+    """Head (``head_cpus``) and a second node (``node_cpus``), both on 127.0.0.1.
 
-    def __init__(self, head_cpus: int = 2, node_cpus: int = 1):
+    ``hidden``: directories neither node sees (each node runs in a mount namespace of its own with an empty
+    tmpfs over them: the head's RUN_DIR there is not the nodes'). ``node_dirs``: each node's own directory for
+    its workers' workspaces (``ROBOSWE_NODE_DIR``), removed by ``stop()``.
+    """
+
+    def __init__(self, head_cpus: int = 2, node_cpus: int = 1, *, hidden: tuple[Path, ...] = ()):
         self.dir = Path(tempfile.mkdtemp(prefix="rsray-", dir="/tmp"))  # short: Ray's socket paths
+        self.hidden = hidden
+        self.node_dirs = {name: Path(tempfile.mkdtemp(prefix=f"rsnode-{name}-", dir="/tmp")) for name in ("a", "b")}
+        for d in self.node_dirs.values():
+            d.chmod(0o755)  # the sandbox user traverses it to its workspace
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
@@ -49,15 +59,20 @@ class LocalCluster:
         full = {**os.environ, **self.env, **FAST_HEALTH}
         common = ["--block", "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
         self._start(["--head", "--port", str(self.port), "--num-cpus", str(head_cpus), "--include-dashboard", "false",
-                     "--temp-dir", str(self.dir / "a"), *common], full, "head")
+                     "--temp-dir", str(self.dir / "a"), *common], {**full, "ROBOSWE_NODE_DIR": str(self.node_dirs["a"])}, "head")
         self.wait_nodes(1)
         self._start(["--address", self.address, "--num-cpus", str(node_cpus), "--temp-dir", str(self.dir / "b"),
-                     *common], full, "node")
+                     *common], {**full, "ROBOSWE_NODE_DIR": str(self.node_dirs["b"])}, "node")
         self.wait_nodes(2)
 
     def _start(self, args: list[str], env: dict[str, str], name: str) -> None:
         log = open(self.dir / f"{name}.log", "wb")  # noqa: SIM115 - the child holds it
-        self.groups.append(subprocess.Popen([str(RAY), "start", *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+        command = [str(RAY), "start", *args]
+        if self.hidden:  # sh execs ray: the group's leader is `ray start`, in the namespace with the tmpfs
+            mounts = " && ".join(f"mount -t tmpfs roboswe-hidden {shlex.quote(str(d))}" for d in self.hidden)
+            command = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                       f"{mounts} && exec {shlex.join(command)}"]
+        self.groups.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True))
         log.close()
 
@@ -110,3 +125,5 @@ class LocalCluster:
                 except ProcessLookupError:
                     pass
         shutil.rmtree(self.dir, ignore_errors=True)
+        for d in self.node_dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
