@@ -9,8 +9,11 @@
 ``LoadDevelopment`` puts an RLE-Bench development phase in place of the series scene
 (``roboswe.rle.scene.DevelopmentSim``: the family's development scene and the ledger, on this
 trusted side): both endpoints' robot requests, Reset included, answer from it (``_development``)
-until a Load ends it. ``EndAttempt`` (control endpoint only) ends a Tabletop Physical Reasoning attempt
-there: released, settled and scored on this side, the run directory's files in the reply.
+until a Load ends it. ``LoadEvaluation`` does the same for a speed-run's evaluation phase (the hidden
+kitchens drawn from the salt here, family 01's ``EvaluationSim``), whose trials ``FinishTrial`` and
+``NextTrial`` (control endpoint only: the coordinator forwards the participant's operations) move through.
+``EndAttempt`` (control endpoint only) ends a Tabletop Physical Reasoning attempt there (released, settled
+and scored on this side) or a speed-run's evaluation; the run directory's files are in the reply.
 
   A bridge on the same host reaches the same door over a plain unix stream beside it
   (actors/_robot_stream.py): fewer wake-ups per step than ZeroMQ's I/O threads.
@@ -43,11 +46,14 @@ from roboswe.protocol.sim import (
     SIM_CODEC,
     SIM_ROBOT_CODEC,
     EndAttempt,
+    FinishTrial,
     GetGoal,
     GetSpec,
     GetState,
     Load,
     LoadDevelopment,
+    LoadEvaluation,
+    NextTrial,
     Observe,
     Prepare,
     Reset,
@@ -147,7 +153,9 @@ class SimulatorService:
         self._unsent = threading.local()  # per stream thread: the accounting of the reply being sent
         self.nursery: trio.Nursery | None = None  # where Prepare's builds run (serve_simulator's)
         self._staging: trio.Event | None = None  # set when the scene Prepare asked for is staged (or failed)
-        self.development: Any = None  # a roboswe.rle.scene.DevelopmentSim while LoadDevelopment's phase lasts
+        # An RLE-Bench phase while it lasts: a roboswe.rle.scene.DevelopmentSim (LoadDevelopment) or a family's
+        # evaluation phase (LoadEvaluation, roboswe.rle.scene.EVALUATIONS); both answer the same calls.
+        self.development: Any = None
 
     def _guarded(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, dict[str, float]]:
         """Run ``fn`` with the scene to itself; a SimError becomes the Error reply. Any thread."""
@@ -241,7 +249,7 @@ class SimulatorService:
         message = decoded.message
         if not isinstance(message, SimRequest):
             return Error(code="unsupported", detail=f"simulator does not handle {type(message).__name__}")
-        if isinstance(message, LoadDevelopment) or (self.development is not None and not isinstance(message, Load)):
+        if isinstance(message, LoadDevelopment | LoadEvaluation) or (self.development is not None and not isinstance(message, Load)):
             return await self._development(message)
         match message:
             case Load(manifest=manifest, seed=seed, trial_steps=trial_steps, backend=backend):
@@ -272,10 +280,12 @@ class SimulatorService:
                 return await self._call(s.goal)
             case GetSpec() | GetState() | Observe() | Step() | Reset():
                 return await self.handle_robot(decoded)
-            case LoadDevelopment():
+            case LoadDevelopment() | LoadEvaluation():
                 raise AssertionError("answered by _development")
             case EndAttempt():
                 return Error(code="refused", detail="no RLE-Bench attempt is loaded (LoadDevelopment first)")
+            case FinishTrial() | NextTrial():
+                return Error(code="refused", detail="no RLE-Bench evaluation phase is loaded (LoadEvaluation first)")
             case _:
                 assert_never(message)
 
@@ -288,12 +298,16 @@ class SimulatorService:
 
         dev = self.development
         match message:
-            case LoadDevelopment():
+            case LoadDevelopment() | LoadEvaluation():
                 await self._end_development()
                 # built on the scene thread, which owns GL (the scene's renderer)
-                self.development = dev = await self._call(scene.development_from_wire, message)
-                log.info("development_loaded", task=dev.task.id)
+                self.development = dev = await self._call(scene.phase_from_wire, message)
+                log.info("development_loaded", task=dev.task.id, phase=type(message).__name__)
                 return dev.loaded()
+            case FinishTrial() | NextTrial() if hasattr(dev, "move_trial"):  # NextTrial builds a kitchen: the scene thread
+                return await self._call(dev.move_trial, message)
+            case FinishTrial() | NextTrial():
+                return Error(code="refused", detail=f"{dev.task.id}: a development phase has no trials to move through")
             case GetSpec() | GetState() | Observe() | Step() | Reset():
                 return await self._call(dev.answer, message)
             case SuccessQuery():

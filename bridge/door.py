@@ -242,7 +242,13 @@ class RobotDoor:
             allowed = rows
         else:
             allowed = rows[: session.steps_left]
-        result = await self._ask(simp.Step(actions=allowed), simp.StepResult)
+        try:
+            result = await self._ask(simp.Step(actions=allowed), simp.StepResult)
+        except SimRefused as e:  # an RLE-Bench phase refuses a batch whole (over 200, or beyond what is left)
+            if e.error.code not in (INVALID_ACTION, LIMIT_REACHED):
+                raise
+            session.limit_hit |= e.error.code == LIMIT_REACHED
+            return _error(e.error.code, e.error.detail), []
         session.steps += result.applied
         if result.stopped == "invalid_action":
             detail = result.error.detail if result.error else "the simulator rejected the action"

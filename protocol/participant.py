@@ -165,6 +165,14 @@ class Finish(Operation, tag="finish"):
     reason: Annotated[str, msgspec.Meta(max_length=MAX_NOTE_CHARS, description="Why the trial is finished, in one sentence.")] = ""
 
 
+class FinishTrial(Operation, tag="finish_trial"):
+    """RLE-Bench speed-run evaluation: end the current trial in this kitchen as it stands (no further action counts for it)."""
+
+
+class NextTrial(Operation, tag="next_trial"):
+    """RLE-Bench speed-run evaluation: open the next trial, in a kitchen you have not seen (the current one must be finished)."""
+
+
 class SubmitPainting(Finish, tag="submit_painting"):
     """Submit the painting: the canvas is saved as it is now and the round (this trial) ends."""
 
@@ -172,8 +180,8 @@ class SubmitPainting(Finish, tag="submit_painting"):
                                         description="Optional: a note on the painting, in one sentence.")] = ""
 
 
-_OPERATION_TYPES = (WriteFile, ReadFile, ListFiles, Exec, Observe, Wait, Act, MoveFlange, SearchHistory, Finish,
-                    SubmitPainting)
+_OPERATION_TYPES = (WriteFile, ReadFile, ListFiles, Exec, Observe, Wait, Act, MoveFlange, SearchHistory, FinishTrial,
+                    NextTrial, Finish, SubmitPainting)
 # The one list of operations, in the order tools are offered; the union, the names and the table derive from it.
 
 OPERATIONS: dict[str, type[Operation]] = {
@@ -202,6 +210,10 @@ INTERFACES: dict[str, tuple[str, ...]] = {
     "actions": ("act", "observe", "write_file", "read_file", "list_files", "search_history", "finish"),
     # RoboPaint acting directly: MoveFlange batches, notes in the workspace, submit.
     "paint": ("move_flange", "observe", "write_file", "read_file", "list_files", "search_history", "submit_painting"),
+    # An RLE-Bench speed-run's evaluation phase: the coding agent's tools in hidden kitchens, one trial each, moved
+    # through by finish_trial and next_trial (no wait: every action is the participant's, from its scripts).
+    "evaluation": ("write_file", "read_file", "list_files", "exec", "observe", "search_history", "finish_trial",
+                   "next_trial", "finish"),
 }
 """Interface name -> the tool names it offers (in OPERATIONS order when offered)."""
 

@@ -256,10 +256,43 @@ class LoadDevelopment(Message, frozen=True, kw_only=True):
 
 
 class EndAttempt(Message, frozen=True, kw_only=True):
-    """End an RLE-Bench attempt whose reward is the scene's own final state (Tabletop Physical Reasoning), on the
-    simulator's side: release, settle, snapshot, score, the ledger sealed over the attempt record. Reply: a
-    TaskRecord whose files are that RLE run directory's (roboswe/rle/tabletop/runner.py); a development that
-    ends in a sealed workspace, or none loaded, is refused."""
+    """End an RLE-Bench phase on the simulator's side and take its evidence. An attempt whose reward is the
+    scene's own final state (Tabletop Physical Reasoning): release, settle, snapshot, score, the ledger sealed
+    over the attempt record (roboswe/rle/tabletop/runner.py). A speed-run's evaluation (LoadEvaluation): an open
+    trial ends as it stands, trials never opened are failures (roboswe/rle/kitchen/evaluation.py). Reply: a
+    TaskRecord whose files are that RLE run directory's; a development that ends in a sealed workspace, or none
+    loaded, is refused."""
+
+
+class LoadEvaluation(Message, frozen=True, kw_only=True):
+    """An RLE-Bench speed-run's evaluation phase (family 01): ``task`` is the RLE task manifest (encode_manifest).
+
+    The simulator draws the hidden kitchens from the salt in ``salt_file`` (read there; None: the public salt),
+    opens trial 1 in the first and answers the robot subset from it (Reset refused); FinishTrial and NextTrial
+    move through the trials; EndAttempt ends the phase and gives its record. The plan never leaves the simulator:
+    every reply names the trial only by its number. Reply: Loaded (fingerprint digest = the task manifest's digest).
+    """
+
+    task: msgspec.Raw
+    salt_file: str | None = None
+
+
+class FinishTrial(Message, frozen=True, kw_only=True):
+    """The evaluation's current trial ends as it stands (the participant's finish_trial). Reply: EvaluationTrial."""
+
+
+class NextTrial(Message, frozen=True, kw_only=True):
+    """The next hidden kitchen opens once the current trial is finished (the participant's next_trial). Reply:
+    EvaluationTrial."""
+
+
+class EvaluationTrial(Message, frozen=True, kw_only=True):
+    """Where the evaluation stands after FinishTrial or NextTrial: ``text`` is what the participant is told."""
+
+    trial: int  # 1-based, the trial now current
+    trials: int
+    open: bool  # the current trial still takes actions
+    text: str
 
 
 class Wait(Message, frozen=True, kw_only=True):
@@ -329,10 +362,10 @@ SimRobotRequest = GetSpec | GetState | Observe | Step | Reset
 SimRobotReply = TaskSpec | RobotState | Observation | StepResult | Error
 
 SimRequest = (SimRobotRequest | Load | Prepare | Wait | SuccessQuery | TakeStates | TakeTaskRecord | GetGoal | LoadDevelopment
-              | EndAttempt)
+              | EndAttempt | LoadEvaluation | FinishTrial | NextTrial)
 """What the coordinator may ask on the control endpoint: the robot subset plus the admin requests."""
 
-SimReply = SimRobotReply | Loaded | SuccessStatus | RecordedStates | TaskRecord | Goal
+SimReply = SimRobotReply | Loaded | SuccessStatus | RecordedStates | TaskRecord | Goal | EvaluationTrial
 
 # One codec per endpoint decodes both directions (the runtime's Server and Client share it).
 SimRobotMessage = Control | SimRobotRequest | SimRobotReply

@@ -119,11 +119,20 @@ class Finished(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
 
 
-Feedback: TypeAlias = Refused | FileFeedback | Listed | ExecOutcome | Observed | Waited | Acted | Searched | Finished
+class TrialMoved(msgspec.Struct, frozen=True, kw_only=True):
+    """finish_trial / next_trial (an RLE-Bench speed-run's evaluation): the trial now current and whether it is open."""
+
+    trial: int
+    open: bool
+
+
+Feedback: TypeAlias = (Refused | FileFeedback | Listed | ExecOutcome | Observed | Waited | Acted | Searched | Finished
+                       | TrialMoved)
 
 _BY_OPERATION: dict[str, type] = {
     "write_file": FileFeedback, "read_file": FileFeedback, "list_files": Listed, "exec": ExecOutcome,
     "observe": Observed, "wait": Waited, "search_history": Searched, "finish": Finished,
+    "finish_trial": TrialMoved, "next_trial": TrialMoved,
 }
 
 

@@ -34,13 +34,15 @@ def run_demo(name: str, out: Path | None, *, backend: str | None = None, task: s
     os.environ.setdefault("MUJOCO_GL", "egl")
     with tempfile.TemporaryDirectory(prefix="rle-demo-") as tmp:
         run_dir = (out or Path(tmp) / "run").resolve()
-        code = _run(run_dir, task or DEMO_TASKS[name][0], backend)
+        code = run_config(DEMO_CONFIG, run_dir, task or DEMO_TASKS[name][0], backend)
         if out is not None:
             echo(f"run directory {run_dir} (`roboswe verify {run_dir}` replays it)")
     return code
 
 
-def _run(run_dir: Path, task: str, backend: str | None) -> int:
+def run_config(config: Path, run_dir: Path, task: str, backend: str | None = None) -> int:
+    """`roboswe run --config CONFIG --tasks rle/TASK --out RUN_DIR`, then its outcome printed: 0 scored, 1 the
+    report is not scored, 2 the run ended without one."""
     from roboswe.commands.run import add_arguments_run, run_run
 
     from .run import print_rle_outcome
@@ -48,7 +50,7 @@ def _run(run_dir: Path, task: str, backend: str | None) -> int:
 
     parser = argparse.ArgumentParser(prog="roboswe run")  # `roboswe run`'s own parser: every option gets its default
     add_arguments_run(parser)
-    args = parser.parse_args(["--config", str(DEMO_CONFIG), "--out", str(run_dir), "--tasks", f"rle/{task}",
+    args = parser.parse_args(["--config", str(config), "--out", str(run_dir), "--tasks", f"rle/{task}",
                               "--preflight", "offline", *(["--engine", backend] if backend else [])])
     code = run_run(args, outcome=False)
     if not (run_dir / REPORT).exists():

@@ -139,10 +139,18 @@ def task_names() -> list[str]:
 
 
 def load_task(name_or_path: str | Path) -> RleTask:
-    """A shipped task by id (``pose-rgb``), or a TOML file a user names by path."""
+    """A shipped task by id (``pose-rgb``), or a TOML file a user names by path. A speed-run task at another
+    harness level is its id with the level's suffix (``speedrun-kit-closecabinet-l3``: kitchen/plan.py at_level)."""
     path = Path(name_or_path)
     if path.suffix != ".toml":
         path = TASKS_DIR / f"{name_or_path}.toml"
+        base, _, level = str(name_or_path).rpartition("-")
+        if not path.exists() and level in ("l2", "l3") and (TASKS_DIR / f"{base}.toml").exists():
+            task = load_task(base)
+            if task.kitchen is not None:
+                from .kitchen.plan import at_level
+
+                return at_level(task, level.upper())  # type: ignore[arg-type] - one of LEVELS
         if not path.exists():
             raise TaskError(f"no RLE task {name_or_path!r}; the shipped ones are {task_names()}")
     try:

@@ -13,7 +13,9 @@ closes the ledger over the sealed digest, writes the RLE run directory (rundir.p
 ``development.json``, and runs the verifier process; ``roboswe index RUN_DIR`` and ``roboswe verify
 RUN_DIR`` work on it. A family 03 task (Tabletop Physical Reasoning) has no artifact: its session is the
 attempt, so the coordinator asks the simulator to end it (``EndAttempt``: release, settle, score and the
-ledger sealed there, roboswe/rle/tabletop/runner.py) and writes the run directory it answers instead.
+ledger sealed there, roboswe/rle/tabletop/runner.py) and writes the run directory it answers instead. A
+family 01 task (the speed-run) is scored on trials, not an artifact: after the seal its evaluation phase runs
+through the same actors in the hidden kitchens (roboswe/rle/kitchen/runner.py) and every trial is replayed.
 One RLE task per run: the run directory is that task's RLE run directory.
 """
 
@@ -125,6 +127,11 @@ async def develop_task(run: Any, links: Any, task: RleTask) -> None:
     conversation = Conversation(plan.series_id, links.context, links.recorder, run.reader)
     await conversation.reset([], {})
     workspace = fresh_dir(plan.workspace_dir())
+    if task.kitchen is not None:  # family 01 at L2/L3: the client skills and harness manual, before anything runs
+        from .kitchen.development import workspace_files
+
+        for name, data in workspace_files(task.kitchen.level).items():
+            (workspace / name).write_bytes(data)
     runner = DevelopmentRunner(links, plan, run.progress, index=1, attempt=0, workspace=workspace, recovers=None,
                                conversation=conversation, task=task, ledger_record=run_dir / LIVE_LEDGER,
                                salt_file=run.config.rle.salt_file)
@@ -138,6 +145,12 @@ async def develop_task(run: Any, links: Any, task: RleTask) -> None:
     record = await trio.to_thread.run_sync(seal_and_write, task, rows, workspace, run_dir, runner, ended)
     await links.recorder.event("rle_sealed", ended.trial_id, ledger_head=record.ledger_head, spent=record.spent,
                                ended=record.ended)
+    if task.kitchen is not None:  # family 01: the evaluation phase in the hidden kitchens, then every trial replayed
+        from .kitchen.runner import evaluate
+
+        run.progress.say(f"{plan.series_id}: development {record.ended}, {record.spent} of {record.budget} charged")
+        await evaluate(run, links, task, plan, workspace, run_dir)
+        return
     run.progress.say(f"{plan.series_id}: development {record.ended}, {record.spent} of {record.budget} charged; verifying")
     await verify(run, links, run_dir, ended.trial_id)
 

@@ -56,6 +56,14 @@ DEVELOPMENT_SCENES: dict[str, str] = {
 """``development.scene`` → ``"module:factory"``: ``factory(task: RleTask, salt: Salt) -> DevelopmentScene``
 (``salt``: the run's hidden salt, for a scene that is a hidden instance; a scene on public seeds ignores it)."""
 
+EVALUATIONS: dict[str, str] = {
+    "kitchen": "roboswe.rle.kitchen.evaluation:open_evaluation",
+}
+"""``development.scene`` → ``"module:factory"`` of a family with an evaluation phase on the simulator's side
+(family 01's hidden kitchens, protocol.sim.LoadEvaluation): ``factory(task: RleTask, salt: Salt)`` returns the
+phase's simulator, which answers what a DevelopmentSim answers (``answer_robot``, loaded, success, task_record,
+no_states, end_attempt, close) and ``move_trial`` (FinishTrial, NextTrial)."""
+
 
 class DevelopmentScene(Protocol):
     """One RLE family's development scene on public seeds. ``DevelopmentSim`` owns the ledger and the
@@ -84,24 +92,56 @@ class DevelopmentScene(Protocol):
     def close(self) -> None: ...
 
 
+def _factory(registry: dict[str, str], task: RleTask, what: str) -> Callable:
+    target = registry.get(task.development.scene)
+    if target is None:
+        raise ValueError(f"{task.id}: no {what} for {task.development.scene!r}; registered: {sorted(registry)}")
+    module, factory = target.split(":")
+    return getattr(importlib.import_module(module), factory)
+
+
 def open_scene(task: RleTask, salt: Salt | None = None) -> DevelopmentScene:
     """The development scene the task's manifest names (``DEVELOPMENT_SCENES``); ``salt`` (None: the
     public one) is for a family whose scene is a hidden instance drawn from it."""
-    target = DEVELOPMENT_SCENES.get(task.development.scene)
-    if target is None:
-        raise ValueError(f"{task.id}: no development scene {task.development.scene!r}; "
-                         f"registered: {sorted(DEVELOPMENT_SCENES)}")
-    module, factory = target.split(":")
-    make: Callable[[RleTask, Salt], DevelopmentScene] = getattr(importlib.import_module(module), factory)
+    make: Callable[[RleTask, Salt], DevelopmentScene] = _factory(DEVELOPMENT_SCENES, task, "development scene")
     return make(task, salt if salt is not None else public_salt())
 
 
-def development_from_wire(load: simp.LoadDevelopment) -> DevelopmentSim:
-    """A LoadDevelopment's simulator (the simulator actor builds it on its scene thread): the task as
-    protocol.sim.encode_manifest encodes it, the salt read here, on the trusted side."""
+def phase_from_wire(load: simp.LoadDevelopment | simp.LoadEvaluation):
+    """The simulator of a LoadDevelopment or LoadEvaluation (the simulator actor builds it on its scene thread):
+    the task as protocol.sim.encode_manifest encodes it, the salt read here, on the trusted side."""
     task = msgspec.msgpack.decode(load.task, type=RleTask)
     salt = load_salt(Path(load.salt_file) if load.salt_file else None)
+    if isinstance(load, simp.LoadEvaluation):
+        return _factory(EVALUATIONS, task, "evaluation phase")(task, salt)
     return DevelopmentSim(task, record=Path(load.record) if load.record else None, scene=open_scene(task, salt))
+
+
+def phase_loaded(task: RleTask, spec: simp.TaskSpec) -> simp.Loaded:
+    """An RLE phase's Loaded: its fingerprint is the task manifest's digest (the plan's reference), nothing else."""
+    digest = task_digest(task)
+    fingerprint = simp.Fingerprint(digest=digest, seed=0, model_xml_sha256="", initial_state_sha256="",
+                                   versions={"rle": task.protocol.version})
+    return simp.Loaded(fingerprint=fingerprint, spec=spec, manifest_digest=digest)
+
+
+def answer_robot(sim, message: Message, what: str) -> tuple[Message, list[bytes]]:
+    """The robot subset of the simulator protocol answered by a phase's simulator (``sim``: a DevelopmentSim or a
+    family's evaluation phase, with spec, state, observe, step and reset); anything else is refused."""
+    match message:
+        case simp.GetSpec():
+            return sim.spec(), []
+        case simp.GetState():
+            return sim.state(), []
+        case simp.Observe(depth=depth):
+            return sim.observe(depth)
+        case simp.Step(actions=actions) if actions:
+            return sim.step(actions), []
+        case simp.Step():
+            return Error(code="invalid_action", detail="Step needs at least one action"), []
+        case simp.Reset():
+            return sim.reset(), []
+    return Error(code="refused", detail=f"{what} does not accept {type(message).__name__}"), []
 
 
 class DevelopmentSim:
@@ -155,20 +195,7 @@ class DevelopmentSim:
     def answer(self, message: Message) -> tuple[Message, list[bytes]]:
         if self.ended:  # the scene was released and scored: nothing reads or moves it again
             return Error(code="refused", detail=f"{self.task.id}: the attempt has ended"), []
-        match message:
-            case simp.GetSpec():
-                return self.spec(), []
-            case simp.GetState():
-                return self.state(), []
-            case simp.Observe(depth=depth):
-                return self.observe(depth)
-            case simp.Step(actions=actions) if actions:
-                return self.step(actions), []
-            case simp.Step():
-                return Error(code="invalid_action", detail="Step needs at least one action"), []
-            case simp.Reset():
-                return self.reset(), []
-        return Error(code="refused", detail=f"the development simulator does not accept {type(message).__name__}"), []
+        return answer_robot(self, message, "the development simulator")
 
     def spec(self) -> simp.TaskSpec:
         action, budget = self.scene.action, self.task.budget
@@ -259,11 +286,7 @@ class DevelopmentSim:
     # --- the control endpoint's view (the simulator actor during a LoadDevelopment) --------------
 
     def loaded(self) -> simp.Loaded:
-        """The phase's Loaded: its fingerprint is the task manifest's digest (the plan's reference)."""
-        digest = task_digest(self.task)
-        fingerprint = simp.Fingerprint(digest=digest, seed=0, model_xml_sha256="", initial_state_sha256="",
-                                       versions={"rle": self.task.protocol.version})
-        return simp.Loaded(fingerprint=fingerprint, spec=self.spec(), manifest_digest=digest)
+        return phase_loaded(self.task, self.spec())
 
     def success(self) -> simp.SuccessStatus:
         """Never achieved; ``control_step`` is the ledger's spent units, so a trial's step budget is the ledger's."""

@@ -170,6 +170,29 @@ def test_index_levels_counts_and_partial_overall():
     assert rle_index(reports, full).overall == pytest.approx(50.0)
 
 
+def test_index_groups_a_speedrun_tasks_harness_levels_under_one_task_and_pools_only_l1():
+    """L1 and L3 of one kit subtask are one task with two levels: a family row per level over the same five
+    subtasks, and only L1's feeds the workflow and overall (L3 reads privileged state)."""
+    from roboswe.rle.index import task_level
+
+    kit = "speedrun-kit-pickplacecountertodrawer"
+    assert task_level(f"{kit}-l3") == (kit, "L3") and task_level(kit) == (kit, "L1")
+    assert task_level("pose-rgb") == ("pose-rgb", None) and task_level("not-a-task-l3") == ("not-a-task-l3", None)
+    family, workflow = "01 RoboCasa Speed-Run", WORKFLOWS[0]
+    fields = {"family": family, "workflow": workflow, "placeholder": True, "protocol": "speedrun-kit/1+public:x"}
+    index = rle_index([_report(task=kit, reward=0.6, **fields), _report(task=f"{kit}-l3", reward=1.0, **fields)])
+    cells = {(e.task, e.harness_level): e.score for e in index.tasks if e.task.startswith("speedrun-kit-")}
+    assert len(cells) == 10 and cells[(kit, "L1")] == 60.0 and cells[(kit, "L3")] == 100.0  # 5 subtasks x 2 levels
+    assert not any(e.task.endswith("-l3") for e in index.tasks)
+    rows = {lvl.harness_level: lvl for lvl in index.families if lvl.name == family}
+    assert set(rows) == {"L1", "L3"} and (rows["L1"].present, rows["L1"].total, rows["L1"].mean) == (1, 5, 60.0)
+    assert (rows["L3"].present, rows["L3"].total, rows["L3"].mean) == (1, 5, 100.0)
+    interactive = next(w for w in index.workflows if w.name == workflow)
+    assert interactive.mean == 60.0  # the L1 row only
+    text = render_index(index)
+    assert f"family {family} at L3 (shown, not pooled)" in text and f"{kit:<42}L3" in text
+
+
 def test_index_refuses_to_pool_salts_versions_and_placeholders():
     with pytest.raises(PoolingError, match="salts"):
         rle_index([_report(), _report(task="pose-rgbd", salt_sha256="other")])

@@ -7,7 +7,8 @@ act in five hidden kitchens; reward = success_rate × (0.80 + 0.20 × (1 − dev
 - ``development``: ``KitchenDevelopmentScene``, the family's development scene (roboswe/rle/scene.py's
   seam): RoboCasa's own task class and predicate through sim/robocasa on public seeds.
 - ``evaluation``: the trusted evaluation simulator (hidden kitchens, per-trial caps, no reset,
-  ``finish_trial``/``next_trial``) and the evidence it commits.
-- ``verify``: the reward report from committed evidence only (ledger chain, replayed trials).
+  ``finish_trial``/``next_trial``), the simulator actor's phase during a LoadEvaluation, and the evidence it commits.
+- ``runner``: the evaluation phase through the actors, the coordinator's side (after the sealed development).
+- ``verify``: the reward report from committed evidence only (ledger chain, replayed trials), its own process.
 - ``skills`` and ``MANUAL.md``: the L2/L3 client skills shipped into the sandbox with the task.
 """

@@ -1,10 +1,13 @@
 """The trusted evaluation phase: five hidden kitchens, one trial each, no reset.
 
-``EvaluationSim`` answers the robot subset of the simulator protocol (``GetSpec``, ``GetState``,
-``Observe``, ``Step``; ``Reset`` refused) for the current trial's hidden kitchen, and two phase
-operations: ``finish_trial()`` ends the current trial (RoboCasa's predicate held for the success
-interval at some step of it decides it; the participant is not told), ``next_trial()`` opens the next
-kitchen once the current one is finished. A trial also ends at ``trial_actions`` actions; a batch holds
+``EvaluationSim`` is the simulator actor's phase during a ``LoadEvaluation`` (protocol/sim.py; built by
+``open_evaluation`` from the run's salt, on the simulator's side). It answers the robot subset of the
+simulator protocol (``GetSpec``, ``GetState``, ``Observe``, ``Step``; ``Reset`` refused: roboswe/rle/scene.py's
+``answer_robot``) for the current trial's hidden kitchen, and the participant's two phase operations, which
+the coordinator forwards as ``FinishTrial`` and ``NextTrial``: ``finish_trial()`` ends the current trial
+(RoboCasa's predicate held for the success interval at some step of it decides it; the participant is not
+told), ``next_trial()`` opens the next kitchen once the current one is finished. ``EndAttempt`` ends the
+phase and answers ``evaluation.json``. A trial also ends at ``trial_actions`` actions; a batch holds
 1..``batch_max`` actions within what the trial has left or is refused whole; trials never opened are
 failures. Every answer is what the participant sees, and none of it names the kitchen: the spec's
 task id is the task's, the only position it learns is "trial k of n". ``visible`` keeps each answer
@@ -29,13 +32,17 @@ from roboswe.protocol import sim as simp
 from roboswe.protocol.control import Error
 from roboswe.sim.physics_state import fingerprint_bytes, snapshot
 
-from ..manifest import RleTask
+from ..manifest import RleTask, task_digest
+from ..scene import answer_robot, phase_loaded
+from ..seeds import Salt
 from .development import KitchenScene, privileged_keys
-from .plan import HiddenPlan
+from .plan import HiddenPlan, hidden_plan
 from .rules import batch_refusal
 
 TrialEnd = Literal["finish_trial", "actions", "unreached"]
 EVALUATION = "evaluation.json"
+TASK_RECORD_FAMILY = "rle-evaluation"
+"""The ``family`` of the evaluation trial's task record (in the run database: each trial's end and actions, no plan)."""
 
 
 class TrialRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -60,6 +67,11 @@ def state_sha256(scene: KitchenScene) -> str:
     return hashlib.sha256(fingerprint_bytes(snapshot(scene.backend.data))).hexdigest()
 
 
+def open_evaluation(task: RleTask, salt: Salt) -> EvaluationSim:
+    """``scene.EVALUATIONS["kitchen"]``: the evaluation phase on the plan the salt draws."""
+    return EvaluationSim(task, hidden_plan(task, salt))
+
+
 class EvaluationSim:
     """The evaluation simulator for one task on one hidden plan (trusted side; the plan never leaves it)."""
 
@@ -71,6 +83,8 @@ class EvaluationSim:
         self._rows: list[list[float]] = []
         self._finished = True
         self.privileged: list[str] = []
+        self.applied = 0  # actions applied over every trial (the phase's control step, as the coordinator sees it)
+        self.record: EvaluationRecord | None = None  # set when the phase has ended
         self._open(0)
 
     # --- the trial lifecycle -----------------------------------------------------------------
@@ -107,7 +121,10 @@ class EvaluationSim:
         return self._seen(f"trial {self.index + 1} of {self.rules.trials} is open: a kitchen you have not seen")
 
     def close(self) -> EvaluationRecord:
-        """End the phase: an open trial ends as it stands, trials never opened are failures."""
+        """End the phase (once; again: the same record): an open trial ends as it stands, trials never opened
+        are failures."""
+        if self.record is not None:
+            return self.record
         if not self._finished:
             self._finish("finish_trial")
         done = {t.index for t in self.trials}
@@ -115,8 +132,47 @@ class EvaluationSim:
         if self.scene is not None:
             self.scene.close()
             self.scene = None
-        return EvaluationRecord(task=self.task.id, level=self.rules.level, plan_commitment=self.plan.commitment,
-                                trials=sorted(self.trials, key=lambda t: t.index), privileged=self.privileged)
+        self.record = EvaluationRecord(task=self.task.id, level=self.rules.level, plan_commitment=self.plan.commitment,
+                                       trials=sorted(self.trials, key=lambda t: t.index), privileged=self.privileged)
+        return self.record
+
+    # --- the control endpoint's view (the simulator actor during a LoadEvaluation) -------------
+
+    def move_trial(self, message: simp.FinishTrial | simp.NextTrial) -> simp.EvaluationTrial | Error:
+        """The participant's finish_trial / next_trial, forwarded by the coordinator."""
+        if self.record is not None:
+            return Error(code="refused", detail="the evaluation phase has ended")
+        text = self.finish_trial() if isinstance(message, simp.FinishTrial) else self.next_trial()
+        return simp.EvaluationTrial(trial=self.index + 1, trials=self.rules.trials, open=not self._finished, text=text)
+
+    def loaded(self) -> simp.Loaded:
+        return phase_loaded(self.task, self.spec())  # nothing of the plan
+
+    def success(self) -> simp.SuccessStatus:
+        """Never achieved (the participant is not told how a trial went); ``control_step`` is the actions applied
+        over every trial, so the coordinator's step budget is the phase's trials × trial_actions."""
+        return simp.SuccessStatus(achieved=False, interval=1, achieved_step=None, first_held_step=None, current_run=0,
+                                  longest_run=0, control_step=self.applied, sim_time=self.applied / self.task_hz)
+
+    @property
+    def task_hz(self) -> int:
+        return self.scene.control_hz if self.scene is not None else 20
+
+    def task_record(self) -> simp.TaskRecord:
+        """How each trial so far ended and how many actions it took (the run database's; nothing of the plan)."""
+        trials = [{"trial": t.index + 1, "ended": t.ended, "actions": len(t.rows)} for t in self.trials]
+        return simp.TaskRecord(data={"family": TASK_RECORD_FAMILY, "task": self.task.id, "trials": trials,
+                                     "actions": self.applied})
+
+    def no_states(self) -> simp.RecordedStates:
+        return simp.RecordedStates(fingerprint_digest=task_digest(self.task), seed=0, count=0, fields={})
+
+    def end_attempt(self) -> tuple[simp.TaskRecord | Error, list[bytes]]:
+        """EndAttempt: the phase ends (``close``) and its record is the run directory's evaluation.json."""
+        if self.record is not None:
+            return Error(code="refused", detail=f"{self.task.id}: the evaluation phase has already ended"), []
+        record = msgspec.json.encode(self.close())
+        return simp.TaskRecord(data={"task": self.task.id}, files={EVALUATION: 0}), [record]
 
     # --- the robot subset, as the participant sees it ----------------------------------------
 
@@ -131,24 +187,18 @@ class EvaluationSim:
         return answer
 
     def answer(self, message: Message) -> tuple[Message, list[bytes]]:
-        return self._seen(self._answer(message))
+        if self.record is not None:
+            return self._seen((Error(code="refused", detail="the evaluation phase has ended"), []))
+        return self._seen(answer_robot(self, message, "the evaluation simulator"))
 
-    def _answer(self, message: Message) -> tuple[Message, list[bytes]]:
-        match message:
-            case simp.GetSpec():
-                return self.spec(), []
-            case simp.GetState():
-                return self.state(), []
-            case simp.Observe(depth=depth):
-                started = time.monotonic()
-                images, blobs = self.scene.observe(self.scene.backend.control_step, depth)
-                return simp.Observation(control_step=self.scene.backend.control_step, sim_time=self.scene.backend.sim_time,
-                                        images=images, state=self.state(), render_seconds=time.monotonic() - started), blobs
-            case simp.Step(actions=actions):
-                return self.step(actions), []
-            case simp.Reset():
-                return Error(code="reset", detail="there is no reset in the evaluation phase"), []
-        return Error(code="refused", detail=f"the evaluation simulator does not accept {type(message).__name__}"), []
+    def observe(self, depth: bool) -> tuple[simp.Observation, list[bytes]]:
+        started, b = time.monotonic(), self.scene.backend
+        images, blobs = self.scene.observe(b.control_step, depth)
+        return simp.Observation(control_step=b.control_step, sim_time=b.sim_time, images=images, state=self.state(),
+                                render_seconds=time.monotonic() - started), blobs
+
+    def reset(self) -> Error:
+        return Error(code="reset", detail="there is no reset in the evaluation phase")
 
     @property
     def actions_left(self) -> int:
@@ -184,6 +234,7 @@ class EvaluationSim:
         for row in actions:
             self.scene.step(row)
             self._rows.append([float(v) for v in row])
+            self.applied += 1
         if self.actions_left == 0:
             self._finish("actions")
         b = self.scene.backend

@@ -109,8 +109,8 @@ class Arm:
     """Closed-loop end-effector moves through ``robot.step_many`` (one batch per call, at most ``batch``)."""
 
     def __init__(self, robot, spec, *, batch: int = 1):
-        names = [c.name for c in spec.action.components] if spec.action.components else []
-        self.robot, self.dim, self.batch = robot, spec.action_dim, batch
+        names = [_field(c, "name") for c in _field(_field(spec, "action"), "components")]
+        self.robot, self.dim, self.batch = robot, int(_field(spec, "action_dim")), batch
         self.i_arm = names.index("right.dx") if "right.dx" in names else 0
         self.i_grip = next((i for i, n in enumerate(names) if "grip" in n), 6)
         self.i_mode = names.index("mode") if "mode" in names else self.dim - 1
@@ -167,6 +167,11 @@ class Arm:
     def gripper_gap(self) -> float:
         q = np.asarray(self.state["robot0_gripper_qpos"], dtype=float)
         return float(abs(q[0]) + abs(q[-1]))
+
+
+def _field(spec, name: str):
+    """A field of ``robot.spec()``: a dict from the sandbox's ``import robot``, attributes from a TaskSpec."""
+    return spec[name] if isinstance(spec, dict) else getattr(spec, name)
 
 
 def box_corners(values) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

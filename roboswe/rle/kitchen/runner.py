@@ -1,155 +1,104 @@
-"""A speed-run end to end on the trusted side: develop, seal, evaluate in the hidden kitchens, verify.
+"""A speed-run's evaluation phase through the actors: the coordinator's side.
 
-This is family 01's own small trusted runner, in one process: the scripted participant acts through
-``KitchenRobot`` (the robot subset's messages answered by the ``DevelopmentSim`` with
-``KitchenDevelopmentScene`` during development and by ``EvaluationSim`` during evaluation), not from a
-sandboxed script through the actors; the evaluation phase does not run through the actors yet. The
-run directory:
-
-    rle.json task.json sealed.json artifact/ ledger.jsonl   (the development, sealed: rundir.write_submission)
-    evaluation.json                                          (the trusted side's trial record)
-    report.json                                              (verify.py's report, seeds revealed)
+After the development session is sealed (roboswe/rle/run.py), the participant acts in the hidden kitchens
+as it developed: the same provider client actor, its scripts in the sandbox bridge actor's sandbox around
+the same workspace (RLE-Bench: both steps share /workspace), the simulator actor serving the phase
+(protocol.sim.LoadEvaluation: family 01's ``EvaluationSim``, the hidden plan drawn there from the run's salt,
+never sent anywhere). The session is one trial of its own one-trial series ``RUN_ID/TASK-evaluation`` with a
+fresh conversation, under the ``evaluation`` interface: the coding agent's tools plus ``finish_trial`` and
+``next_trial``, which ``EvaluationRunner`` forwards to the simulator (FinishTrial, NextTrial). Its step
+budget is trials × trial_actions (the simulator counts each trial's own cap), each exec at most one trial's
+actions; ``robot.reset()`` reaches the simulator, which refuses it. Then ``EndAttempt`` ends the phase there
+(an open trial ends as it stands, trials never opened are failures) and answers ``evaluation.json``, and the
+verifier process (verify.py, with ``PYTHONHASHSEED=0`` as the live trials) replays every trial and writes
+the report.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
-import time
-from collections.abc import Callable
+import sys
 from pathlib import Path
+from typing import Any
 
 import msgspec
-import numpy as np
+import trio
 
+from roboswe.evaluation.ends import TrialIncomplete
+from roboswe.evaluation.feedback import OpResult, TrialMoved
+from roboswe.evaluation.peers import INFRA_ERRORS, LOAD_DEADLINE
+from roboswe.evaluation.trial import TrialRunner
+from roboswe.protocol import participant as pp
 from roboswe.protocol import sim as simp
-from roboswe.protocol.control import Error
 
-from .. import rundir
-from ..ledger import Ledger, decode_rows, encode_rows
 from ..manifest import RleTask
-from ..report import RewardReport
-from ..seal import seal_directory
-from ..seeds import Salt
-from .development import KitchenDevelopmentScene, workspace_files
-from .evaluation import EVALUATION, EvaluationSim
-from .plan import hidden_plan
-from .verify import verify_run
+from .evaluation import EVALUATION
+
+INTERFACE = "evaluation"  # protocol.participant.INTERFACES
+SCRIPT_SECONDS = 600.0
 
 
-class Refused(RuntimeError):
-    """The simulator refused a call (``code``: reset, invalid_action, limit_reached, refused)."""
+class EvaluationRunner(TrialRunner):
+    """The evaluation session of ``task``: LoadEvaluation in place of a scene, the trial operations forwarded."""
 
-    def __init__(self, code: str, detail: str):
-        super().__init__(f"{code}: {detail}")
-        self.code = code
+    def __init__(self, *args: Any, task: RleTask, salt_file: str | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.task, self.salt_file = task, salt_file
 
-
-class KitchenRobot:
-    """The participant's robot in either phase (the same calls ``import robot`` offers, plus the phase's)."""
-
-    def __init__(self, sim, *, phase: str):
-        self.sim, self.phase = sim, phase
-
-    def _ask(self, message):
-        reply, blobs = self.sim.answer(message)
-        if isinstance(reply, Error):
-            raise Refused(reply.code, reply.detail)
-        return reply, blobs
-
-    def spec(self) -> simp.TaskSpec:
-        return self._ask(simp.GetSpec())[0]
-
-    def state(self) -> dict[str, np.ndarray]:
-        return {k: np.asarray(v, dtype=float) for k, v in self._ask(simp.GetState())[0].values.items()}
-
-    def observe(self, depth: bool = True) -> dict[str, dict[str, np.ndarray]]:
-        obs, blobs = self._ask(simp.Observe(depth=depth))
-        out = {}
-        for im in obs.images:
-            view = {"rgb": np.frombuffer(blobs[im.rgb_blob], np.uint8).reshape(im.height, im.width, 3),
-                    "K": np.asarray(im.K), "T_world_camera": np.asarray(im.T_world_camera)}
-            if im.depth_blob is not None:
-                view["depth"] = np.frombuffer(blobs[im.depth_blob], "<f4").reshape(im.height, im.width)
-            out[im.camera] = view
-        return out
-
-    def step_many(self, rows) -> dict[str, np.ndarray]:
-        """One batch (1..200 rows, within the allowance; else refused whole)."""
-        reply, _ = self._ask(simp.Step(actions=[[float(v) for v in row] for row in rows]))
-        return {k: np.asarray(v, dtype=float) for k, v in reply.values.items()}
-
-    def reset(self) -> dict[str, np.ndarray]:
-        return {k: np.asarray(v, dtype=float) for k, v in self._ask(simp.Reset())[0].values.items()}
-
-    @property
-    def trials(self) -> int:
-        """The evaluation's trial count (the manifest's, public: RLE-Bench's five)."""
-        return self.sim.rules.trials
-
-    def finish_trial(self) -> str:
-        return self.sim.finish_trial()
-
-    def next_trial(self) -> str:
-        return self.sim.next_trial()
-
-
-class Participant:
-    """What a scripted participant does in each phase; ``develop`` may write into its workspace."""
-
-    def develop(self, robot: KitchenRobot, workspace: Path) -> dict: ...
-
-    def evaluate(self, robot: KitchenRobot, workspace: Path) -> dict: ...
-
-
-def run_speedrun(task: RleTask, participant: Participant, salt: Salt, run_dir: Path,
-                 on_evaluation: Callable[[EvaluationSim], None] | None = None) -> tuple[RewardReport, dict]:
-    """Develop, seal, evaluate, verify; the run directory written. Returns the report and the phases' figures."""
-    from ..scene import DevelopmentSim
-
-    run_dir.mkdir(parents=True, exist_ok=True)
-    figures: dict = {}
-    with tempfile.TemporaryDirectory(prefix="rle-speedrun-") as tmp:
-        workspace = Path(tmp) / "workspace"
-        workspace.mkdir()
-        for name, data in workspace_files(task.kitchen.level).items():
-            (workspace / name).write_bytes(data)
-        live = run_dir / "ledger.live.jsonl"
-        t0 = time.monotonic()
-        scene = KitchenDevelopmentScene(task)
-        sim = DevelopmentSim(task, record=live, scene=scene)
-        figures["scene_build_seconds"] = round(time.monotonic() - t0, 2)
+    async def _load(self) -> simp.Loaded:
+        load = simp.LoadEvaluation(task=simp.encode_manifest(self.task), salt_file=self.salt_file)
         try:
-            t0 = time.monotonic()
-            figures["develop"] = participant.develop(KitchenRobot(sim, phase="develop"), workspace)
-            figures["develop_seconds"] = round(time.monotonic() - t0, 2)
-        finally:
-            sim.close()
-        sealed, contents = seal_directory(workspace, task.artifact)
-        ledger = Ledger.resume(decode_rows(live.read_bytes()) if live.exists() else [], task.budget.charged_steps)
-        ledger.seal(sealed.digest)
-        figures["development_steps"] = ledger.spent
-        rundir.write_submission(run_dir, task, sealed, contents, encode_rows(ledger.rows))
-        live.unlink(missing_ok=True)
-        # the evaluation phase: the participant keeps its workspace (RLE-Bench: both steps share /workspace)
-        t0 = time.monotonic()
-        evaluation = EvaluationSim(task, hidden_plan(task, salt))
-        try:
-            figures["evaluate"] = participant.evaluate(KitchenRobot(evaluation, phase="evaluate"), workspace)
-        finally:
-            record = evaluation.close()
-        figures["evaluate_seconds"] = round(time.monotonic() - t0, 2)
-        if on_evaluation is not None:
-            on_evaluation(evaluation)
-    (run_dir / EVALUATION).write_bytes(msgspec.json.encode(record))
-    t0 = time.monotonic()
-    report, diffs = verify_run(run_dir, salt)
-    figures["verify_seconds"] = round(time.monotonic() - t0, 2)
-    figures["replay_differences"] = diffs
-    rundir.write_report(run_dir, report)
-    return report, figures
+            loaded = (await self.links.sim.ask(load, simp.Loaded, LOAD_DEADLINE)).message
+        except INFRA_ERRORS as e:
+            raise TrialIncomplete("infrastructure", f"the simulator could not open the evaluation phase: "
+                                                    f"{type(e).__name__}: {e}") from None
+        self._sim_compute = await self.links.sim.compute_seconds()
+        return loaded
+
+    async def _execute(self, op: pp.AnyOperation, seq: int) -> OpResult:
+        if not isinstance(op, pp.FinishTrial | pp.NextTrial):
+            return await super()._execute(op, seq)
+        message = simp.FinishTrial() if isinstance(op, pp.FinishTrial) else simp.NextTrial()
+        moved = (await self.links.sim.ask(message, simp.EvaluationTrial, LOAD_DEADLINE)).message  # NextTrial builds
+        return OpResult(text=moved.text, feedback=TrialMoved(trial=moved.trial, open=moved.open))
 
 
-def fixed_hash_seed() -> bool:
-    """RoboCasa's scene depends on set/dict order: live run and replay must share PYTHONHASHSEED=0."""
-    return os.environ.get("PYTHONHASHSEED") == "0"
+def evaluation_plan(development: Any, task: RleTask) -> Any:
+    """The development's plan as the evaluation's: its own series, the evaluation's tools and budgets."""
+    from roboswe.evaluation.series_config import Budgets
+
+    k = task.kitchen
+    budgets = Budgets(trial_steps=k.trials * k.trial_actions, trial_seconds=k.evaluate_seconds,
+                      script_steps=k.trial_actions, script_seconds=min(SCRIPT_SECONDS, k.evaluate_seconds),
+                      interface=INTERFACE, track="evaluation", identity=f"rle:{task.protocol.version}")
+    return msgspec.structs.replace(development, series_id=f"{development.series_id}-evaluation", budgets=budgets)
+
+
+async def evaluate(run: Any, links: Any, task: RleTask, development: Any, workspace: Path, run_dir: Path) -> None:
+    """The evaluation session in the hidden kitchens, its record from the simulator, the verifier's report."""
+    from roboswe.evaluation.conversation import Conversation
+    from roboswe.evaluation.series import series_record
+
+    from ..rundir import read_report
+
+    plan = evaluation_plan(development, task)
+    await links.recorder.durable(series_record(plan))
+    conversation = Conversation(plan.series_id, links.context, links.recorder, run.reader)
+    await conversation.reset([], {})
+    salt = run.config.rle.salt_file
+    runner = EvaluationRunner(links, plan, run.progress, index=1, attempt=0, workspace=workspace, recovers=None,
+                              conversation=conversation, task=task, salt_file=salt)
+    run.progress.say(f"{plan.series_id}: evaluation in {task.kitchen.trials} hidden kitchens starts")
+    ended = await runner.run(None)
+    reply = await links.sim.ask(simp.EndAttempt(), simp.TaskRecord, LOAD_DEADLINE)
+    (run_dir / EVALUATION).write_bytes(bytes(reply.blobs[reply.message.files[EVALUATION]]))
+    run.progress.say(f"{plan.series_id}: evaluation {ended.outcome} ({ended.reason}); replaying every trial")
+    command = [sys.executable, "-m", "roboswe.rle.kitchen.verify", str(run_dir), *(["--salt-file", salt] if salt else [])]
+    env = {**os.environ, "PYTHONHASHSEED": "0", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    proc = await trio.run_process(command, check=False, capture_stdout=True, capture_stderr=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the speed-run verifier failed (exit {proc.returncode}): "
+                           f"{proc.stderr.decode(errors='replace')[-2000:]}")
+    report = await trio.to_thread.run_sync(read_report, run_dir)
+    await links.recorder.event("rle_report", ended.trial_id, **msgspec.to_builtins(report))
+    run.progress.say(f"{report.task}: reward {report.reward:.4f} ({report.status})")

@@ -148,3 +148,37 @@ def verify_again(run_dir: Path) -> int:
     if not diffs:
         echo(f"roboswe verify: {run_dir}: reproduced (every trial replayed, the report bit for bit; reward {again.reward})")
     return 1 if diffs else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m roboswe.rle.kitchen.verify RUN_DIR [--salt-file FILE]``: the verifier process of an RLE run
+    through the actors (roboswe/rle/kitchen/runner.py). Only this process and the simulator read the salt; the
+    report (seeds revealed) is written to RUN_DIR. Exit 0 written, 2 it could not verify."""
+    import argparse
+    import os
+    import sys
+
+    from ..seeds import SaltError, load_salt
+
+    p = argparse.ArgumentParser(prog="python -m roboswe.rle.kitchen.verify", description=main.__doc__.splitlines()[0])
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--salt-file", type=Path, default=None, help="the hidden salt (default: the public CI salt)")
+    args = p.parse_args(argv)
+    if os.environ.get("PYTHONHASHSEED") != "0":  # as the live trials: RoboCasa's scene follows set order
+        sys.stderr.write("speed-run verifier: run with PYTHONHASHSEED=0 (the live trials were)\n")
+        return 2
+    try:
+        report, _ = verify_run(args.run_dir.resolve(), load_salt(args.salt_file))
+    except (SaltError, OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as e:
+        sys.stderr.write(f"speed-run verifier: could not verify {args.run_dir}: {e}\n")
+        return 2
+    rundir.write_report(args.run_dir.resolve(), report)
+    sys.stdout.write(f"{report.task}: {report.status} reward {report.reward:.4f}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    import os
+
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    raise SystemExit(main())

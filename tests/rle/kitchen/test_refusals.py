@@ -145,3 +145,43 @@ def test_the_verifier_scores_committed_evidence_and_gates_a_tampered_unsealed_or
     path.unlink()
     report, _ = verify_run(unreached_run, public_salt())
     assert report.status == "gated" and report.gates[0].reason == "ledger missing"
+
+
+def test_the_evaluation_phase_as_the_simulator_actor_serves_it_and_the_sandbox_door_sees_it(evaluation):
+    """LoadEvaluation's phase: its Loaded names nothing of the plan; FinishTrial/NextTrial move through the trials;
+    through the bridge's door a reset is robot.ResetRefused and a batch of 201 robot.InvalidAction (nothing
+    applied); EndAttempt gives evaluation.json once, after which nothing answers."""
+    import functools
+
+    import trio
+    from roboswe.bridge.door import RobotDoor
+    from roboswe.protocol import bridge as pb
+
+    sim = evaluation
+    loaded = msgspec.json.encode(sim.loaded())
+    assert not any(str(k.seed).encode() in loaded for k in sim.plan.kitchens) and sim.plan.commitment.encode() not in loaded
+    door = RobotDoor(functools.partial(DevelopmentSim.link, sim), resets=True)  # as an RLE run's door: resets forwarded
+    session = door.begin("probe.py", pb.ScriptLimits(steps=1000))
+
+    class Call:  # what the bridge's allow-list hands the door
+        def __init__(self, message):
+            self.message = message
+
+    def ask(message):
+        return trio.run(door.handle, Call(message))[0]
+
+    assert (ask(pb.Reset(token=session.token)).code, ask(pb.StepMany(token=session.token, actions=[[0.0, 0.0]] * 201)).code) == (
+        "reset", "invalid_action")
+    assert sim.actions_left == 1000 and ask(pb.StepMany(token=session.token, actions=[[0.0, 0.0]] * 2)).steps == 2
+    still = sim.move_trial(simp.NextTrial())
+    assert (still.trial, still.open) == (1, True) and "still open" in still.text
+    finished = sim.move_trial(simp.FinishTrial())
+    assert (finished.trial, finished.open, sim.success().control_step, sim.success().achieved) == (1, False, 2, False)
+    opened = sim.move_trial(simp.NextTrial())
+    assert (opened.trial, opened.trials, opened.open) == (2, 5, True) and "have not seen" in opened.text
+    assert [t["ended"] for t in sim.task_record().data["trials"]] == ["finish_trial"]
+    reply, blobs = sim.end_attempt()
+    record = msgspec.json.decode(blobs[reply.files[ev.EVALUATION]], type=ev.EvaluationRecord)
+    assert [t.ended for t in record.trials] == ["finish_trial", "finish_trial", "unreached", "unreached", "unreached"]
+    assert isinstance(sim.end_attempt()[0], Error) and isinstance(sim.move_trial(simp.NextTrial()), Error)
+    assert sim.answer(simp.GetState())[0].code == "refused"
