@@ -73,8 +73,8 @@ def run_view(args: argparse.Namespace) -> int:
     from roboswe.viewer._serve import serve_site
 
     out = args.out or Path(args.run_dir) / "viewer"
-    if args.live and not args.every > 0:
-        echo(f"roboswe view: --every {args.every}: expected a positive number of seconds", file=sys.stderr)
+    if args.live and not 0 < args.every <= 3600:
+        echo(f"roboswe view: --every {args.every}: expected a positive number of seconds, at most 3600", file=sys.stderr)
         return 2
     try:
         export_site(args.run_dir, out, refresh=args.every if args.live else None)

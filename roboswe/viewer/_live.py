@@ -68,7 +68,7 @@ def follow(run_dir: Path, site: Path, every: float, say: Callable[[str], None],
            stop: threading.Event | None = None) -> None:
     """Re-export ``site`` on each change of the run until ``stop`` is set (or Ctrl-C)."""
     stop = stop or threading.Event()
-    seen = run_fingerprint(run_dir)
+    seen: tuple[Any, ...] | None = run_fingerprint(run_dir)
     while not stop.wait(every):
         now = run_fingerprint(run_dir)
         if now == seen:

@@ -161,11 +161,13 @@ def test_view_live_re_exports_when_the_database_changes_and_stops_on_ctrl_c(goin
     assert (site / "index.html").is_file() and _data(site / "data" / "run.js")["snapshot"] == now["snapshot"]
 
 
-def test_view_live_refuses_a_non_positive_interval(going, capsys):
+@pytest.mark.parametrize("every", ["0", "-1", "nan", "inf"])
+def test_view_live_refuses_an_interval_that_is_not_a_few_seconds(going, tmp_path, capsys, every):
     from roboswe.cli import main
 
-    assert main(["view", str(going), "--live", "--every", "0"]) == 2
-    assert "--every 0.0: expected a positive number of seconds" in capsys.readouterr().err
+    assert main(["view", str(going), "--live", "--every", every, "--out", str(tmp_path / "site")]) == 2
+    assert f"--every {float(every)}: expected a positive number of seconds" in capsys.readouterr().err
+    assert not (tmp_path / "site").exists()  # refused before anything is written
 
 
 @pytest.mark.exhaustive
