@@ -7,7 +7,8 @@ judges it), an attempt with no end recorded is *running*, and a slot the job has
 *pending*: the series' slots without an attempt and the tasks the run was asked for (its pinned task
 list, else RUN_DIR/job.json) that have no series yet. Neither is scored: the figures are those of
 the scored slots at the snapshot, the same as ``roboswe report`` then. Once the run has stopped, the
-same slots read as they always did: incomplete (interrupted) and not started.
+same slots read as they always did: incomplete (interrupted) and not started; so they do while the
+job is a replay job (``roboswe verify``), which runs no trial.
 
 ``refresh`` (``roboswe view --live``) asks the pages to look for a newer export every so many seconds:
 ``data/snapshot.js`` holds the snapshot's time alone, and a page whose export it no longer is reloads.
@@ -40,16 +41,14 @@ def run_state(run_dir: Path) -> tuple[bool, str]:
     return False, state.state + (f": {state.failure}" if state.failure else "")
 
 
-def _asked_tasks(run_dir: Path, pinned: list[str]) -> list[str]:
-    """The tasks the run was asked for: its pinned list, else the job file's (empty when neither says)."""
-    if pinned:
-        return list(pinned)
+def _job(run_dir: Path) -> Any:
+    """RUN_DIR/job.json (roboswe.evaluation.job.Job), or None without a readable one."""
     from roboswe.evaluation.job import read_job
 
     try:
-        return list(read_job(run_dir).tasks)
+        return read_job(run_dir)
     except (FileNotFoundError, ValueError):
-        return []
+        return None
 
 
 def _trials_per_series(run_config: dict[str, Any]) -> int:
@@ -62,6 +61,9 @@ def _trials_per_series(run_config: dict[str, Any]) -> int:
 def snapshot(run_dir: Path, run: Any, summary: dict[str, Any], refresh: float | None = None) -> dict[str, Any]:
     """The snapshot's facts for data/run.js; marks ``summary``'s attempts with no end ``running`` while the run goes."""
     live, state = run_state(run_dir)
+    job = _job(run_dir)
+    if live and job is not None and job.kind == "verify":  # replays only: no trial runs, no slot is reached
+        live, state = False, "replaying its trials (roboswe verify)"
     running = 0
     pending = 0
     for s in summary["series"]:
@@ -72,7 +74,8 @@ def snapshot(run_dir: Path, run: Any, summary: dict[str, Any], refresh: float | 
             pending += max(0, s["trials"] - len({a["index"] for a in s["attempts"]}))
     started = {s["task"] for s in summary["series"]}
     trials = _trials_per_series(dict(run.config.run_config))
-    unstarted = [{"task": t, "trials": trials} for t in _asked_tasks(run_dir, run.config.tasks) if t not in started]
+    asked = list(run.config.tasks) or (list(job.tasks) if job is not None else [])  # the pinned list, else the job's
+    unstarted = [{"task": t, "trials": trials} for t in asked if t not in started]
     if live:
         pending += sum(u["trials"] for u in unstarted)
     return {"at": time.time(), "live": live, "run_state": state, "running": running, "pending": pending,

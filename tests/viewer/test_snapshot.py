@@ -102,6 +102,13 @@ def test_once_the_run_has_stopped_its_slots_read_as_interrupted_and_not_started(
     _supervisor(going, gone.pid, "running")  # a supervisor that died without saying so
     data = _exported(going, tmp_path / "dead")
     assert data["snapshot"]["live"] is False and data["snapshot"]["run_state"] == "stopped (its supervisor is gone)"
+    from roboswe.evaluation.job import read_job, write_job
+
+    _supervisor(going, os.getpid(), "running")
+    write_job(going, msgspec.structs.replace(read_job(going), kind="verify"))  # replays only: no slot is reached
+    data = _exported(going, tmp_path / "verify")
+    assert (data["snapshot"]["live"], data["snapshot"]["run_state"]) == (False, "replaying its trials (roboswe verify)")
+    assert _attempt(data, RUNNING)["running"] is False and data["snapshot"]["pending"] == 0
     (going / "supervisor.json").write_text("{not json")
     assert _exported(going, tmp_path / "bad")["snapshot"]["run_state"].startswith("unknown (")
 
