@@ -67,8 +67,11 @@ def snapshot(run_dir: Path, run: Any, summary: dict[str, Any], refresh: float | 
     running = 0
     pending = 0
     for s in summary["series"]:
+        latest = {a["index"]: a["attempt"] for a in s["attempts"]}  # attempts are in (index, attempt) order
         for a in s["attempts"]:
-            a["running"] = live and a["ended_at"] is None
+            # an earlier attempt a resumed run left without an end was interrupted, not running
+            a["running"] = (live and a["ended_at"] is None and a["recovered_by"] is None
+                            and a["attempt"] == latest[a["index"]])
             running += a["running"]
         if live:
             pending += max(0, s["trials"] - len({a["index"] for a in s["attempts"]}))

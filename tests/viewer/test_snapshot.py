@@ -89,6 +89,11 @@ def test_a_going_run_shows_its_running_and_pending_slots_and_scores_neither(goin
     assert [s["metrics"] for s in data["series"]] == [s["metrics"] for s in report["series"]]
     assert data["series"][1]["metrics"]["statuses"][3:] == ["incomplete", "not_started"]
     assert data["datasets"] == report["datasets"]
+    _append(going, [TrialStarted(trial_id=f"{RUNNING[:-2]}a1", series_id=f"{RUN_ID}/{STACK}", index=4, attempt=1,
+                                 fingerprint="f" * 64, started_at=time.time())])  # a resume's new attempt of slot 4
+    again = _exported(going, tmp_path / "resumed")
+    assert not _attempt(again, RUNNING)["running"] and _attempt(again, f"{RUNNING[:-2]}a1")["running"]
+    assert again["snapshot"]["running"] == 1  # the interrupted attempt is not running: the resumed one is
 
 
 def test_once_the_run_has_stopped_its_slots_read_as_interrupted_and_not_started(going, tmp_path):
