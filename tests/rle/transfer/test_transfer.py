@@ -109,3 +109,33 @@ def test_the_demo_five_fresh_agents_and_five_controls_and_verify_replays_every_t
     again = subprocess.run([sys.executable, "-m", "roboswe.cli", "verify", str(run)], capture_output=True, text=True,
                            check=False)
     assert again.returncode == 0 and "reproduced" in again.stdout, again.stderr[-3000:]
+
+
+@pytest.mark.exhaustive
+def test_a_trial_refuses_reset_and_oversized_batches_and_ends_at_its_action_cap():
+    from roboswe.rle.manifest import load_task
+    from roboswe.rle.seeds import public_salt
+    from roboswe.rle.transfer.plan import hidden_plan
+    from roboswe.rle.transfer.runner import Refused, TransferRobot
+    from roboswe.rle.transfer.trial import SPEC_TASK_ID, TransferTrialSim
+
+    task = load_task(TASK)
+    import msgspec
+
+    task = msgspec.structs.replace(task, transfer=msgspec.structs.replace(task.transfer, agent_actions=30))
+    sim = TransferTrialSim(task, hidden_plan(task, public_salt()).kitchens[0], agent="agent_1", arm="harness",
+                           handoff_digest="")
+    robot = TransferRobot(sim)
+    spec = robot.spec()
+    assert spec.task_id == SPEC_TASK_ID and "stages" not in spec.state_keys and "practice_task" not in spec.state_keys
+    hold = [0.0] * spec.action_dim
+    for refused, code in ((robot.reset, "reset"), (lambda: robot.step_many([hold] * 201), "invalid_action"),
+                          (lambda: robot.step_many([hold] * 31), "limit_reached")):
+        with pytest.raises(Refused) as e:
+            refused()
+        assert e.value.code == code
+    robot.step_many([hold] * 30)
+    with pytest.raises(Refused):
+        robot.step_many([hold])
+    record = sim.close()
+    assert record.ended == "actions" and len(record.rows) == 30 and record.reset == (False, True, False)
