@@ -133,10 +133,10 @@ class NodeWorkspace:
     async def read(self, path: str, max_bytes: int = MAX_READ_BYTES) -> tuple[str, int]:
         check_relative(path)
         reply = (await self._ask(WorkspaceRead(workspace=self.name, path=path, max_bytes=max_bytes), WorkspaceFile)).message
-        return reply.text, reply.size
+        return reply.text[:max_bytes], reply.size  # bounded here too: the node's reply is another machine's
 
     async def listing_text(self) -> str:
-        return (await self._ask(WorkspaceList(workspace=self.name), WorkspaceListing)).message.text
+        return (await self._ask(WorkspaceList(workspace=self.name), WorkspaceListing)).message.text[:2 * MAX_LISTING_BYTES]
 
     async def checkpoint(self, trial: str, checkpoint_id: str, label: str, op_seq: int | None) -> rec.CheckpointCaptured:
         """Captured on the node, carried to the recorder; the node drops its copies only on the recorder's receipt.

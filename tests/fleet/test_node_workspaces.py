@@ -287,3 +287,21 @@ async def test_a_node_that_forges_a_checkpoint_costs_its_trial_never_the_run(tmp
     with RunReader(run_dir) as reader:
         (trial,) = reader.trials(plan.series_id)
         assert all(c.label == "trial_start" for c in reader.checkpoints(trial.trial_id))  # the empty start: no blob
+
+
+async def test_a_receipt_that_does_not_name_what_was_carried_ends_the_trial_and_the_node_keeps_its_copies(tmp_path, monkeypatch):
+    from roboswe.evaluation.peers import Recorder
+
+    run_dir, node_dir = tmp_path / "run", tmp_path / "node"
+    run_dir.mkdir()
+    real = Recorder.carry_checkpoint
+
+    async def short_receipt(self, carry, frame):
+        receipt = await real(self, carry, frame)
+        return msgspec.structs.replace(receipt, carried=receipt.carried[1:])  # one blob not acknowledged
+
+    monkeypatch.setattr(Recorder, "carry_checkpoint", short_receipt)
+    _, ends, _ = await _series(run_dir, node_dir, trials=1, verify=False)
+    (end,) = ends
+    assert (end.outcome, end.cause) == ("incomplete", "infrastructure") and "the node keeps its copies" in end.detail
+    assert [p for p in (node_dir / "blobs").rglob("*") if p.is_file() and p.parent.name != "tmp"]  # nothing dropped

@@ -13,7 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -193,6 +195,27 @@ def test_two_series_on_nodes_that_share_no_run_dir_end_verified_with_checkpoints
         assert hashlib.sha256((run_dir / videos[v.trial_id].path).read_bytes()).hexdigest() == videos[v.trial_id].sha256
     # The nodes dropped their copies once the series were over.
     assert not [d for base in cluster.node_dirs.values() for d in base.glob("roboswe-node-workspaces*")]
+
+
+@pytest.mark.exhaustive  # the shared-directory mode, kept as an option; the default case above is node workspaces
+def test_shared_workspaces_live_under_a_run_dir_every_node_sees(cluster, work_dir, admitted_three):
+    # A RUN_DIR outside the hidden directory: both nodes see it (one machine), as an NFS mount would be seen.
+    shared = Path(tempfile.mkdtemp(prefix="rs-shared-", dir="/tmp"))
+    shared.chmod(0o755)
+    try:
+        path = write_config(shared, "ray-shared", series="trials = 1\ntrial_steps = 60",
+                            extra='[fleet]\nray_cpus = 1\nray_memory_gib = 0.5\nworkspaces = "shared"\n')
+        run_dir = shared / "run"
+        out = roboswe("run", str(admitted_three), "--config", str(path), "--out", str(run_dir), "--no-video",
+                      "--ray", cluster.address, "--tasks", "lift-a", timeout=1200)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        with RunReader(run_dir) as reader:
+            (view,) = reader.trials(reader.series()[0].series_id)
+            (placed,) = _placements(reader)
+        assert view.verification.verdict == "verified" and placed["workspaces"] is None
+        assert [p.name for p in (run_dir / "workspaces").iterdir()] and (run_dir / "fleet" / "node-check").exists()
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def _status(run_dir: Path) -> dict:
