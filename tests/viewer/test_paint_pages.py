@@ -277,9 +277,9 @@ def _gallery_in_the_dark_on_a_phone(browser) -> None:
     from .test_style import PHONE, contrast, luminance, scheme
     from .test_viewer import wait_for
 
-    scheme(browser, dark=True)
-    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
-    try:
+    try:  # the emulation is the shared browser's: undone whatever happens here
+        scheme(browser, dark=True)
+        browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
         browser.refresh()
         wait_for(browser, "document.querySelector('figure.canvas img') && document.querySelector('figure.canvas img').naturalWidth")
         seen = browser.execute_script(

@@ -98,13 +98,13 @@ def test_every_page_reads_in_the_dark_and_fits_a_phone(browser, pages, artifacts
     browser.get(pages["trial"])
     wait_for(browser, "document.getElementById('plot-action').dataset.points")
     light_ink = browser.execute_script(PLOT_INK)
-    scheme(browser, dark=True)  # the loaded page follows: its plots are drawn again in the dark ink
-    wait_for(browser, "getComputedStyle(document.body).backgroundColor !== " + repr(light["trial"]["bg"]))
-    time.sleep(0.2)
-    redrawn = browser.execute_script(PLOT_INK)
-    assert redrawn and light_ink and contrast(redrawn, light_ink) > 3, (light_ink, redrawn)
-    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
-    try:
+    try:  # the emulation is the shared browser's: undone whatever happens here
+        scheme(browser, dark=True)  # the loaded page follows: its plots are drawn again in the dark ink
+        wait_for(browser, "getComputedStyle(document.body).backgroundColor !== " + repr(light["trial"]["bg"]))
+        time.sleep(0.2)
+        redrawn = browser.execute_script(PLOT_INK)
+        assert redrawn and light_ink and contrast(redrawn, light_ink) > 3, (light_ink, redrawn)
+        browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
         for name, url in pages.items():
             dark = _open(browser, url)
             day = light[name]
