@@ -73,7 +73,7 @@ def test_the_predicted_speed_up_is_linear_until_the_cores_bind():
 
 
 def _run(workers: int, span: float, cpu: float, others: float, some: float | None = 0.0, full: float | None = 0.0):
-    return {"workers": workers, "trials": 8, "span_s": span, "cpu_per_trial_s": cpu, "wait_some_per_trial_s": some,
+    return {"workers": workers, "trials": 8, "span_s": span, "cpu_per_trial_s": cpu, "cores_busy": (cpu or 0.0) * 8 / span, "wait_some_per_trial_s": some,
             "wait_full_per_trial_s": full, "others_cores": others, "load1_mean": 2.0 + others}
 
 
@@ -94,6 +94,14 @@ def test_a_machine_with_room_for_two_says_so_and_further_counts_get_their_own_co
     assert s["pays_off_from"] == {2: (2, 2), 4: (3, 3)}
     assert any("4 workers from 3 cores" in line for line in s["conclusion"])
     assert any("hold two workers at full speed" in line for line in s["conclusion"])
+
+
+def test_the_cpu_a_trial_costs_is_the_slope_of_cores_busy_over_trials_per_second():
+    # 0.25 cores idle plus 2.5 CPU-s per trial: at 8 trials in 120 s and in 30 s
+    runs = [{**_run(1, span=120.0, cpu=0.0, others=0.0), "cores_busy": 0.25 + 2.5 * 8 / 120},
+            {**_run(4, span=30.0, cpu=0.0, others=0.0), "cores_busy": 0.25 + 2.5 * 8 / 30}]
+    assert fleet.cpu_per_trial_and_idle(runs) == pytest.approx((2.5, 0.25))
+    assert fleet.cpu_per_trial_and_idle(runs[:1]) is None  # one point draws no line
 
 
 def test_memory_per_further_worker_is_the_peak_above_the_one_worker_run_per_added_worker():
