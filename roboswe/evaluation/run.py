@@ -231,22 +231,15 @@ class JobRun:
                           retain=series_config.retain, backend=job.backend, model=self.model,
                           run_dir=str(self.actor.run_dir))
 
-    async def claim_and_stage(self, worker: Any, task_id: str) -> None:
-        # The worker's last trial (of ``task_id``) has its scene: it takes the next series in the queue now, and
-        # the simulator builds that series' first scene while this trial (and the replay after it) runs.
+    async def claim_and_stage(self, worker: Any) -> None:
+        # The worker's last trial has its scene: it takes the next series in the queue now, and the
+        # simulator builds that series' first scene while this trial (and the replay after it) runs.
         if worker.claimed is None and self.pending:
             worker.claimed = self.pending.popleft()
             if not self.pending:
                 self.free_send.send_nowait(None)  # the dispatcher may be waiting for a worker it no longer needs
         if worker.claimed is not None:
             await stage_next_scene(worker.links, self.plan_for(worker.claimed))
-        elif self.job.verify:  # nothing runs next on this worker: its first replay loads this series' fresh scene
-            await stage_next_scene(worker.links, self.plan_for(task_id))
-
-    async def queue_videos(self, links: Any, series_id: str, manifest: Any) -> None:
-        # After each trial: commit its control traces, then the video worker renders it while the next one runs.
-        await links.recorder.durable()
-        self.videos.submit_series(series_id, manifest)
 
     async def one_series(self, task_id: str, worker: Any) -> None:
         """Run ``task_id`` on ``worker``, then any series it claimed meanwhile; then free or release it."""
@@ -271,9 +264,7 @@ class JobRun:
         worker.series = series_id
         if job.kind == "run":
             await run_series(links, plan, shown, self.reader, retry_incomplete=job.retry_incomplete,
-                             next_series=functools.partial(self.claim_and_stage, worker, task_id),
-                             trial_ended=None if self.videos is None else functools.partial(
-                                 self.queue_videos, links, series_id, task.task_manifest()))
+                             next_series=functools.partial(self.claim_and_stage, worker))
             await links.recorder.durable()  # commit this series' control traces before the worker reads them
             if self.videos is not None:
                 self.videos.submit_series(series_id, task.task_manifest())
@@ -281,7 +272,7 @@ class JobRun:
             with self.reader() as r:
                 await verify_series(links, r, shown, self.actor.run_dir, series_id, task.manifest,
                                     plan.reference_fingerprint, only_unverified=job.kind == "run",
-                                    trial_ids=job.trials or None, stage=worker.claimed is None)
+                                    trial_ids=job.trials or None)
         if links.node_workspaces is not None:  # its checkpoints are at the head: the node's copy goes
             try:
                 await open_workspace(links, plan.workspace_dir()).release()

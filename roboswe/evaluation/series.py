@@ -37,6 +37,7 @@ from roboswe.evaluation.progress import Progress, job_figures
 from roboswe.evaluation.trial import TrialRunner
 from roboswe.evaluation.workspace import TrialWorkspace, open_workspace
 from roboswe.protocol import recorder as rec
+from roboswe.protocol import sim as simp
 from roboswe.protocol.participant import Turn
 from roboswe.records.reader import RunReader, TrialView
 from roboswe.sandbox.checkpoints import BlobStore
@@ -158,14 +159,12 @@ MAX_RERUNS = 3  # linked re-runs of interrupted attempts per call; the superviso
 async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
                      reader_factory: Callable[[], RunReader], *, reruns: int = 0,
                      retry_incomplete: bool = False,
-                     next_series: Callable[[], Awaitable[None]] | None = None,
-                     trial_ended: Callable[[], Awaitable[None]] | None = None) -> list[rec.TrialEnded]:
+                     next_series: Callable[[], Awaitable[None]] | None = None) -> list[rec.TrialEnded]:
     """Run (or continue) one series to its last trial; returns the ends recorded by this call.
 
     ``retry_incomplete``: re-run retryable incomplete slots as linked attempts (see the module docs).
     ``next_series``: called once the last trial's scene is loaded, as ``stage_next_scene`` is for the
-    others (the job stages the first scene of the series this worker runs next). ``trial_ended``: called
-    after each trial's end is recorded (the job queues its videos, so they render while the next one runs).
+    others (the job stages the first scene of the series this worker runs next).
     Raises RuntimeError when attempts keep being interrupted (more than MAX_RERUNS re-runs).
     """
     recording = links.recorder
@@ -205,8 +204,6 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
             runner.after_load = next_series
         ended = await runner.run(previous if plan.retain == "retain" else None)
         ends.append(ended)
-        if trial_ended is not None:
-            await trial_ended()
         so_far = job_figures(progress.job_message())
         progress.say(f"{plan.series_id}: trial {index}/{plan.trials} {ended.outcome} ({ended.reason}), "
                      f"{ended.control_steps} steps, {ended.active_time:.1f} s active" + (f" (job: {so_far})" if so_far else ""))
@@ -218,8 +215,7 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
                                    f"({ended.reason}); see `roboswe logs --series {plan.series_id}`, then --resume")
             await links.wait_alive()
             return ends + await run_series(links, plan, progress, reader_factory, reruns=reruns + 1,
-                                           retry_incomplete=retry_incomplete, next_series=next_series,
-                                           trial_ended=trial_ended)
+                                           retry_incomplete=retry_incomplete, next_series=next_series)
         if stops_series(ended):
             await stop_series(links, plan, progress, index, ended, runner.overflow)
             return ends
@@ -235,7 +231,7 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         recovers, attempt, reruns = None, 0, 0  # "in a row" counts one slot's attempts: this one ended
     if retry_incomplete or history.only_slot:  # more slots to re-run, or the rest of the series after one
         return ends + await run_series(links, plan, progress, reader_factory, retry_incomplete=retry_incomplete,
-                                       next_series=next_series, trial_ended=trial_ended)
+                                       next_series=next_series)
     return ends
 
 
@@ -307,8 +303,9 @@ async def stage_next_scene(links: Links, plan: SeriesPlan) -> None:
     waiting for the build if it is still running. A failed Prepare costs nothing: that Load builds
     the scene itself.
     """
+    prepare = simp.Prepare(manifest=simp.encode_manifest(plan.manifest), seed=plan.seed, trial_steps=plan.budgets.trial_steps)
     try:
-        await links.sim.stage(plan.manifest, plan.seed, plan.budgets.trial_steps)  # the Ok that comes back is not awaited
+        await links.sim.client.send(prepare)  # the Ok that comes back later is not awaited
     except INFRA_ERRORS as e:
         log.warning("stage_next_scene_failed", series=plan.series_id, error=f"{type(e).__name__}: {e}")
 
