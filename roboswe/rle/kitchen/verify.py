@@ -102,7 +102,7 @@ def verify_plan(run_dir: Path, task: RleTask, plan: HiddenPlan) -> tuple[RewardR
         Component(name="budget", value=float(task.budget.charged_steps), high=None),
         Component(name="trials_reached", value=float(sum(t.ended != "unreached" for t in record.trials) if record else 0),
                   high=None))
-    sealed = _sealed_digest(run_dir)
+    sealed = sealed_digest(run_dir)
     report = RewardReport(
         task=task.id, family=task.protocol.family, workflow=task.protocol.workflow,
         protocol=protocol_id(task.protocol.version, plan.salt_sha256, plan.salt_label), placeholder=task.placeholder,
@@ -115,7 +115,7 @@ def verify_plan(run_dir: Path, task: RleTask, plan: HiddenPlan) -> tuple[RewardR
     return report, diffs
 
 
-def _sealed_digest(run_dir: Path) -> str | None:
+def sealed_digest(run_dir: Path) -> str | None:
     try:
         return rundir.read_sealed_record(run_dir).digest
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
@@ -125,6 +125,14 @@ def _sealed_digest(run_dir: Path) -> str | None:
 def verify_again(run_dir: Path) -> int:
     """`roboswe verify RUN_DIR` for a speed-run: the plan from the report's revealed seeds (no salt needed), every
     trial replayed again; 0 when the report reproduces bit for bit, 1 a difference (each printed)."""
+    return reproduce(run_dir, plan_from_seeds, verify_plan,
+                     ("status", "reward", "components", "gates", "ledger", "revealed_seeds", "privileged"))
+
+
+def reproduce(run_dir: Path, plan_from_seeds, verify_plan, fields: tuple[str, ...]) -> int:
+    """A kitchen family's `roboswe verify`: its plan rebuilt from the report's revealed seeds by
+    ``plan_from_seeds(task, seeds, salt_sha256, salt_label)``, every trial replayed by
+    ``verify_plan(run_dir, task, plan) -> (report, differences)``, the report's ``fields`` compared."""
     import os
     import subprocess
     import sys
@@ -140,7 +148,6 @@ def verify_again(run_dir: Path) -> int:
     diffs = [] if plan.commitment == recorded.plan_commitment else ["the revealed seeds do not make the committed plan"]
     again, replay = verify_plan(run_dir, task, plan)
     diffs += replay
-    fields = ("status", "reward", "components", "gates", "ledger", "revealed_seeds", "privileged")
     diffs += [f"{f}: recorded {getattr(recorded, f)!r}, again {getattr(again, f)!r}" for f in fields
               if getattr(recorded, f) != getattr(again, f)]
     for diff in diffs:

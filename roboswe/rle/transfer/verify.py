@@ -17,6 +17,7 @@ with the control arm's mean reported beside it (``control``), never in it.
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from .. import rundir
 from ..kitchen.evaluation import state_sha256
 from ..kitchen.plan import HiddenKitchen, HiddenPlan
 from ..kitchen.verify import _ledger as ledger_verdict
+from ..kitchen.verify import reproduce, sealed_digest
 from ..manifest import RleTask, task_digest
 from ..report import Component, Gate, RewardReport
 from ..seeds import Salt, protocol_id
@@ -113,7 +115,7 @@ def verify_plan(run_dir: Path, task: RleTask, plan: HiddenPlan, *, replay: bool 
     started = time.monotonic()
     verdict, ledger_gate = ledger_verdict(run_dir, task)
     gates = [Gate(name="ledger", reason=ledger_gate)] if ledger_gate else []
-    sealed = _sealed_digest(run_dir)
+    sealed = sealed_digest(run_dir)
     try:
         record: TransferRecord | None = read_record(run_dir)
     except (OSError, msgspec.DecodeError, msgspec.ValidationError) as e:
@@ -156,36 +158,8 @@ def _successes(record: TransferRecord | None, arm: str) -> int:
     return sum(t.success for t in record.trials if t.arm == arm) if record else 0
 
 
-def _sealed_digest(run_dir: Path) -> str | None:
-    try:
-        return rundir.read_sealed_record(run_dir).digest
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-        return None
-
-
 def verify_again(run_dir: Path) -> int:
     """`roboswe verify RUN_DIR` for a transfer run: the plan from the report's revealed seeds (no salt), every
     trial replayed; 0 when the report reproduces bit for bit, 1 a difference (each printed)."""
-    import os
-    import subprocess
-    import sys
-
-    from roboswe.terminal import echo
-
-    if os.environ.get("PYTHONHASHSEED") != "0":  # the live trials ran with it: RoboCasa's scene follows set order
-        cmd = [sys.executable, "-m", "roboswe.cli", "verify", str(run_dir)]
-        return subprocess.run(cmd, env={**os.environ, "PYTHONHASHSEED": "0"}, check=False).returncode
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    task, recorded = rundir.read_task(run_dir), rundir.read_report(run_dir)
-    plan = plan_from_seeds(task, list(recorded.revealed_seeds), recorded.salt_sha256, recorded.salt_label)
-    diffs = [] if plan.commitment == recorded.plan_commitment else ["the revealed seeds do not make the committed plan"]
-    again, replay = verify_plan(run_dir, task, plan, replay=True)
-    diffs += replay
-    fields = ("status", "reward", "components", "gates", "ledger", "revealed_seeds")
-    diffs += [f"{f}: recorded {getattr(recorded, f)!r}, again {getattr(again, f)!r}" for f in fields
-              if getattr(recorded, f) != getattr(again, f)]
-    for diff in diffs:
-        echo(f"roboswe verify: {run_dir}: mismatch: {diff}", file=sys.stderr)
-    if not diffs:
-        echo(f"roboswe verify: {run_dir}: reproduced (every trial replayed, the report bit for bit; reward {again.reward})")
-    return 1 if diffs else 0
+    return reproduce(run_dir, plan_from_seeds, functools.partial(verify_plan, replay=True),
+                     ("status", "reward", "components", "gates", "ledger", "revealed_seeds"))
