@@ -67,6 +67,18 @@ def state_sha256(scene: KitchenScene) -> str:
     return hashlib.sha256(fingerprint_bytes(snapshot(scene.backend.data))).hexdigest()
 
 
+def refused_batch(actions: list[list[float]], allowance: int, batch_max: int, action) -> Error | None:
+    """The refusal of a batch of actions, whole (nothing applied, nothing charged), or None: its size
+    against ``batch_max`` and the ``allowance`` left, then every row against ``action``'s bounds."""
+    if (why := batch_refusal(len(actions), allowance, batch_max)) is not None:
+        return Error(code="invalid_action" if len(actions) > batch_max else "limit_reached", detail=why)
+    low, high = action.low, action.high
+    for i, row in enumerate(actions):
+        if len(row) != len(low) or any(not lo <= v <= hi for v, lo, hi in zip(row, low, high)):
+            return Error(code="invalid_action", detail=f"row {i} is outside the action bounds; nothing was applied")
+    return None
+
+
 def open_evaluation(task: RleTask, salt: Salt) -> EvaluationSim:
     """``scene.EVALUATIONS["kitchen"]``: the evaluation phase on the plan the salt draws."""
     return EvaluationSim(task, hidden_plan(task, salt))
@@ -225,12 +237,8 @@ class EvaluationSim:
     def step(self, actions: list[list[float]]) -> simp.StepResult | Error:
         if self._finished:
             return Error(code="limit_reached", detail=f"trial {self.index + 1} is finished; call next_trial()")
-        if (why := batch_refusal(len(actions), self.actions_left, self.rules.batch_max)) is not None:
-            return Error(code="invalid_action" if len(actions) > self.rules.batch_max else "limit_reached", detail=why)
-        low, high = self.scene.action.low, self.scene.action.high
-        for i, row in enumerate(actions):
-            if len(row) != len(low) or any(not lo <= v <= hi for v, lo, hi in zip(row, low, high)):
-                return Error(code="invalid_action", detail=f"row {i} is outside the action bounds; nothing was applied")
+        if (refused := refused_batch(actions, self.actions_left, self.rules.batch_max, self.scene.action)) is not None:
+            return refused
         for row in actions:
             self.scene.step(row)
             self._rows.append([float(v) for v in row])

@@ -21,9 +21,8 @@ from roboswe.protocol import Message
 from roboswe.protocol import sim as simp
 from roboswe.protocol.control import Error
 
-from ..kitchen.evaluation import state_sha256
+from ..kitchen.evaluation import refused_batch, state_sha256
 from ..kitchen.plan import HiddenKitchen
-from ..kitchen.rules import batch_refusal
 from ..manifest import RleTask
 from .scene import CompositeScene
 
@@ -150,12 +149,8 @@ class TransferTrialSim:
     def step(self, actions: list[list[float]]) -> simp.StepResult | Error:
         if self._ended is not None:
             return Error(code="limit_reached", detail=f"the attempt has ended ({self._ended})")
-        if (why := batch_refusal(len(actions), self.actions_left, self.rules.batch_max)) is not None:
-            return Error(code="invalid_action" if len(actions) > self.rules.batch_max else "limit_reached", detail=why)
-        low, high = self.scene.action.low, self.scene.action.high
-        for i, row in enumerate(actions):
-            if len(row) != len(low) or any(not lo <= v <= hi for v, lo, hi in zip(row, low, high)):
-                return Error(code="invalid_action", detail=f"row {i} is outside the action bounds; nothing was applied")
+        if (refused := refused_batch(actions, self.actions_left, self.rules.batch_max, self.scene.action)) is not None:
+            return refused
         for row in actions:
             self.scene.step(row)
             self._rows.append(tuple(float(v) for v in row))
