@@ -65,11 +65,17 @@ def hidden_plan(task: RleTask, salt: Salt) -> HiddenPlan:
 
 def plan_from_seeds(task: RleTask, seeds: list[int], salt_sha256: str, salt_label: str) -> HiddenPlan:
     """The plan the seeds make (``roboswe verify`` rebuilds it from a report's revealed seeds)."""
+    return HiddenPlan(task=plan_key(task), version=task.protocol.version, salt_sha256=salt_sha256,
+                      salt_label=salt_label, kitchens=kitchens_from_seeds(seeds, kit=task.placeholder))
+
+
+def kitchens_from_seeds(seeds: list[int], *, kit: bool) -> tuple[HiddenKitchen, ...]:
+    """One hidden kitchen per seed: a kit layout variant (stack order and offsets), or a real layout and style."""
     orders = _distinct_orders(seeds[0], len(seeds))
     kitchens = []
     for i, seed in enumerate(seeds):
         rng = np.random.default_rng([seed, 11])
-        if task.placeholder:
+        if kit:
             kitchens.append(HiddenKitchen(
                 index=i, seed=seed, stack_order=orders[i],
                 stack_start_x=round(float(rng.uniform(*STACK_START_X)), 3),
@@ -77,8 +83,7 @@ def plan_from_seeds(task: RleTask, seeds: list[int], salt_sha256: str, salt_labe
         else:
             kitchens.append(HiddenKitchen(index=i, seed=seed, layout=int(rng.choice(REAL_SPLIT)),
                                           style=int(rng.choice(REAL_SPLIT))))
-    return HiddenPlan(task=plan_key(task), version=task.protocol.version, salt_sha256=salt_sha256,
-                      salt_label=salt_label, kitchens=tuple(kitchens))
+    return tuple(kitchens)
 
 
 def _distinct_orders(seed: int, count: int) -> list[tuple[int, ...]]:

@@ -9,9 +9,7 @@ here is participant-visible.
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..kitchen.plan import STACK_START_X, WALL_ROW_SHIFT_X, HiddenKitchen, HiddenPlan, _distinct_orders
+from ..kitchen.plan import HiddenPlan, kitchens_from_seeds
 from ..manifest import RleTask
 from ..seeds import Salt, hidden_seeds
 
@@ -29,12 +27,5 @@ def plan_from_seeds(task: RleTask, seeds: list[int], salt_sha256: str, salt_labe
     """The plan the seeds make (a report's revealed seeds rebuild it). Kit kitchens only: the composites are kit tasks."""
     if not task.placeholder:
         raise ValueError(f"{task.id}: the harness-transfer composites are built on the kit only")
-    orders = _distinct_orders(seeds[0], len(seeds))
-    kitchens = []
-    for i, seed in enumerate(seeds):
-        rng = np.random.default_rng([seed, 11])
-        kitchens.append(HiddenKitchen(index=i, seed=seed, stack_order=orders[i],
-                                      stack_start_x=round(float(rng.uniform(*STACK_START_X)), 3),
-                                      wall_shift_x=round(float(rng.uniform(*WALL_ROW_SHIFT_X)), 3)))
     return HiddenPlan(task=plan_key(task), version=task.protocol.version, salt_sha256=salt_sha256,
-                      salt_label=salt_label, kitchens=tuple(kitchens))
+                      salt_label=salt_label, kitchens=kitchens_from_seeds(seeds, kit=True))
