@@ -61,6 +61,13 @@ def installed_version() -> str:
         return "0+unknown"
 
 
+def all_commands() -> dict[str, tuple[str, str]]:
+    """COMMANDS and the simulator families' own (which never replace one of ours)."""
+    from roboswe.sim.families import family_commands
+
+    return {**COMMANDS, **{c.name: (c.module, c.help) for c in family_commands() if c.name not in COMMANDS}}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="roboswe",
@@ -69,10 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"roboswe {installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    from roboswe.sim.families import family_commands
-
-    commands = {**COMMANDS, **{c.name: (c.module, c.help) for c in family_commands() if c.name not in COMMANDS}}
-    for name, (module, help_text) in commands.items():
+    for name, (module, help_text) in all_commands().items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         mod = importlib.import_module(module)
         getattr(mod, "add_arguments_" + name.replace("-", "_"))(p)
@@ -81,28 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    unknown = _unknown_command(parser, sys.argv[1:] if argv is None else argv)
-    if unknown:
-        print(f"roboswe: unknown command {unknown!r}{did_you_mean(unknown, _command_names(parser))} "
+    # argparse would answer a mistyped command with all of them; the close one is what helps
+    names = all_commands()
+    first = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
+    if first is not None and first not in names:
+        print(f"roboswe: unknown command {first!r}{did_you_mean(first, names)} "
               "(`roboswe --help` lists the commands)", file=sys.stderr)
         return 2
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     handler = getattr(importlib.import_module(args._module), args._handler)
     try:
         return int(handler(args) or 0)
     except KeyboardInterrupt:
         return 130
-
-
-def _command_names(parser: argparse.ArgumentParser) -> list[str]:
-    return [name for action in parser._subparsers._group_actions for name in action.choices]  # type: ignore[union-attr]
-
-
-def _unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
-    """The first word when it is not a command (argparse would list all 26 instead of the close one)."""
-    first = next((a for a in argv if not a.startswith("-")), None)
-    return first if first is not None and first not in _command_names(parser) else None
 
 
 if __name__ == "__main__":
