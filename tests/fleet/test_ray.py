@@ -92,6 +92,63 @@ def test_a_worker_the_cluster_has_no_room_for_now_is_reported_pending_then_relea
     assert "waits in Ray's queue" in (final[queued]["pending"] or ""), final[queued]
 
 
+def test_two_series_on_nodes_that_share_no_run_dir_end_verified_with_checkpoints_and_videos_at_the_head(
+        cluster, work_dir, admitted_three):
+    # [fleet] workspaces = "node" (the default): each worker's workspaces live on its node, in that node's
+    # own directory; every checkpoint is carried to the recorder and read back there.
+    path = write_config(work_dir, "ray-local-disks", series="trials = 2\ntrial_steps = 60",
+                        extra="[fleet]\nray_cpus = 1\nray_memory_gib = 0.5\n")
+    run_dir = work_dir / "ray-local-disks-run"
+    out = roboswe("run", str(admitted_three), "--config", str(path), "--out", str(run_dir), "--ray", cluster.address,
+                  "--workers", "2", "--tasks", "lift-a,lift-b", timeout=1500)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    nodes = {n["id"]: ("a" if n["head"] else "b") for n in cluster.nodes()}
+    with RunReader(run_dir) as reader:
+        placed = _placements(reader)
+        views = [v for s in reader.series() for v in reader.trials(s.series_id)]
+        points = [c for v in views for c in reader.checkpoints(v.trial_id)]
+        videos = {a.trial_id: a for a in reader.artifacts() if a.artifact == "video"}
+    # One worker per node, each keeping its workspaces in its node's own directory, none under RUN_DIR.
+    assert sorted(nodes[p["node"]] for p in placed) == ["a", "b"], placed
+    for p in placed:
+        assert Path(p["workspaces"]).parent == cluster.node_dirs[nodes[p["node"]]], p
+    assert not (run_dir / "workspaces").exists() and not (run_dir / "replays").exists()
+    assert len(views) == 4 and all(v.verification is not None and v.verification.verdict == "verified" for v in views), \
+        [(v.trial_id, v.end and v.end.reason, v.verification and v.verification.detail.get("cause")) for v in views]
+    # Checkpoints at the head: every file of every manifest is a blob here that reads back with its sha256.
+    head = BlobStore(run_dir / "blobs")
+    assert {c.label for c in points} >= {"trial_start", "after_write", "after_exec"}
+    files = [e for c in points for e in load_manifest(c.manifest).entries]
+    assert files and all(head.verify(e.sha256) for e in files)
+    for v in views:  # and a video of each trial, rendered at the head from the recorded states
+        assert hashlib.sha256((run_dir / videos[v.trial_id].path).read_bytes()).hexdigest() == videos[v.trial_id].sha256
+    # The nodes dropped their copies once the series were over.
+    assert not [d for base in cluster.node_dirs.values() for d in base.glob("roboswe-node-workspaces*")]
+
+
+@pytest.mark.exhaustive  # the shared-directory mode, kept as an option; the default case above is node workspaces
+def test_shared_workspaces_live_under_a_run_dir_every_node_sees(cluster, work_dir, admitted_three):
+    # A RUN_DIR outside the hidden directory: both nodes see it (one machine), as an NFS mount would be seen.
+    shared = Path(tempfile.mkdtemp(prefix="rs-shared-", dir="/tmp"))
+    shared.chmod(0o755)
+    try:
+        path = write_config(shared, "ray-shared", series="trials = 1\ntrial_steps = 60",
+                            extra='[fleet]\nray_cpus = 1\nray_memory_gib = 0.5\nworkspaces = "shared"\n')
+        run_dir = shared / "run"
+        out = roboswe("run", str(admitted_three), "--config", str(path), "--out", str(run_dir), "--no-video",
+                      "--ray", cluster.address, "--tasks", "lift-a", timeout=1200)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        with RunReader(run_dir) as reader:
+            (view,) = reader.trials(reader.series()[0].series_id)
+            (placed,) = _placements(reader)
+        assert view.verification.verdict == "verified" and placed["workspaces"] is None
+        assert [p.name for p in (run_dir / "workspaces").iterdir()] and (run_dir / "fleet" / "node-check").exists()
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+# Last in the module: it kills node b's raylet, and the module's cluster does not bring it back, so a
+# test after it would find one node (both workers placed on the head).
 def test_a_lost_node_costs_one_trial_rerun_on_the_other_node(cluster, work_dir, admitted_three):
     nodes = {n["id"]: n for n in cluster.nodes()}
     head = next(i for i, n in nodes.items() if n["head"])
@@ -161,61 +218,6 @@ def test_a_lost_node_costs_one_trial_rerun_on_the_other_node(cluster, work_dir, 
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     with RunReader(run_dir) as reader:
         assert len(reader.trials(series[lost_task])) == 3 and len(reader.trials(series[kept_task])) == 2
-
-
-def test_two_series_on_nodes_that_share_no_run_dir_end_verified_with_checkpoints_and_videos_at_the_head(
-        cluster, work_dir, admitted_three):
-    # [fleet] workspaces = "node" (the default): each worker's workspaces live on its node, in that node's
-    # own directory; every checkpoint is carried to the recorder and read back there.
-    path = write_config(work_dir, "ray-local-disks", series="trials = 2\ntrial_steps = 60",
-                        extra="[fleet]\nray_cpus = 1\nray_memory_gib = 0.5\n")
-    run_dir = work_dir / "ray-local-disks-run"
-    out = roboswe("run", str(admitted_three), "--config", str(path), "--out", str(run_dir), "--ray", cluster.address,
-                  "--workers", "2", "--tasks", "lift-a,lift-b", timeout=1500)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    nodes = {n["id"]: ("a" if n["head"] else "b") for n in cluster.nodes()}
-    with RunReader(run_dir) as reader:
-        placed = _placements(reader)
-        views = [v for s in reader.series() for v in reader.trials(s.series_id)]
-        points = [c for v in views for c in reader.checkpoints(v.trial_id)]
-        videos = {a.trial_id: a for a in reader.artifacts() if a.artifact == "video"}
-    # One worker per node, each keeping its workspaces in its node's own directory, none under RUN_DIR.
-    assert sorted(nodes[p["node"]] for p in placed) == ["a", "b"], placed
-    for p in placed:
-        assert Path(p["workspaces"]).parent == cluster.node_dirs[nodes[p["node"]]], p
-    assert not (run_dir / "workspaces").exists() and not (run_dir / "replays").exists()
-    assert len(views) == 4 and all(v.verification is not None and v.verification.verdict == "verified" for v in views), \
-        [(v.trial_id, v.end and v.end.reason, v.verification and v.verification.detail.get("cause")) for v in views]
-    # Checkpoints at the head: every file of every manifest is a blob here that reads back with its sha256.
-    head = BlobStore(run_dir / "blobs")
-    assert {c.label for c in points} >= {"trial_start", "after_write", "after_exec"}
-    files = [e for c in points for e in load_manifest(c.manifest).entries]
-    assert files and all(head.verify(e.sha256) for e in files)
-    for v in views:  # and a video of each trial, rendered at the head from the recorded states
-        assert hashlib.sha256((run_dir / videos[v.trial_id].path).read_bytes()).hexdigest() == videos[v.trial_id].sha256
-    # The nodes dropped their copies once the series were over.
-    assert not [d for base in cluster.node_dirs.values() for d in base.glob("roboswe-node-workspaces*")]
-
-
-@pytest.mark.exhaustive  # the shared-directory mode, kept as an option; the default case above is node workspaces
-def test_shared_workspaces_live_under_a_run_dir_every_node_sees(cluster, work_dir, admitted_three):
-    # A RUN_DIR outside the hidden directory: both nodes see it (one machine), as an NFS mount would be seen.
-    shared = Path(tempfile.mkdtemp(prefix="rs-shared-", dir="/tmp"))
-    shared.chmod(0o755)
-    try:
-        path = write_config(shared, "ray-shared", series="trials = 1\ntrial_steps = 60",
-                            extra='[fleet]\nray_cpus = 1\nray_memory_gib = 0.5\nworkspaces = "shared"\n')
-        run_dir = shared / "run"
-        out = roboswe("run", str(admitted_three), "--config", str(path), "--out", str(run_dir), "--no-video",
-                      "--ray", cluster.address, "--tasks", "lift-a", timeout=1200)
-        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-        with RunReader(run_dir) as reader:
-            (view,) = reader.trials(reader.series()[0].series_id)
-            (placed,) = _placements(reader)
-        assert view.verification.verdict == "verified" and placed["workspaces"] is None
-        assert [p.name for p in (run_dir / "workspaces").iterdir()] and (run_dir / "fleet" / "node-check").exists()
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
 
 
 def _status(run_dir: Path) -> dict:
