@@ -263,11 +263,18 @@ class JobRun:
         structlog.contextvars.bind_contextvars(series=series_id, worker=worker.number)
         worker.series = series_id
         if job.kind == "run":
+            manifest = task.task_manifest()
+
+            async def queue_video(_ended: Any) -> None:  # it renders while the next trial and the replays run
+                await links.recorder.durable()  # commit the trial's control traces before the worker reads them
+                self.videos.submit_series(series_id, manifest)
+
             await run_series(links, plan, shown, self.reader, retry_incomplete=job.retry_incomplete,
-                             next_series=functools.partial(self.claim_and_stage, worker))
-            await links.recorder.durable()  # commit this series' control traces before the worker reads them
-            if self.videos is not None:
-                self.videos.submit_series(series_id, task.task_manifest())
+                             next_series=functools.partial(self.claim_and_stage, worker),
+                             trial_done=queue_video if self.videos is not None else None)
+            await links.recorder.durable()
+            if self.videos is not None:  # any trial still without a video (a re-run's, say)
+                self.videos.submit_series(series_id, manifest)
         if job.kind == "verify" or job.verify:
             with self.reader() as r:
                 await verify_series(links, r, shown, self.actor.run_dir, series_id, task.manifest,

@@ -159,12 +159,14 @@ MAX_RERUNS = 3  # linked re-runs of interrupted attempts per call; the superviso
 async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
                      reader_factory: Callable[[], RunReader], *, reruns: int = 0,
                      retry_incomplete: bool = False,
-                     next_series: Callable[[], Awaitable[None]] | None = None) -> list[rec.TrialEnded]:
+                     next_series: Callable[[], Awaitable[None]] | None = None,
+                     trial_done: Callable[[rec.TrialEnded], Awaitable[None]] | None = None) -> list[rec.TrialEnded]:
     """Run (or continue) one series to its last trial; returns the ends recorded by this call.
 
     ``retry_incomplete``: re-run retryable incomplete slots as linked attempts (see the module docs).
     ``next_series``: called once the last trial's scene is loaded, as ``stage_next_scene`` is for the
     others (the job stages the first scene of the series this worker runs next).
+    ``trial_done``: called with each trial's end as soon as it is recorded (the job queues its video then).
     Raises RuntimeError when attempts keep being interrupted (more than MAX_RERUNS re-runs).
     """
     recording = links.recorder
@@ -204,6 +206,8 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
             runner.after_load = next_series
         ended = await runner.run(previous if plan.retain == "retain" else None)
         ends.append(ended)
+        if trial_done is not None:
+            await trial_done(ended)
         so_far = job_figures(progress.job_message())
         progress.say(f"{plan.series_id}: trial {index}/{plan.trials} {ended.outcome} ({ended.reason}), "
                      f"{ended.control_steps} steps, {ended.active_time:.1f} s active" + (f" (job: {so_far})" if so_far else ""))
@@ -215,7 +219,8 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
                                    f"({ended.reason}); see `roboswe logs --series {plan.series_id}`, then --resume")
             await links.wait_alive()
             return ends + await run_series(links, plan, progress, reader_factory, reruns=reruns + 1,
-                                           retry_incomplete=retry_incomplete, next_series=next_series)
+                                           retry_incomplete=retry_incomplete, next_series=next_series,
+                                           trial_done=trial_done)
         if stops_series(ended):
             await stop_series(links, plan, progress, index, ended, runner.overflow)
             return ends
@@ -231,7 +236,7 @@ async def run_series(links: Links, plan: SeriesPlan, progress: Progress,
         recovers, attempt, reruns = None, 0, 0  # "in a row" counts one slot's attempts: this one ended
     if retry_incomplete or history.only_slot:  # more slots to re-run, or the rest of the series after one
         return ends + await run_series(links, plan, progress, reader_factory, retry_incomplete=retry_incomplete,
-                                       next_series=next_series)
+                                       next_series=next_series, trial_done=trial_done)
     return ends
 
 

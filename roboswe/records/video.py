@@ -200,8 +200,8 @@ class VideoWorker:
 class SeriesVideos:
     """The coordinator's use of a VideoWorker: queue a finished series' trials, record their artifacts later.
 
-    ``submit_series`` is called after a series' trials have ended (their control traces are
-    committed); rendering then overlaps whatever runs next. ``record`` waits for the worker
+    ``submit_series`` is called as each of a series' trials ends (its control traces committed) and
+    once more after the series; rendering then overlaps the next trial, the replays and whatever runs next. ``record`` waits for the worker
     off the trio loop and sends the ArtifactRecords to the recorder with a durable receipt.
     A trial whose video cannot be made is logged and recorded as an event, never fatal.
     """
@@ -221,6 +221,7 @@ class SeriesVideos:
                          if v.end is not None and v.trial_id not in done | queued and reader.control_traces(v.trial_id)]
         for trial_id in trial_ids:
             self._pending.append((trial_id, self.worker.submit(self.run_dir, trial_id, manifest, run_id=self.run_id)))
+            log.info("trial_video_queued", trial=trial_id)
         return len(trial_ids)
 
     async def record(self, recording: Any, say: Any = None) -> int:
