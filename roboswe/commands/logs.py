@@ -9,13 +9,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from roboswe.commands.run_dirs import add_run_dir_argument
 from roboswe.terminal import echo
 
 
 def add_arguments_logs(parser: argparse.ArgumentParser) -> None:
     from roboswe.logs import LEVELS
 
-    parser.add_argument("--run-dir", type=Path, default=None, help="run directory (default: the latest under ./runs)")
+    add_run_dir_argument(parser)
     parser.add_argument("--follow", "-f", action="store_true", help="keep printing new events until interrupted")
     parser.add_argument("--actor", default=None, help="only events of this actor (e.g. simulator, supervisor)")
     parser.add_argument("--series", default=None, metavar="SERIES_ID",
@@ -26,12 +27,12 @@ def add_arguments_logs(parser: argparse.ArgumentParser) -> None:
 
 
 def run_logs(args: argparse.Namespace) -> int:
-    from roboswe.commands.run_dirs import latest_run_dir
+    from roboswe.commands.run_dirs import chosen_run_dir
     from roboswe.logs import EVENTS_FILE, LEVELS
 
     try:
-        run_dir = (args.run_dir or latest_run_dir()).resolve()
-    except FileNotFoundError as e:
+        run_dir = chosen_run_dir(args)
+    except (FileNotFoundError, ValueError) as e:
         echo(f"roboswe logs: {e}", file=sys.stderr)
         return 2
     path = run_dir / EVENTS_FILE

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roboswe.commands.run_dirs import add_run_dir_argument
 from roboswe.fleet.roster import LOCAL, read_roster
 from roboswe.sandbox import pid_alive
 from roboswe.terminal import echo, plain, terminal_console
@@ -27,18 +28,18 @@ RAY_NOTE = ("Ray workers' figures are sampled by the run's coordinator over its 
 
 
 def add_arguments_status(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run-dir", type=Path, default=None, help="run directory (default: the latest under ./runs)")
+    add_run_dir_argument(parser)
     parser.add_argument("--json", action="store_true",
                         help="print JSON instead of the tables (piped too); an actor's figures are there when it answered")
 
 
 def run_status(args: argparse.Namespace) -> int:
     from roboswe.actors.supervisor import STATE_FILE, SupervisorStateError, read_state
-    from roboswe.commands.run_dirs import latest_run_dir
+    from roboswe.commands.run_dirs import chosen_run_dir
 
     try:
-        run_dir = (args.run_dir or latest_run_dir()).resolve()
-    except FileNotFoundError as e:
+        run_dir = chosen_run_dir(args)
+    except (FileNotFoundError, ValueError) as e:
         echo(f"roboswe status: {e}", file=sys.stderr)
         return 2
     try:

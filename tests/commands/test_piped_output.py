@@ -51,3 +51,26 @@ def test_status_of_a_stopped_run_piped_is_the_table_and_its_json_carries_no_unre
     assert [a["actor"] for a in report["actors"]] == list(ACTORS)
     assert all(set(a) == {"actor", "pid", "state", "heartbeat_age", "restarts", "last_exit"} for a in report["actors"])
     assert text.count("null") <= 2 * len(ACTORS) + 1  # pid and heartbeat age of each, and no failure
+
+
+def test_logs_and_status_take_the_run_dir_as_report_does_or_as_an_option(tmp_path, capsys):
+    import importlib
+
+    from roboswe.cli import build_parser
+
+    def run(args):
+        return getattr(importlib.import_module(args._module), args._handler)(args)
+
+    (tmp_path / "events.jsonl").write_text(json.dumps(EVENT) + "\n")
+    _stopped_run(tmp_path)
+    parser = build_parser()
+    for argv in (["logs", str(tmp_path)], ["logs", "--run-dir", str(tmp_path)],
+                 ["status", str(tmp_path)], ["status", "--run-dir", str(tmp_path)]):
+        args = parser.parse_args(argv)
+        assert run(args) == 0, argv
+    assert capsys.readouterr().out.count("slow_step") == 2
+    other = tmp_path / "other"
+    other.mkdir()
+    args = parser.parse_args(["logs", str(tmp_path), "--run-dir", str(other)])
+    assert run(args) == 2
+    assert "two run directories given" in capsys.readouterr().err
