@@ -40,9 +40,9 @@ def run_demo(name: str, out: Path | None, *, backend: str | None = None, task: s
     return code
 
 
-def run_config(config: Path, run_dir: Path, task: str, backend: str | None = None) -> int:
-    """`roboswe run --config CONFIG --tasks rle/TASK --out RUN_DIR`, then its outcome printed: 0 scored, 1 the
-    report is not scored, 2 the run ended without one."""
+def run_config(config: Path, run_dir: Path, task: str, backend: str | None = None, *, index: bool = True) -> int:
+    """`roboswe run --config CONFIG --tasks rle/TASK --out RUN_DIR`, then its outcome printed (its own index
+    only with ``index``): 0 scored, 1 the report is not scored, 2 the run ended without one."""
     from roboswe.commands.run import add_arguments_run, run_run
 
     from .run import print_rle_outcome
@@ -57,5 +57,5 @@ def run_config(config: Path, run_dir: Path, task: str, backend: str | None = Non
         echo(f"roboswe rle demo: the run ended without a reward report (exit {code}); each actor's log is under "
              f"{run_dir / 'actors'}", file=sys.stderr)
         return 2
-    print_rle_outcome(run_dir)
+    print_rle_outcome(run_dir, index=index)
     return 0 if read_report(run_dir).status == "scored" else 1

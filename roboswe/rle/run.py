@@ -286,8 +286,9 @@ def prepare_rle_run(args: Any, config: Any) -> Path:
     return run_dir
 
 
-def print_rle_outcome(run_dir: Path) -> None:
-    """The development summary, the reward report and the index (`roboswe run` and `rle demo` alike)."""
+def print_rle_outcome(run_dir: Path, *, index: bool = True) -> None:
+    """The development summary, the reward report and, unless a demo prints one over all its runs, the index
+    (`roboswe run` and `rle demo` alike)."""
     from roboswe.terminal import echo
 
     from .commands import render_report
@@ -307,4 +308,5 @@ def print_rle_outcome(run_dir: Path) -> None:
     if (run_dir / "report.json").exists():
         report = read_report(run_dir)
         echo(render_report(report))
-        echo(render_index(rle_index([report])))
+        if index:
+            echo(render_index(rle_index([report])))

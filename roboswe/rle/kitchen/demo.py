@@ -57,7 +57,7 @@ def _run(run_dir: Path, task_id: str) -> int:
     from ..demo import run_config
     from .evaluation import EVALUATION, EvaluationRecord
 
-    code = run_config(DEMO_CONFIG, run_dir, task_id)
+    code = run_config(DEMO_CONFIG, run_dir, task_id, index=False)  # one index over both levels, at the end
     if code == 2:
         return code
     record = msgspec.json.decode((run_dir / EVALUATION).read_bytes(), type=EvaluationRecord)

@@ -92,7 +92,9 @@ async def evaluate(run: Any, links: Any, task: RleTask, development: Any, worksp
     ended = await runner.run(None)
     reply = await links.sim.ask(simp.EndAttempt(), simp.TaskRecord, LOAD_DEADLINE)
     (run_dir / EVALUATION).write_bytes(bytes(reply.blobs[reply.message.files[EVALUATION]]))
-    run.progress.say(f"{plan.series_id}: evaluation {ended.outcome} ({ended.reason}); replaying every trial")
+    # The session's own end (the participant finished, a budget ran out), not its score: the trials' results
+    # are in evaluation.json, and the reward comes from the verifier's replay of them.
+    run.progress.say(f"{plan.series_id}: evaluation session ended ({ended.reason}); replaying every trial")
     command = [sys.executable, "-m", "roboswe.rle.kitchen.verify", str(run_dir), *(["--salt-file", salt] if salt else [])]
     env = {**os.environ, "PYTHONHASHSEED": "0", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
     proc = await trio.run_process(command, check=False, capture_stdout=True, capture_stderr=True, env=env)
