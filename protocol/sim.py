@@ -271,10 +271,15 @@ class LoadEvaluation(Message, frozen=True, kw_only=True):
     opens trial 1 in the first and answers the robot subset from it (Reset refused); FinishTrial and NextTrial
     move through the trials; EndAttempt ends the phase and gives its record. The plan never leaves the simulator:
     every reply names the trial only by its number. Reply: Loaded (fingerprint digest = the task manifest's digest).
+    A harness-transfer task (family 02) names one fresh agent's ``attempt`` (``agent_k`` / ``control_k``: it gets
+    hidden kitchen k, alone) and the ``handoff_digest`` of what its workspace was given (the sealed harness's, or
+    "" for an empty one), which its stage record carries.
     """
 
     task: msgspec.Raw
     salt_file: str | None = None
+    attempt: str | None = None
+    handoff_digest: str = ""
 
 
 class FinishTrial(Message, frozen=True, kw_only=True):

@@ -16,6 +16,9 @@ attempt, so the coordinator asks the simulator to end it (``EndAttempt``: releas
 ledger sealed there, roboswe/rle/tabletop/runner.py) and writes the run directory it answers instead. A
 family 01 task (the speed-run) is scored on trials, not an artifact: after the seal its evaluation phase runs
 through the same actors in the hidden kitchens (roboswe/rle/kitchen/runner.py) and every trial is replayed.
+A family 02 task (harness transfer) is scored on fresh agents: after the seal each attempts the held-out task
+as its own series, a new conversation in a workspace holding only the sealed harness (or nothing, the
+control), through the same actors (roboswe/rle/transfer/runner.py).
 One RLE task per run: the run directory is that task's RLE run directory.
 """
 
@@ -150,6 +153,12 @@ async def develop_task(run: Any, links: Any, task: RleTask) -> None:
 
         run.progress.say(f"{plan.series_id}: development {record.ended}, {record.spent} of {record.budget} charged")
         await evaluate(run, links, task, plan, workspace, run_dir)
+        return
+    if task.transfer is not None:  # family 02: each fresh agent's attempt with the sealed harness (and the control's)
+        from .transfer.runner import transfer
+
+        run.progress.say(f"{plan.series_id}: development {record.ended}, {record.spent} of {record.budget} charged")
+        await transfer(run, links, task, plan, run_dir, ended.trial_id)
         return
     run.progress.say(f"{plan.series_id}: development {record.ended}, {record.spent} of {record.budget} charged; verifying")
     await verify(run, links, run_dir, ended.trial_id)

@@ -58,11 +58,13 @@ DEVELOPMENT_SCENES: dict[str, str] = {
 
 EVALUATIONS: dict[str, str] = {
     "kitchen": "roboswe.rle.kitchen.evaluation:open_evaluation",
+    "transfer": "roboswe.rle.transfer.trial:open_trial",
 }
 """``development.scene`` → ``"module:factory"`` of a family with an evaluation phase on the simulator's side
 (family 01's hidden kitchens, protocol.sim.LoadEvaluation): ``factory(task: RleTask, salt: Salt)`` returns the
 phase's simulator, which answers what a DevelopmentSim answers (``answer_robot``, loaded, success, task_record,
-no_states, end_attempt, close) and ``move_trial`` (FinishTrial, NextTrial)."""
+no_states, end_attempt, close) and ``move_trial`` (FinishTrial, NextTrial). A load naming an ``attempt`` (family
+02's fresh agents) calls ``factory(task, salt, attempt, handoff_digest)``: that one attempt's trial."""
 
 
 class DevelopmentScene(Protocol):
@@ -113,7 +115,8 @@ def phase_from_wire(load: simp.LoadDevelopment | simp.LoadEvaluation):
     task = msgspec.msgpack.decode(load.task, type=RleTask)
     salt = load_salt(Path(load.salt_file) if load.salt_file else None)
     if isinstance(load, simp.LoadEvaluation):
-        return _factory(EVALUATIONS, task, "evaluation phase")(task, salt)
+        make = _factory(EVALUATIONS, task, "evaluation phase")
+        return make(task, salt) if load.attempt is None else make(task, salt, load.attempt, load.handoff_digest)
     return DevelopmentSim(task, record=Path(load.record) if load.record else None, scene=open_scene(task, salt))
 
 

@@ -206,9 +206,11 @@ class RobocasaBackend(RobosuiteBackend):
 
     def __init__(self, manifest: TaskManifest | dict, *, trial_steps: int | None = None,
                  require_fixed_hash_seed: bool = False, assets_root: Path | None = None, kit_dir: Path | None = None,
-                 kit_layout: dict | None = None):
+                 kit_layout: dict | None = None, hidden_seed: bool = False):
         # kit_layout: a generated variant of the kit's kitchen in place of kit.kit_layout() (RLE-Bench's hidden
-        # kitchens, roboswe/rle/kitchen/plan.py); only for a kit task (layout = "kit")
+        # kitchens, roboswe/rle/kitchen/plan.py); only for a kit task (layout = "kit"). hidden_seed: the seeds
+        # are a hidden plan's, never logged (the run's events.jsonl would hold them before the verifier reveals them)
+        self._hidden_seed = hidden_seed
         if require_fixed_hash_seed and sys.flags.hash_randomization:
             raise SimError("this simulator process runs with hash randomization; start it with PYTHONHASHSEED=0 "
                            "so set/dict iteration order cannot change the scene")
@@ -380,7 +382,7 @@ class RobocasaBackend(RobosuiteBackend):
         self._loaded = True
         self._fingerprinted(initial, compiled_model_digest(self.model), seed,
                             {**self._versions, "assets_sha256": self._assets_sha256})
-        log.info("sim.reset", task=self.manifest.id, seed=seed, assets=self.assets_label,
+        log.info("sim.reset", task=self.manifest.id, seed="hidden" if self._hidden_seed else seed, assets=self.assets_label,
                  fingerprint=self.fingerprint.digest[:16], reset_seconds=round(self.reset_seconds, 2))
         return self.fingerprint
 

@@ -75,7 +75,7 @@ class KitchenScene:
         layout = kit_variant(kitchen) if kitchen is not None and task.placeholder else None
         kit_dir = os.environ.get(KIT_DIR_ENV)
         self.backend = RobocasaBackend(self.manifest, trial_steps=steps, kit_dir=Path(kit_dir) if kit_dir else None,
-                                       kit_layout=layout)
+                                       kit_layout=layout, hidden_seed=kitchen is not None)
         self.control_hz = self.manifest.control_hz
         self.cameras = [simp.CameraInfo(name=c.name, width=c.width, height=c.height, depth=c.depth,
                                         calibration=c.calibration) for c in self.manifest.observation.cameras]

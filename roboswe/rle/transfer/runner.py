@@ -1,189 +1,132 @@
-"""A harness-transfer run end to end on the trusted side: develop, seal, the fresh agents and the control, verify.
+"""A harness-transfer run's fresh agents through the actors: the coordinator's side.
 
-Family 02's own small trusted runner, in one process, as family 01's is (roboswe/rle/kitchen/runner.py):
-the scripted participants act through ``TransferRobot`` (the robot subset's messages answered by the
-``DevelopmentSim`` with the practice scene during development, and by one ``TransferTrialSim`` per fresh
-agent), not from sandboxed scripts through the actors. The fresh-agent step is the protocol's
-(roboswe/rle/fresh.py): a new participant per attempt, a new workspace holding only the sealed harness
-(or nothing, for the control), removed afterwards. The run directory:
-
-    rle.json task.json sealed.json artifact/ ledger.jsonl   (the development, sealed: rundir.write_submission)
-    development.messages.jsonl                              (what the developer was told, every answer as JSON)
-    agents/<agent>.messages.jsonl                           (what each fresh agent was told)
-    transfer.json                                           (the trusted side's stage records, one per agent)
-    report.json                                             (verify.py's report, seeds revealed)
+After the development session on the practice composites is sealed (roboswe/rle/run.py: the same
+development as every RLE family's, ``DEVELOPMENT_SCENES["transfer"]``), each fresh agent, agent_1..agent_n
+with the sealed harness and control_1..control_n with nothing, is its own attempt: its own one-trial
+series ``RUN_ID/TASK-<agent>`` with ``retain = none`` and a NEW conversation (the same provider client
+actor, a new context: a hosted model starts a fresh conversation, nothing of the developer's or of
+another agent's), a new workspace holding only the restored sealed harness or nothing (roboswe/rle/fresh.py),
+removed after the attempt, and the held-out composite in its hidden kitchen served by the simulator
+actor (protocol.sim.LoadEvaluation naming the attempt: family 02's ``TransferTrialSim``, drawn there from
+the run's salt, never sent anywhere), under the ``evaluation`` interface (``finish_trial`` forwarded as
+FinishTrial). ``EndAttempt`` ends it there and answers its stage record, written on the simulator's side.
+The coordinator gathers the records into transfer.json and runs the verifier process (verify.py, with
+``PYTHONHASHSEED=0`` as the live trials), which writes the report. The recorder records each attempt's
+operations, turns and provider messages like any trial's.
 """
 
 from __future__ import annotations
 
-import tempfile
-import time
-from collections.abc import Callable
+import os
+import sys
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
-import numpy as np
+import trio
 
+from roboswe.evaluation.ends import TrialIncomplete
+from roboswe.evaluation.peers import INFRA_ERRORS, LOAD_DEADLINE
 from roboswe.protocol import sim as simp
-from roboswe.protocol.control import Error
 
-from .. import rundir
-from ..fresh import run_fresh
-from ..ledger import Ledger, decode_rows, encode_rows
+from ..kitchen.runner import INTERFACE, EvaluationRunner
 from ..manifest import RleTask
-from ..report import RewardReport
-from ..seal import seal_directory
-from ..seeds import Salt
-from .plan import hidden_plan
-from .trial import TRANSFER, StageRecord, TransferRecord, TransferTrialSim
-from .verify import verify_run
+from .trial import STAGE_RECORD, TRANSFER, StageRecord, TransferRecord
 
-DEVELOPER_MESSAGES = "development.messages.jsonl"
-AGENTS = "agents"
+SCRIPT_SECONDS = 600.0
 
 
-class Refused(RuntimeError):
-    """The simulator refused a call (``code``: reset, invalid_action, limit_reached, refused)."""
+class AttemptRunner(EvaluationRunner):
+    """One fresh agent's attempt: LoadEvaluation naming it (its kitchen, its workspace's handoff digest)."""
 
-    def __init__(self, code: str, detail: str):
-        super().__init__(f"{code}: {detail}")
-        self.code = code
+    def __init__(self, *args: Any, fresh_agent: str, handoff_digest: str, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fresh_agent, self.handoff_digest = fresh_agent, handoff_digest
 
-
-class TransferRobot:
-    """What ``import robot`` offers a participant here: the robot calls, and ``finish_trial`` in a trial."""
-
-    def __init__(self, sim: Any, seen: list[str] | None = None):
-        self.sim, self.seen = sim, seen  # seen: where a simulator without its own record keeps the answers
-
-    def _ask(self, message):
-        reply, blobs = self.sim.answer(message)
-        if self.seen is not None:
-            self.seen.append(msgspec.json.encode(reply).decode())
-        if isinstance(reply, Error):
-            raise Refused(reply.code, reply.detail)
-        return reply, blobs
-
-    def spec(self) -> simp.TaskSpec:
-        return self._ask(simp.GetSpec())[0]
-
-    def state(self) -> dict[str, np.ndarray]:
-        return {k: np.asarray(v, dtype=float) for k, v in self._ask(simp.GetState())[0].values.items()}
-
-    def observe(self, depth: bool = True) -> dict[str, dict[str, np.ndarray]]:
-        obs, blobs = self._ask(simp.Observe(depth=depth))
-        out = {}
-        for im in obs.images:
-            view = {"rgb": np.frombuffer(blobs[im.rgb_blob], np.uint8).reshape(im.height, im.width, 3),
-                    "K": np.asarray(im.K), "T_world_camera": np.asarray(im.T_world_camera)}
-            if im.depth_blob is not None:
-                view["depth"] = np.frombuffer(blobs[im.depth_blob], "<f4").reshape(im.height, im.width)
-            out[im.camera] = view
-        return out
-
-    def step_many(self, rows) -> dict[str, np.ndarray]:
-        reply, _ = self._ask(simp.Step(actions=[[float(v) for v in row] for row in rows]))
-        return {k: np.asarray(v, dtype=float) for k, v in reply.values.items()}
-
-    def reset(self) -> dict[str, np.ndarray]:
-        return {k: np.asarray(v, dtype=float) for k, v in self._ask(simp.Reset())[0].values.items()}
-
-    def finish_trial(self) -> str:
-        if not hasattr(self.sim, "finish_trial"):
-            raise Refused("refused", "there is no trial to finish in development")
-        return self.sim.finish_trial()
-
-
-class Developer(Protocol):
-    def develop(self, robot: TransferRobot, workspace: Path, brief: str) -> dict: ...
-
-
-class FreshAgent(Protocol):
-    def attempt(self, robot: TransferRobot, workspace: Path, brief: str) -> dict: ...
-
-
-def _write_messages(path: Path, messages: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"".join(msgspec.json.encode(m) + b"\n" for m in messages))
-
-
-def read_messages(path: Path) -> list[str]:
-    return [msgspec.json.decode(line) for line in path.read_bytes().splitlines() if line.strip()]
-
-
-def develop_and_seal(task: RleTask, developer: Developer, run_dir: Path, figures: dict) -> None:
-    """The development phase on the practice composites, then the harness sealed and the ledger closed over it."""
-    from ..scene import DevelopmentSim
-    from .scene import TransferDevelopmentScene
-
-    with tempfile.TemporaryDirectory(prefix="rle-transfer-dev-") as tmp:
-        workspace = Path(tmp)
-        live = run_dir / "ledger.live.jsonl"
-        t0 = time.monotonic()
-        sim = DevelopmentSim(task, record=live, scene=TransferDevelopmentScene(task))
-        seen: list[str] = []
+    async def _load(self) -> simp.Loaded:
+        load = simp.LoadEvaluation(task=simp.encode_manifest(self.task), salt_file=self.salt_file,
+                                   attempt=self.fresh_agent, handoff_digest=self.handoff_digest)
         try:
-            brief = sim.spec().instruction
-            seen.append(brief)
-            figures["develop"] = developer.develop(TransferRobot(sim, seen), workspace, brief)
-        finally:
-            sim.close()
-        figures["develop_seconds"] = round(time.monotonic() - t0, 2)
-        _write_messages(run_dir / DEVELOPER_MESSAGES, seen)
-        sealed, contents = seal_directory(workspace, task.artifact)
-    ledger = Ledger.resume(decode_rows(live.read_bytes()) if live.exists() else [], task.budget.charged_steps)
-    ledger.seal(sealed.digest)
-    figures["development_steps"] = ledger.spent
-    figures["sealed_files"] = [f.path for f in sealed.files]
-    rundir.write_submission(run_dir, task, sealed, contents, encode_rows(ledger.rows))
-    live.unlink(missing_ok=True)
+            loaded = (await self.links.sim.ask(load, simp.Loaded, LOAD_DEADLINE)).message
+        except INFRA_ERRORS as e:
+            raise TrialIncomplete("infrastructure", f"the simulator could not open {self.fresh_agent}'s trial: "
+                                                    f"{type(e).__name__}: {e}") from None
+        self._sim_compute = await self.links.sim.compute_seconds()
+        return loaded
 
 
-def _attempt(task: RleTask, plan, run_dir: Path, arm: str, figures: dict) -> Callable[..., StageRecord]:
-    """One fresh agent's trial: its hidden kitchen, its brief, its attempt; an agent's exception is its failure."""
-    def attempt(name: str, agent: FreshAgent, workspace: Path, handoff: str) -> StageRecord:
-        kitchen = plan.kitchens[int(name.rsplit("_", 1)[1]) - 1]
-        sim = TransferTrialSim(task, kitchen, agent=name, arm=arm, handoff_digest=handoff)
-        files = sorted(str(p.relative_to(workspace)) for p in workspace.rglob("*") if p.is_file())
-        error, outcome = None, None
-        try:
-            outcome = agent.attempt(TransferRobot(sim), workspace, sim.brief(files))
-        except Exception as e:  # noqa: BLE001 - the agent's code failing is that trial's failure, not the harness's
-            error = f"{type(e).__name__}: {e}"
-        record = sim.close(error)
-        _write_messages(run_dir / AGENTS / f"{name}.messages.jsonl", sim.visible)
-        figures.setdefault("agents", {})[name] = {"outcome": outcome, "error": error, "ended": record.ended,
-                                                  "actions": len(record.rows), "seconds": record.seconds}
-        return record
-    return attempt
+def attempt_names(task: RleTask) -> list[str]:
+    """agent_1..agent_n (the sealed harness), then control_1..control_n (an empty workspace) when the manifest has a control."""
+    n = task.transfer.agents
+    return [f"agent_{k}" for k in range(1, n + 1)] + ([f"control_{k}" for k in range(1, n + 1)] if task.transfer.control else [])
 
 
-def run_transfer(task: RleTask, developer: Developer, make_agent: Callable[[], FreshAgent], salt: Salt, run_dir: Path,
-                 make_control: Callable[[], FreshAgent] | None = None) -> tuple[RewardReport, dict]:
-    """Develop, seal, the fresh agents with the harness and (``make_control``, default ``make_agent``) the control
-    agents with an empty workspace, verify. Returns the report and the phases' figures."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    figures: dict = {}
-    develop_and_seal(task, developer, run_dir, figures)
-    plan, rules = hidden_plan(task, salt), task.transfer
-    trials: list[StageRecord] = []
-    t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="rle-transfer-fresh-") as tmp:
-        names = [f"agent_{k + 1}" for k in range(rules.agents)]
-        trials += run_fresh(names, make_agent, _attempt(task, plan, run_dir, "harness", figures),
-                            root=Path(tmp) / "harness", restore_from=run_dir)
-        figures["harness_seconds"] = round(time.monotonic() - t0, 2)
-        if rules.control:
-            t0 = time.monotonic()
-            names = [f"control_{k + 1}" for k in range(rules.agents)]
-            trials += run_fresh(names, make_control or make_agent, _attempt(task, plan, run_dir, "control", figures),
-                                root=Path(tmp) / "control", restore_from=None)
-            figures["control_seconds"] = round(time.monotonic() - t0, 2)
-    record = TransferRecord(task=task.id, heldout=rules.heldout.name, plan_commitment=plan.commitment, trials=tuple(trials))
+def attempt_plan(development: Any, task: RleTask, name: str) -> Any:
+    """The development's plan as one fresh agent's: its own series, retain none, the attempt's tools and caps."""
+    from roboswe.evaluation.series_config import Budgets
+
+    r = task.transfer
+    budgets = Budgets(trial_steps=r.agent_actions, trial_seconds=r.agent_seconds, script_steps=r.agent_actions,
+                      script_seconds=min(SCRIPT_SECONDS, r.agent_seconds), interface=INTERFACE, track="evaluation",
+                      identity=f"rle:{task.protocol.version}")
+    return msgspec.structs.replace(development, series_id=f"{development.series_id}-{name}", budgets=budgets,
+                                   retain="none")
+
+
+async def run_attempt(run: Any, links: Any, task: RleTask, development: Any, run_dir: Path, name: str) -> tuple[StageRecord, str]:
+    """One fresh agent: a new conversation, a new workspace (the sealed harness or nothing), its trial, its stage
+    record from the simulator (and the plan commitment it ran on)."""
+    from roboswe.evaluation.conversation import Conversation
+    from roboswe.evaluation.plan import fresh_dir
+    from roboswe.sandbox.walk import remove_tree
+    from roboswe.evaluation.series import series_record
+
+    from ..fresh import restore_sealed
+
+    plan = attempt_plan(development, task, name)
+    await links.recorder.durable(series_record(plan))
+    conversation = Conversation(plan.series_id, links.context, links.recorder, run.reader)
+    await conversation.reset([], {})  # a fresh context: nothing of the developer's, nor of another agent's
+    workspace = fresh_dir(plan.workspace_dir())
+    try:
+        handoff = restore_sealed(run_dir, workspace) if name.startswith("agent_") else ""
+        runner = AttemptRunner(links, plan, run.progress, index=1, attempt=0, workspace=workspace, recovers=None,
+                               conversation=conversation, task=task, salt_file=run.config.rle.salt_file,
+                               fresh_agent=name, handoff_digest=handoff)
+        ended = await runner.run(None)
+        reply = await links.sim.ask(simp.EndAttempt(), simp.TaskRecord, LOAD_DEADLINE)
+    finally:
+        remove_tree(workspace)  # what the attempt wrote goes with it: nothing passes to the next
+    record = msgspec.json.decode(bytes(reply.blobs[reply.message.files[STAGE_RECORD]]), type=StageRecord)
+    await links.recorder.event("rle_transfer_attempt", ended.trial_id, attempt=name, ended=record.ended,
+                               actions=len(record.rows), success=record.success)
+    run.progress.say(f"{plan.series_id}: {record.ended} after {len(record.rows)} actions ({ended.reason})")
+    return record, reply.message.data["plan_commitment"]
+
+
+async def transfer(run: Any, links: Any, task: RleTask, development: Any, run_dir: Path, trial_id: str) -> None:
+    """Every fresh agent's attempt, transfer.json from their stage records, the verifier's report (also an
+    ``rle_report`` event of the development trial ``trial_id``)."""
+    from ..rundir import read_report
+
+    trials, commitments = [], set()
+    for name in attempt_names(task):
+        record, commitment = await run_attempt(run, links, task, development, run_dir, name)
+        trials.append(record)
+        commitments.add(commitment)
+    if len(commitments) != 1:
+        raise RuntimeError(f"the fresh agents' trials ran on {len(commitments)} plans")
+    record = TransferRecord(task=task.id, heldout=task.transfer.heldout.name, plan_commitment=commitments.pop(),
+                            trials=tuple(trials))
     (run_dir / TRANSFER).write_bytes(msgspec.json.encode(record))
-    t0 = time.monotonic()
-    report = verify_run(run_dir, salt)
-    figures["verify_seconds"] = round(time.monotonic() - t0, 2)
-    rundir.write_report(run_dir, report)
-    return report, figures
+    salt = run.config.rle.salt_file
+    command = [sys.executable, "-m", "roboswe.rle.transfer.verify", str(run_dir), *(["--salt-file", salt] if salt else [])]
+    env = {**os.environ, "PYTHONHASHSEED": "0", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    proc = await trio.run_process(command, check=False, capture_stdout=True, capture_stderr=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the transfer verifier failed (exit {proc.returncode}): "
+                           f"{proc.stderr.decode(errors='replace')[-2000:]}")
+    report = await trio.to_thread.run_sync(read_report, run_dir)
+    await links.recorder.event("rle_report", trial_id, **msgspec.to_builtins(report))
+    control = next(c.value for c in report.components if c.name == "control")
+    run.progress.say(f"{report.task}: reward {report.reward:.4f}, control {control:.4f} ({report.status})")

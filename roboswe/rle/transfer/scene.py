@@ -51,7 +51,8 @@ class CompositeScene(KitchenScene):
         self.manifest = composite_manifest(composite)
         kit_dir = os.environ.get(KIT_DIR_ENV)
         self.backend = RobocasaBackend(self.manifest, trial_steps=steps, kit_dir=Path(kit_dir) if kit_dir else None,
-                                       kit_layout=kit_variant(kitchen) if kitchen is not None else None)
+                                       kit_layout=kit_variant(kitchen) if kitchen is not None else None,
+                                       hidden_seed=kitchen is not None)
         self.control_hz = self.manifest.control_hz
         self.cameras = [simp.CameraInfo(name=c.name, width=c.width, height=c.height, depth=c.depth,
                                         calibration=c.calibration) for c in self.manifest.observation.cameras]

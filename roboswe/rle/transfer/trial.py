@@ -1,19 +1,22 @@
 """The trusted side of one fresh agent's attempt at the held-out composite: it writes the stage records.
 
-``TransferTrialSim`` answers the robot subset of the simulator protocol (``GetSpec``, ``GetState``,
-``Observe``, ``Step``; ``Reset`` refused: the trial is open when the agent starts and it has one) for
-one hidden kitchen, and ``finish_trial()``, which ends the attempt. After every applied action row it
-evaluates the composite's stages (stages.py) on its own env and records each instant the vector
-changes; the vector at reset is recorded before the agent acts. A trial also ends at the manifest's
-``agent_actions`` or ``agent_seconds``. The agent is never told the stages, the kitchen or the seed:
-its spec's task id is ``held-out``, its instruction the composite's. ``visible`` keeps every answer it
-got (as JSON), which the runner writes as the agent's messages.
+``TransferTrialSim`` is the simulator actor's phase during a ``LoadEvaluation`` that names an ``attempt``
+(protocol/sim.py; built by ``open_trial`` from the run's salt, on the simulator's side: agent *k* and
+control agent *k* get hidden kitchen *k*). It answers the robot subset of the simulator protocol
+(``GetSpec``, ``GetState``, ``Observe``, ``Step``; ``Reset`` refused: roboswe/rle/scene.py's
+``answer_robot``) for that one kitchen, and the participant's ``finish_trial``, which the coordinator
+forwards as ``FinishTrial`` and which ends the attempt (``next_trial`` is answered: there is none).
+After every applied action row it evaluates the composite's stages (stages.py) on its own env and
+records each instant the vector changes; the vector at reset is recorded before the agent acts. A
+trial also ends at the manifest's ``agent_actions`` or ``agent_seconds``. ``EndAttempt`` ends it and
+answers its ``StageRecord``. The agent is never told the stages, the kitchen or the seed: its spec's
+task id is ``held-out``, its instruction the composite's and what its workspace was given.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Literal, get_args
 
 import msgspec
 
@@ -23,13 +26,19 @@ from roboswe.protocol.control import Error
 
 from ..kitchen.evaluation import refused_batch, state_sha256
 from ..kitchen.plan import HiddenKitchen
-from ..manifest import RleTask
+from ..manifest import RleTask, task_digest
+from ..scene import answer_robot, phase_loaded
+from ..seeds import Salt
+from .plan import hidden_plan
 from .scene import CompositeScene
 
 Arm = Literal["harness", "control"]
 TrialEnd = Literal["finish_trial", "actions", "wall_time", "returned", "unreached"]
 TRANSFER = "transfer.json"
 SPEC_TASK_ID = "held-out"  # what the agent's spec calls its task (never the composite's or the kitchen's name)
+STAGE_RECORD = "stage_record.json"  # EndAttempt's one file: the attempt's StageRecord
+TASK_RECORD_FAMILY = "rle-transfer-trial"
+"""The ``family`` of a fresh agent's task record (in the run database: how its attempt ended, no kitchen)."""
 
 
 class StageChange(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
@@ -53,7 +62,6 @@ class StageRecord(msgspec.Struct, frozen=True, kw_only=True):
     initial_sha256: str = ""
     final_sha256: str = ""
     seconds: float = 0.0
-    error: str | None = None  # what the agent's own code raised, if it did (its failure, recorded)
 
 
 class TransferRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,15 +81,34 @@ def best_vector(record: StageRecord) -> tuple[bool, ...]:
     return best
 
 
+def attempt_kitchen(task: RleTask, attempt: str) -> tuple[Arm, int]:
+    """``agent_k`` / ``control_k`` -> its arm and its kitchen's index in the hidden plan (k - 1)."""
+    prefix, _, k = attempt.rpartition("_")
+    arm = {"agent": "harness", "control": "control"}.get(prefix)
+    if arm is None or not k.isdigit() or not 1 <= int(k) <= task.transfer.agents:
+        raise ValueError(f"{task.id}: no attempt {attempt!r}; they are agent_1..agent_{task.transfer.agents} "
+                         f"and control_1..control_{task.transfer.agents}")
+    return arm, int(k) - 1
+
+
+def open_trial(task: RleTask, salt: Salt, attempt: str, handoff_digest: str) -> TransferTrialSim:
+    """``scene.EVALUATIONS["transfer"]``: one fresh agent's trial, its kitchen from the plan the salt draws."""
+    arm, k = attempt_kitchen(task, attempt)
+    plan = hidden_plan(task, salt)
+    return TransferTrialSim(task, plan.kitchens[k], agent=attempt, arm=arm, handoff_digest=handoff_digest,
+                            plan_commitment=plan.commitment)
+
+
 class TransferTrialSim:
     """One fresh agent's trial in one hidden kitchen (trusted side; the kitchen never leaves it)."""
 
-    def __init__(self, task: RleTask, kitchen: HiddenKitchen, *, agent: str, arm: Arm, handoff_digest: str):
+    def __init__(self, task: RleTask, kitchen: HiddenKitchen, *, agent: str, arm: Arm, handoff_digest: str,
+                 plan_commitment: str = ""):
+        assert arm in get_args(Arm)
         self.task, self.rules, self.kitchen = task, task.transfer, kitchen
-        self.agent, self.arm, self.handoff = agent, arm, handoff_digest
+        self.agent, self.arm, self.handoff, self.plan_commitment = agent, arm, handoff_digest, plan_commitment
         self.scene = CompositeScene(self.rules.heldout, steps=self.rules.agent_actions, kitchen=kitchen)
         self.scene.load(kitchen.seed)
-        self.visible: list[str] = []
         self._rows: list[tuple[float, ...]] = []
         self._reset = self._last = self.scene.stages()
         self._changes: list[StageChange] = []
@@ -89,54 +116,42 @@ class TransferTrialSim:
         self._initial = state_sha256(self.scene)
         self._ended: TrialEnd | None = None
         self._started = time.monotonic()
+        self.record: StageRecord | None = None  # set when the attempt has ended (EndAttempt)
 
-    def brief(self, workspace_files: list[str]) -> str:
-        """The agent's opening message: its task, its caps, and what its workspace holds (nothing else)."""
+    def instruction(self) -> str:
+        """What the agent is told: its task, its caps, and whether its workspace holds a harness (nothing else)."""
         r = self.rules
-        holds = (f"Your workspace holds {r.harness_dir}/ (read {r.manual} first): {workspace_files}." if workspace_files
-                 else "Your workspace is empty.")
-        return self._seen(f"{r.heldout.instruction.strip()}\n\nOne attempt in a kitchen you have not seen, through "
-                          f"`import robot`: at most {r.agent_actions} actions in batches of 1..{r.batch_max}, "
-                          f"{r.agent_seconds:.0f} s, no reset. finish_trial() ends the attempt. {holds}")
-
-    def _seen(self, answer):
-        if isinstance(answer, str):
-            self.visible.append(answer)
-        else:
-            self.visible.append(msgspec.json.encode(answer[0]).decode())
-        return answer
+        holds = (f"Your workspace holds {r.harness_dir}/, left by an earlier agent (read {r.manual} first)."
+                 if self.arm == "harness" else "Your workspace is empty.")
+        return (f"{r.heldout.instruction.strip()}\n\nOne attempt in a kitchen you have not seen: scripts you exec in the "
+                f"sandbox drive the robot through `import robot`: at most {r.agent_actions} actions in batches of "
+                f"1..{r.batch_max}, {r.agent_seconds:.0f} s, no reset. finish_trial() ends the attempt. {holds}")
 
     @property
     def actions_left(self) -> int:
         return 0 if self._ended else self.rules.agent_actions - len(self._rows)
 
     def answer(self, message: Message) -> tuple[Message, list[bytes]]:
+        if self.record is not None:
+            return Error(code="refused", detail="the attempt has ended"), []
         if self._ended is None and time.monotonic() - self._started > self.rules.agent_seconds:
             self._ended = "wall_time"
-        return self._seen(self._answer(message))
+        return answer_robot(self, message, "the transfer trial")
 
-    def _answer(self, message: Message) -> tuple[Message, list[bytes]]:
-        match message:
-            case simp.GetSpec():
-                return self.spec(), []
-            case simp.GetState():
-                return self.state(), []
-            case simp.Observe(depth=depth):
-                b = self.scene.backend
-                images, blobs = self.scene.observe(b.control_step, depth)
-                return simp.Observation(control_step=b.control_step, sim_time=b.sim_time, images=images,
-                                        state=self.state(), render_seconds=0.0), blobs
-            case simp.Step(actions=actions):
-                return self.step(actions), []
-            case simp.Reset():
-                return Error(code="reset", detail="there is no reset in a transfer trial"), []
-        return Error(code="refused", detail=f"the trial does not accept {type(message).__name__}"), []
+    def observe(self, depth: bool) -> tuple[simp.Observation, list[bytes]]:
+        started, b = time.monotonic(), self.scene.backend
+        images, blobs = self.scene.observe(b.control_step, depth)
+        return simp.Observation(control_step=b.control_step, sim_time=b.sim_time, images=images, state=self.state(),
+                                render_seconds=time.monotonic() - started), blobs
+
+    def reset(self) -> Error:
+        return Error(code="reset", detail="there is no reset in a transfer trial")
 
     def spec(self) -> simp.TaskSpec:
         action, r = self.scene.action, self.rules
         limits = simp.Limits(steps=r.agent_actions, seconds=r.agent_seconds)
         return simp.TaskSpec(
-            task_id=SPEC_TASK_ID, instruction=r.heldout.instruction.strip(), privileged=False, action_dim=action.dim,
+            task_id=SPEC_TASK_ID, instruction=self.instruction(), privileged=False, action_dim=action.dim,
             action_low=action.low, action_high=action.high, action=action, control_hz=self.scene.control_hz,
             control_dt=1 / self.scene.control_hz, cameras=self.scene.cameras,
             state_keys=[*self.scene.state_keys, "actions_left"], script_limits=limits, trial_limits=limits)
@@ -169,17 +184,51 @@ class TransferTrialSim:
             self._last = now
         self._success = self._success or all(now)
 
-    def finish_trial(self) -> str:
-        if self._ended is None:
-            self._ended = "finish_trial"
-        return self._seen(f"the attempt is over after {len(self._rows)} actions")
+    # --- the control endpoint's view (the simulator actor during a LoadEvaluation with an attempt) ------
 
-    def close(self, error: str | None = None) -> StageRecord:
-        """End the trial (an agent that returned without finish_trial ends it as it stands) and give its record."""
-        record = StageRecord(
+    def move_trial(self, message: simp.FinishTrial | simp.NextTrial) -> simp.EvaluationTrial | Error:
+        """The participant's finish_trial (the attempt ends) or next_trial (there is none), forwarded."""
+        if self.record is not None:
+            return Error(code="refused", detail="the attempt has ended")
+        if isinstance(message, simp.NextTrial):
+            text = "there is no next trial: this attempt is your only one"
+        else:
+            self._ended = self._ended or "finish_trial"
+            text = f"the attempt is over after {len(self._rows)} actions"
+        return simp.EvaluationTrial(trial=1, trials=1, open=self._ended is None, text=text)
+
+    def loaded(self) -> simp.Loaded:
+        return phase_loaded(self.task, self.spec())  # nothing of the plan
+
+    def success(self) -> simp.SuccessStatus:
+        """Never achieved (the agent is not told); ``control_step`` is the actions applied (the trial's step budget)."""
+        n = len(self._rows)
+        return simp.SuccessStatus(achieved=False, interval=1, achieved_step=None, first_held_step=None, current_run=0,
+                                  longest_run=0, control_step=n, sim_time=n / self.scene.control_hz)
+
+    def task_record(self) -> simp.TaskRecord:
+        return simp.TaskRecord(data={"family": TASK_RECORD_FAMILY, "task": self.task.id, "attempt": self.agent,
+                                     "ended": self._ended or "open", "actions": len(self._rows)})
+
+    def no_states(self) -> simp.RecordedStates:
+        return simp.RecordedStates(fingerprint_digest=task_digest(self.task), seed=0, count=0, fields={})
+
+    def end_attempt(self) -> tuple[simp.TaskRecord | Error, list[bytes]]:
+        """EndAttempt: the attempt ends (``close``); its StageRecord is the reply's one file, the plan's commitment beside it."""
+        if self.record is not None:
+            return Error(code="refused", detail=f"{self.agent}: the attempt has already ended"), []
+        record = msgspec.json.encode(self.close())
+        return simp.TaskRecord(data={"task": self.task.id, "plan_commitment": self.plan_commitment},
+                               files={STAGE_RECORD: 0}), [record]
+
+    def close(self) -> StageRecord:
+        """End the trial once (an agent that returned without finish_trial ends it as it stands) and give its record."""
+        if self.record is not None:
+            return self.record
+        self.record = StageRecord(
             agent=self.agent, arm=self.arm, kitchen=self.kitchen.index, stages=self.rules.heldout.stages,
             ended=self._ended or "returned", reset=self._reset, changes=tuple(self._changes), success=self._success,
             handoff_digest=self.handoff, rows=tuple(self._rows), initial_sha256=self._initial,
-            final_sha256=state_sha256(self.scene), seconds=round(time.monotonic() - self._started, 3), error=error)
+            final_sha256=state_sha256(self.scene), seconds=round(time.monotonic() - self._started, 3))
         self.scene.close()
-        return record
+        return self.record

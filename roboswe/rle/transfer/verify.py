@@ -163,3 +163,34 @@ def verify_again(run_dir: Path) -> int:
     trial replayed; 0 when the report reproduces bit for bit, 1 a difference (each printed)."""
     return reproduce(run_dir, plan_from_seeds, functools.partial(verify_plan, replay=True),
                      ("status", "reward", "components", "gates", "ledger", "revealed_seeds"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m roboswe.rle.transfer.verify RUN_DIR [--salt-file FILE]``: the verifier process of a transfer run
+    through the actors (runner.py). Only this process and the simulator read the salt; the report (seeds revealed)
+    is written to RUN_DIR. Exit 0 written, 2 it could not verify."""
+    import argparse
+    import os
+    import sys
+
+    from ..seeds import SaltError, load_salt
+
+    p = argparse.ArgumentParser(prog="python -m roboswe.rle.transfer.verify", description=main.__doc__.splitlines()[0])
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--salt-file", type=Path, default=None, help="the hidden salt (default: the public CI salt)")
+    args = p.parse_args(argv)
+    if os.environ.get("PYTHONHASHSEED") != "0":  # as the live trials: RoboCasa's scene follows set order
+        sys.stderr.write("transfer verifier: run with PYTHONHASHSEED=0 (the live trials were)\n")
+        return 2
+    try:
+        report = verify_run(args.run_dir.resolve(), load_salt(args.salt_file))
+    except (SaltError, OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as e:
+        sys.stderr.write(f"transfer verifier: could not verify {args.run_dir}: {e}\n")
+        return 2
+    rundir.write_report(args.run_dir.resolve(), report)
+    sys.stdout.write(f"{report.task}: {report.status} reward {report.reward:.4f}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

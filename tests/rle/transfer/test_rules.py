@@ -1,5 +1,5 @@
 """Family 02's rules and verifier on recorded evidence (no simulator): the trial score and reward from stage
-records as RLE-Bench defines them, the gates (ledger, handoff, stages, plan), and the fresh-participant step."""
+records as RLE-Bench defines them, the gates (ledger, handoff, stages, plan), and the fresh workspace."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from roboswe.rle import rundir
-from roboswe.rle.fresh import restore_sealed, run_fresh
+from roboswe.rle.fresh import restore_sealed
 from roboswe.rle.ledger import Ledger, encode_rows
 from roboswe.rle.manifest import load_task
 from roboswe.rle.seal import SealError, seal_directory
@@ -163,31 +163,30 @@ def test_a_success_its_stage_changes_do_not_show_or_another_plan_gates(tmp_path)
 # --- fresh participants ---------------------------------------------------------------------------
 
 
-def test_each_fresh_participant_is_new_and_gets_only_the_sealed_copy_in_an_empty_workspace(tmp_path):
+def test_a_fresh_workspace_gets_only_the_sealed_copy_and_a_non_empty_one_is_refused(tmp_path):
     run = _recorded_run(tmp_path / "run")
     sealed = rundir.read_sealed_record(run)
-    made, seen = [], []
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    assert restore_sealed(run, workspace) == sealed.digest
+    files = sorted(str(p.relative_to(workspace)) for p in workspace.rglob("*") if p.is_file())
+    assert files == ["agent_harness/MANUAL.md", "agent_harness/tools.py"]  # the developer's notes.md stayed behind
+    assert (workspace / "agent_harness").stat().st_mode & 0o755 == 0o755  # the sandbox user traverses it
+    with pytest.raises(FileExistsError, match="not empty"):
+        restore_sealed(run, workspace)
 
-    def make():
-        made.append(object())
-        return made[-1]
 
-    def attempt(name, participant, workspace, handoff):
-        files = sorted(str(p.relative_to(workspace)) for p in workspace.rglob("*") if p.is_file())
-        (workspace / "agent_harness" / "tools.py").write_text("X = 2\n") if files else None  # an edit: must not transfer
-        (workspace / "scratch.txt").write_text(name)
-        seen.append((name, participant, files, handoff))
-        return name
+def test_an_attempt_name_is_its_arm_and_kitchen_and_nothing_else_is_one():
+    from roboswe.rle.transfer.runner import attempt_names
+    from roboswe.rle.transfer.trial import attempt_kitchen
 
-    assert run_fresh(["agent_1", "agent_2"], make, attempt, root=tmp_path / "fresh", restore_from=run) == ["agent_1", "agent_2"]
-    run_fresh(["control_1"], make, attempt, root=tmp_path / "control", restore_from=None)
-    assert [s[2] for s in seen] == [["agent_harness/MANUAL.md", "agent_harness/tools.py"]] * 2 + [[]]
-    assert [s[3] for s in seen] == [sealed.digest, sealed.digest, ""]
-    assert len({id(s[1]) for s in seen}) == 3  # a new participant each time
-    assert not (tmp_path / "fresh" / "agent_1").exists()  # the workspace goes with its attempt
-    with pytest.raises(ValueError, match="already attempted"):
-        one = object()
-        run_fresh(["a_1", "a_2"], lambda: one, attempt, root=tmp_path / "same", restore_from=None)
+    task = load_task(TASK)
+    names = attempt_names(task)
+    assert names == [f"agent_{k}" for k in range(1, 6)] + [f"control_{k}" for k in range(1, 6)]
+    assert [attempt_kitchen(task, n) for n in ("agent_1", "control_5")] == [("harness", 0), ("control", 4)]
+    for bad in ("agent_0", "agent_6", "developer_1", "control_x", "agent"):
+        with pytest.raises(ValueError, match="no attempt"):
+            attempt_kitchen(task, bad)
 
 
 def test_a_changed_sealed_copy_is_not_restored(tmp_path):

@@ -1,10 +1,15 @@
-"""Harness transfer end to end on the kit (RoboCasa, placeholder assets): the scripted developer writes and seals
-its harness on the practice composites, fresh agents use it on the held-out composite in hidden kitchens, control
-agents attempt the same kitchens with an empty workspace, the verifier scores the stage records.
+"""Harness transfer end to end on the kit (RoboCasa, placeholder assets), through the actors: `roboswe rle demo
+transfer` is `roboswe run` of configs/runs/rle-transfer-demo.toml (the scripted participant, kind = "python", its
+scripts in the sandbox over `import robot`): the developer writes and seals its harness on the practice
+composites, each fresh agent (a new conversation, the sealed harness alone restored into its workspace) attempts
+the held-out composite in the hidden kitchen the simulator actor draws and serves, each control agent the same
+kitchen with an empty workspace; the simulator writes the stage records, the verifier scores them.
 
-One case in the default run: `roboswe rle demo transfer --agents 1 --no-practice` (one fresh agent and one
-control agent, the developer observing the practice tasks without practising), so it stays short. The whole demo (five and five)
-and ``roboswe verify``'s replay of every trial are exhaustive.
+One case in the default run: `--agents 1 --no-practice` (one fresh agent and one control agent, the developer
+observing the practice tasks without practising; ~35 s on a quiet 2-core machine). Checked on what the recorder
+holds: every request a fresh agent's participant was sent carries nothing of the developer's conversation and
+no hidden kitchen's identity (nor does any request, nor the run's event log); a tampered ledger gates. The whole
+demo (five and five) with ``roboswe verify``'s replay of every trial, and a trial's refusals, are exhaustive.
 """
 
 from __future__ import annotations
@@ -14,46 +19,64 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from ...commands.test_preflight import runs  # noqa: F401 - run dirs the sandbox user reaches, used by name
+from ...sandbox.conftest import image  # noqa: F401 - the sandbox image fixture (refused when stale), used by name
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before MuJoCo is imported: the agents read depth
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("robocasa") is None, reason="robocasa is not installed here")
 
 TASK = "transfer-kit-countertodrawer-close"
+DEVELOPMENT_MARKERS = ("Practice tasks", "practice_task", "development budget", "developer's notes", "budget_left",
+                       "notes.md", "PRACTICE ", "develop.py")
+"""What only the developer was told or wrote outside agent_harness/: no fresh agent may be sent any of it."""
 
 
-def _index_entry(run_dir, task_id):
-    index = json.loads(subprocess.run([sys.executable, "-m", "roboswe.cli", "index", str(run_dir), "--json"],
-                                      capture_output=True, text=True, check=True).stdout)
-    (entry,) = [e for e in index["tasks"] if e["task"] == task_id]
-    return index, entry
+def _roboswe(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "roboswe.cli", *args], capture_output=True, text=True, check=False)
 
 
-def _check_fresh_agents_saw_nothing_of_the_development(run_dir, agents):
-    """Nothing the developer was told, nor the hidden kitchens' seeds, in what any fresh agent was told."""
+def _demo(run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    return _roboswe("rle", "demo", "transfer", "--out", str(run_dir), *extra)
+
+
+def check_requests(run: Path, agents: list[str]) -> None:
+    """On the recorded requests: each fresh agent is a new conversation (retain none) that was sent nothing of the
+    developer's; no request of the run, nor its event log, names a hidden kitchen (its seed, the plan commitment)."""
+    from roboswe.records.reader import RunReader
+
     from roboswe.rle import rundir
-    from roboswe.rle.transfer.runner import AGENTS, DEVELOPER_MESSAGES, read_messages
 
-    report = rundir.read_report(run_dir)
-    developer = read_messages(run_dir / DEVELOPER_MESSAGES)
-    assert "Practice tasks" in developer[0]  # the developer's brief: the development guide
-    for agent in agents:
-        seen = read_messages(run_dir / AGENTS / f"{agent}.messages.jsonl")
-        text = "\n".join(seen)
-        assert seen and not any(m in text for m in developer), agent
-        for marker in ("Practice tasks", "practice_task", "development budget", "developer's notes", "budget_left",
-                       report.plan_commitment, *map(str, report.revealed_seeds)):
+    report = rundir.read_report(run)
+    hidden = [str(s) for s in report.revealed_seeds]
+    with RunReader(run) as reader:
+        series = {s.series_id.rsplit("-", 1)[-1] if s.mode == "none" else "developer": s for s in reader.series()}
+        assert sorted(series) == sorted(["developer", *agents]) and series["developer"].mode == "retain"
+        sent = {name: [m.request for t in reader.trials(s.series_id) for m in reader.messages(t.trial_id)]
+                for name, s in series.items()}
+    developer = b"\n".join(sent.pop("developer"))
+    assert b"Practice tasks" in developer and b"developer's notes" in developer  # the markers are the developer's
+    for agent, requests in sent.items():
+        first = json.loads(requests[0])
+        assert not any(turn["role"] == "assistant" for turn in first["conversation"]), agent  # a fresh context
+        text = b"\n".join(requests).decode()
+        assert first["system"] not in developer.decode()  # its own brief, not the developer's
+        for marker in (*DEVELOPMENT_MARKERS, report.plan_commitment, *hidden):
             assert marker not in text, (agent, marker)
+    assert all(seed.encode() not in developer for seed in hidden) and report.plan_commitment.encode() not in developer
+    # the simulator's sim.reset log lines name a hidden kitchen's seed as "hidden" (the verifier reveals them later)
+    resets = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if '"sim.reset"' in line]
+    heldout = [e for e in resets if e.get("task") == "transfer-countertodrawer-close"]
+    assert len(heldout) == len(agents) and {e["seed"] for e in heldout} == {"hidden"}
+    assert not {str(e.get("seed")) for e in resets} & set(hidden)
 
 
-def _demo(run_dir, *extra):
-    return subprocess.run([sys.executable, "-m", "roboswe.cli", "rle", "demo", "transfer", "--out", str(run_dir), *extra],
-                          capture_output=True, text=True, check=False)
-
-
-def test_a_fresh_agent_with_the_sealed_harness_beats_the_control_and_the_reward_is_the_stage_records(tmp_path):
+@pytest.mark.timeout(900)
+def test_a_fresh_agent_with_the_sealed_harness_beats_the_control_through_the_actors(image, runs):  # noqa: F811
     from roboswe.rle import rundir
     from roboswe.rle.ledger import decode_rows, verify_chain
     from roboswe.rle.seeds import public_salt
@@ -61,19 +84,21 @@ def test_a_fresh_agent_with_the_sealed_harness_beats_the_control_and_the_reward_
     from roboswe.rle.transfer.trial import best_vector
     from roboswe.rle.transfer.verify import read_record, verify_run
 
-    run = tmp_path / "run"
+    run = runs / "run"
     demo = _demo(run, "--agents", "1", "--no-practice")
     assert demo.returncode == 0, demo.stderr[-3000:]
-    assert "control" in demo.stdout and "placeholder" in demo.stdout and "RLE Index" in demo.stdout
+    assert "control_1" in demo.stdout and "placeholder" in demo.stdout and "RLE Index" in demo.stdout
+    assert "kitchen 1: agent_1" in demo.stdout
     report = rundir.read_report(run)
     assert report.status == "scored" and report.placeholder, report.gates
     sealed = sorted(f.path for f in rundir.read_sealed_record(run).files)
     assert sealed == ["agent_harness/MANUAL.md", "agent_harness/drawer.py", "agent_harness/geometry.py",
-                      "agent_harness/pickplace.py"]  # the developer's notes.md stayed behind
-    # the reward from the recorded stage records, by the formula
+                      "agent_harness/pickplace.py"]  # the developer's notes.md and develop.py stayed behind
+    # the reward from the stage records the simulator wrote, by the formula
     record = read_record(run)
     by_agent = {t.agent: t for t in record.trials}
     assert set(by_agent) == {"agent_1", "control_1"} and record.retain == "none"
+    assert [t.ended for t in record.trials] == ["finish_trial"] * 2
     scores = {a: trial_score(t.reset, best_vector(t), t.success) for a, t in by_agent.items()}
     parts = {c.name: c.value for c in report.components}
     assert report.reward == transfer_reward([scores["agent_1"]], 1) == parts["agent_1"]
@@ -82,8 +107,10 @@ def test_a_fresh_agent_with_the_sealed_harness_beats_the_control_and_the_reward_
     assert by_agent["agent_1"].handoff_digest == report.artifact_digest and by_agent["control_1"].handoff_digest == ""
     spent = verify_chain(decode_rows((run / rundir.LEDGER).read_bytes())).spent
     assert parts["development_steps"] == spent == 2  # the two resets between practice tasks, nothing else charged
-    _check_fresh_agents_saw_nothing_of_the_development(run, ["agent_1", "control_1"])
-    index, entry = _index_entry(run, report.task)
+    assert not (run / "workspaces" / "run_transfer-kit-countertodrawer-close-agent_1").exists()  # gone with its attempt
+    check_requests(run, ["agent_1", "control_1"])
+    index = json.loads(_roboswe("index", str(run), "--json").stdout)
+    (entry,) = [e for e in index["tasks"] if e["task"] == report.task]
     assert entry["reward"] == report.reward and entry["components"]["control"] == parts["control"] and index["placeholder"]
     # an edited ledger row gates the same evidence
     rows = (run / rundir.LEDGER).read_bytes().splitlines()
@@ -95,47 +122,46 @@ def test_a_fresh_agent_with_the_sealed_harness_beats_the_control_and_the_reward_
 
 
 @pytest.mark.exhaustive
-def test_the_demo_five_fresh_agents_and_five_controls_and_verify_replays_every_trial(tmp_path):
-    run = tmp_path / "run"
-    demo = _demo(run)
-    assert demo.returncode == 0, demo.stderr[-3000:]
-    assert "control" in demo.stdout and "RLE Index" in demo.stdout and "placeholder" in demo.stdout
+@pytest.mark.timeout(2400)
+def test_the_demo_five_fresh_agents_and_five_controls_and_verify_replays_every_trial(image, runs):  # noqa: F811
     from roboswe.rle import rundir
 
+    run = runs / "run"
+    demo = _demo(run)
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    assert "control_5" in demo.stdout and "RLE Index" in demo.stdout and "placeholder" in demo.stdout
     report = rundir.read_report(run)
     parts = {c.name: c.value for c in report.components}
-    assert report.reward > parts["control"]
-    _check_fresh_agents_saw_nothing_of_the_development(run, [f"{a}_{k}" for a in ("agent", "control") for k in range(1, 6)])
-    again = subprocess.run([sys.executable, "-m", "roboswe.cli", "verify", str(run)], capture_output=True, text=True,
-                           check=False)
+    assert report.status == "scored" and report.reward > parts["control"]
+    check_requests(run, [f"{a}_{k}" for a in ("agent", "control") for k in range(1, 6)])
+    again = _roboswe("verify", str(run))
     assert again.returncode == 0 and "reproduced" in again.stdout, again.stderr[-3000:]
 
 
 @pytest.mark.exhaustive
 def test_a_trial_refuses_reset_and_oversized_batches_and_ends_at_its_action_cap():
-    from roboswe.rle.manifest import load_task
-    from roboswe.rle.seeds import public_salt
-    from roboswe.rle.transfer.plan import hidden_plan
-    from roboswe.rle.transfer.runner import Refused, TransferRobot
-    from roboswe.rle.transfer.trial import SPEC_TASK_ID, TransferTrialSim
-
-    task = load_task(TASK)
     import msgspec
 
+    from roboswe.protocol import sim as simp
+    from roboswe.protocol.control import Error
+    from roboswe.rle.manifest import load_task
+    from roboswe.rle.seeds import public_salt
+    from roboswe.rle.transfer.trial import SPEC_TASK_ID, STAGE_RECORD, StageRecord, open_trial
+
+    task = load_task(TASK)
     task = msgspec.structs.replace(task, transfer=msgspec.structs.replace(task.transfer, agent_actions=30))
-    sim = TransferTrialSim(task, hidden_plan(task, public_salt()).kitchens[0], agent="agent_1", arm="harness",
-                           handoff_digest="")
-    robot = TransferRobot(sim)
-    spec = robot.spec()
+    sim = open_trial(task, public_salt(), "agent_1", "")
+    spec = sim.answer(simp.GetSpec())[0]
     assert spec.task_id == SPEC_TASK_ID and "stages" not in spec.state_keys and "practice_task" not in spec.state_keys
     hold = [0.0] * spec.action_dim
-    for refused, code in ((robot.reset, "reset"), (lambda: robot.step_many([hold] * 201), "invalid_action"),
-                          (lambda: robot.step_many([hold] * 31), "limit_reached")):
-        with pytest.raises(Refused) as e:
-            refused()
-        assert e.value.code == code
-    robot.step_many([hold] * 30)
-    with pytest.raises(Refused):
-        robot.step_many([hold])
-    record = sim.close()
+    for message, code in ((simp.Reset(), "reset"), (simp.Step(actions=[hold] * 201), "invalid_action"),
+                          (simp.Step(actions=[hold] * 31), "limit_reached")):
+        reply = sim.answer(message)[0]
+        assert isinstance(reply, Error) and reply.code == code, reply
+    assert sim.answer(simp.Step(actions=[hold] * 30))[0].applied == 30
+    assert isinstance(sim.answer(simp.Step(actions=[hold]))[0], Error)
+    assert "no next trial" in sim.move_trial(simp.NextTrial()).text
+    reply, blobs = sim.end_attempt()
+    record = msgspec.json.decode(blobs[reply.files[STAGE_RECORD]], type=StageRecord)
     assert record.ended == "actions" and len(record.rows) == 30 and record.reset == (False, True, False)
+    assert reply.data["plan_commitment"] and isinstance(sim.end_attempt()[0], Error)  # once
