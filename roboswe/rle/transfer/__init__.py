@@ -9,7 +9,9 @@ credit (best stage count − reset count) / (total − reset count); missing tri
 - ``scene``: ``CompositeScene`` (one composite in one kit kitchen, its stage vector) and the development
   scene over the practice composites (``DEVELOPMENT_SCENES["transfer"]``).
 - ``plan``: the held-out task's hidden kitchens.
-- ``trial``: the trusted side of one fresh agent's attempt; it writes the stage records.
+- ``trial``: the trusted side of one fresh agent's attempt (the simulator actor's, ``EVALUATIONS["transfer"]``);
+  it writes the stage records.
 - ``verify``: the reward report from committed evidence (ledger, handoff digests, stage records).
-- ``runner``: develop, seal, the fresh agents and the control (roboswe/rle/fresh.py), verify.
+- ``runner``: after the development and the seal (roboswe/rle/run.py), each fresh agent and control agent as
+  its own attempt through the actors (a new conversation, roboswe/rle/fresh.py's workspace), the verifier.
 """
