@@ -1,0 +1,72 @@
+"""A hosted model in the harness-transfer run, against the strict local fake of its API: each fresh agent is a
+fresh conversation of the same model.
+
+`roboswe run` of a transfer run config whose provider is the Anthropic adapter pointed at the loopback fake
+(tests/providers/fakes.py: it refuses any request the real service documents as invalid), on the task with one
+fresh agent and one control. The model writes a one-line harness manual and finishes; each fresh agent lists
+its workspace, ends its trial and finishes. Every generation request is checked: the first of each fresh agent
+opens a new conversation (no earlier turn of its own, nothing of the developer's), to the same model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from roboswe.rle.manifest import TASKS_DIR
+
+from ...commands.test_preflight import runs  # noqa: F401 - run dirs the sandbox user reaches, used by name
+from ...providers.fakes import REPLY, FakeProvider
+from ...sandbox.conftest import image  # noqa: F401 - the sandbox image fixture (refused when stale), used by name
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("robocasa") is None, reason="robocasa is not installed here")
+
+KEY_ENV = "ROBOSWE_RLE_FAKE_KEY"
+TASK = "transfer-kit-countertodrawer-close"
+MANUAL = "# agent_harness\nThe drawer is in front of the robot.\n"
+DEVELOPER = [("write_file", {"path": "agent_harness/MANUAL.md", "content": MANUAL}),
+             ("finish", {"reason": "the developer's harness is written"})]
+ATTEMPT = [("list_files", {}), ("finish_trial", {}), ("finish", {"reason": "the attempt is over"})]
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive
+@pytest.mark.timeout(900)
+def test_each_fresh_agent_is_a_new_conversation_of_the_same_hosted_model(image, runs, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv(KEY_ENV, "fake-key-not-secret")
+    task = tmp_path / f"{TASK}.toml"
+    task.write_text((TASKS_DIR / f"{TASK}.toml").read_text().replace("[transfer]\nagents = 5\n", "[transfer]\nagents = 1\n"))
+    run = runs / "run"
+    plan = [*DEVELOPER, *ATTEMPT, *ATTEMPT]  # the developer, agent_1, control_1
+    with FakeProvider("anthropic") as fake:
+        fake.queue(*[REPLY["anthropic"](tool=step, usage=(1200, 80), thinking=False) for step in plan])
+        config = tmp_path / "rle-transfer-hosted.toml"
+        config.write_text(f'[rle]\ntasks = ["{task}"]\n\n[provider]\nkind = "anthropic"\nmodel = "fake-anthropic-model"\n'
+                          f'api_key_env = "{KEY_ENV}"\nbase_url = "{fake.base_url}"\nattempts = 1\n\n'
+                          "[supervisor]\nheartbeat_liveness = 5\n\n[transport]\nheartbeat_liveness = 5\n")
+        proc = subprocess.run([sys.executable, "-m", "roboswe.cli", "run", "--config", str(config), "--out", str(run),
+                               "--no-preflight", "-e", "bwrap"], env=dict(os.environ), capture_output=True, text=True,
+                              check=False, timeout=800)
+        requests, rejected = [g.json() for g in fake.generations()], list(fake.rejected)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert rejected == [] and len(requests) == len(plan)
+    developer, agent, control = requests[:2], requests[2:5], requests[5:]
+    assert {r["model"] for r in requests} == {"fake-anthropic-model"}
+    seen_by_developer = json.dumps(developer)
+    assert "Practice tasks" in seen_by_developer
+    for name, attempt in (("agent_1", agent), ("control_1", control)):
+        first = attempt[0]
+        assert [m["role"] for m in first["messages"]] == ["user"], name  # a new conversation: only its opening
+        text = json.dumps(attempt)
+        assert "Practice tasks" not in text and "the developer's harness is written" not in text, name
+    assert "agent_harness/MANUAL.md" in json.dumps(agent[1]) and "agent_harness" not in json.dumps(control[1])
+    record = json.loads((run / "transfer.json").read_text())
+    assert [(t["agent"], t["ended"], t["handoff_digest"] != "") for t in record["trials"]] == [
+        ("agent_1", "finish_trial", True), ("control_1", "finish_trial", False)]
+    report = json.loads((run / "report.json").read_text())
+    assert report["status"] == "scored" and report["reward"] == 0.0
