@@ -1,25 +1,41 @@
-"""The tabletop scene in MuJoCo: a table (top at z = 0), robosuite's Panda hand and fingers on a mocap
-mount, and the instance's free bodies (blocks, boxes) and, for Balance, a beam on a pivot.
+"""The tabletop scene in MuJoCo: a table (top at z = 0), robosuite's Panda (the 7-joint arm with its gripper,
+arm.py), and the instance's free bodies (blocks, boxes) and, for Balance, a beam on a pivot.
 
-The hand. The Panda's arm is not simulated: robosuite's Panda gripper model (its hand and finger
-meshes, finger joints and position actuators, loaded from the installed robosuite package) is
-attached to a mocap body that follows the commanded tool-centre point exactly, a Cartesian
-controller standing in for the arm (at most ``MAX_MOVE_M`` per axis and ``MAX_TURN_RAD`` of yaw per
-20 Hz control step). The fingers are simulated: they close on what is between them under their
-actuators' 20 N limit and report their opening (``finger_gap``) as a Panda does. A firm grip
-(``grip`` >= 0.5) on a body touched by both finger pads is made rigid by a weld (no slip: a stand-in
-for the Panda's force-controlled grasp); a light grip (0 < ``grip`` < 0.5) pinches a box so it
-pivots about the line between the pads (two point constraints). A held body's contacts with the hand
-and fingers are switched off while the constraint carries it (the fingers stay where they closed). ``grip`` 0 opens the fingers and frees the body.
+The robot. The arm stands on the table where the layout puts its ``base`` (each task's, tasks.py) and is
+simulated: its links, hand and fingers are collision bodies, its joints driven by torque through arm.py's
+controller (inverse kinematics to a tool-centre-point set point, a smoothed joint reference, computed
+torque). Each 20 Hz control step moves the set point by at most ``MAX_MOVE_M`` per axis and
+``MAX_TURN_RAD`` of yaw (the hand pointing down). A set point outside ``REACH`` is clipped to it; one the
+arm cannot reach (a Panda reaches a top-down tool-centre point at table height between about 0.3 and
+0.75 m from its base, so not all of ``REACH``; a joint limit) is refused: the hand holds.
+``hand`` reads the set point, not the measured pose: under the controller's finite stiffness the measured
+pose would give way to contact and load, a force reading the manifests exclude.
+
+The grasp. The fingers are simulated: they close on what is between them under their actuators' 20 N limit
+and report their opening (``finger_gap``) as a Panda does. Two grasp rules stay on top of that:
+
+- a firm grip (``grip`` >= 0.5) on a body touched by both finger pads is made rigid by a weld between the
+  ``panda_tcp`` body and the block. Friction alone between the 20 N pads would also lift the blocks, but
+  lets them slip and turn by amounts that depend on the contact solver's compliance; the cubes are placed
+  to a millimetre and the tower's calibration needs a repeatable hold (a stand-in for the Panda's
+  force-controlled grasp);
+- a light grip (0 < ``grip`` < 0.5) pinches a box so it pivots about the line between the pads (two point
+  constraints): MuJoCo's pad contacts (torsional friction on a patch) resist pivoting, and Hidden COM's
+  probe is a box swinging freely on the pinch line.
+
+A held body's contacts with the hand and fingers are switched off while the constraint carries it (the
+fingers stay where they closed); it still touches the arm's links, the table and the other bodies.
+``grip`` 0 opens the fingers and frees the body.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import msgspec
 import numpy as np
+
+from .arm import REST_Q, Arm, attach_panda
 
 TIMESTEP = 0.002
 FRAME_STEPS = 25  # physics steps per control step
@@ -74,18 +90,10 @@ class Layout(msgspec.Struct, frozen=True, kw_only=True):
     trusted side's)."""
 
     table_x: tuple[float, float] = (-0.5, 0.5)  # the table top's extent along x (Cantilever: the edge at the max)
+    base: tuple[float, float, float] = (-0.4, 0.05, 0.0)  # the arm's base on the table top: x, y, yaw (rad; 0 faces +x)
     bodies: tuple[FreeBody, ...] = ()
     beam: Beam | None = None
     cameras: tuple[tuple[str, tuple[float, float, float], tuple[float, float, float]], ...] = ()  # name, pos, look-at
-
-
-def _panda_gripper_path() -> Path:
-    from importlib.util import find_spec
-
-    spec = find_spec("robosuite")
-    if spec is None or spec.origin is None:
-        raise RuntimeError("robosuite is not installed (the tabletop scene uses its Panda gripper model)")
-    return Path(spec.origin).parent / "models" / "assets" / "grippers" / "panda_gripper.xml"
 
 
 def _camera_xml(name: str, pos, target) -> str:
@@ -132,10 +140,11 @@ def _beam_xml(b: Beam) -> str:
 def scene_xml(layout: Layout) -> str:
     x0, x1 = layout.table_x
     cx, hx = (x0 + x1) / 2, (x1 - x0) / 2
+    bx, by, byaw = layout.base
     equalities = "".join(
-        f'<weld name="{b.name}.firm" body1="hand" body2="{b.name}" active="false" solref="0.004 1"/>'
-        f'<connect name="{b.name}.pin1" body1="hand" body2="{b.name}" anchor="0 0.01 0" active="false"/>'
-        f'<connect name="{b.name}.pin2" body1="hand" body2="{b.name}" anchor="0 -0.01 0" active="false"/>'
+        f'<weld name="{b.name}.firm" body1="panda_tcp" body2="{b.name}" active="false" solref="0.004 1"/>'
+        f'<connect name="{b.name}.pin1" body1="panda_tcp" body2="{b.name}" anchor="0 0.01 0" active="false"/>'
+        f'<connect name="{b.name}.pin2" body1="panda_tcp" body2="{b.name}" anchor="0 -0.01 0" active="false"/>'
         for b in layout.bodies)
     return f"""
 <mujoco model="tabletop">
@@ -147,9 +156,7 @@ def scene_xml(layout: Layout) -> str:
     <geom name="table" type="box" pos="{cx} 0 -0.02" size="{hx} 0.5 0.02" rgba="0.56 0.53 0.48 1" contype="1" conaffinity="{_BODY_BITS}"
           {_STIFF}/>
     {"".join(_camera_xml(n, p, t) for n, p, t in layout.cameras)}
-    <body name="hand" mocap="true" pos="{HOME[0]} {HOME[1]} {HOME[2]}">
-      <site name="mount" pos="0 0 {PAD_DEPTH}" quat="0 1 0 0" rgba="0 0 0 0"/>
-    </body>
+    <site name="base" pos="{bx} {by} 0" quat="{math.cos(byaw / 2)} 0 0 {math.sin(byaw / 2)}" rgba="0 0 0 0"/>
     {"".join(_body_xml(b) for b in layout.bodies)}
     {_beam_xml(layout.beam) if layout.beam else ""}
   </worldbody>
@@ -158,29 +165,21 @@ def scene_xml(layout: Layout) -> str:
 
 
 def build_model(layout: Layout):
-    """The compiled MjModel: the scene with robosuite's Panda gripper attached at the mount (its force/torque
-    sensors removed: the participant gets no force readings, and nothing else reads them)."""
+    """The compiled MjModel: the scene with robosuite's Panda (arm.py) at the base site."""
     import mujoco
 
     spec = mujoco.MjSpec.from_string(scene_xml(layout))
-    path = _panda_gripper_path()
-    gripper = mujoco.MjSpec.from_file(str(path))
-    gripper.meshdir = str(path.parent)
-    for sensor in list(gripper.sensors):
-        sensor.delete()
-    for site in gripper.sites:  # robosuite's marker sites (a 10 m grip-axis cylinder among them) stay out of the images
-        site.rgba = (0.0, 0.0, 0.0, 0.0)
-    for geom in gripper.geoms:  # the pads touch free bodies through the pad bit (a pinched body clears it)
-        if geom.name.endswith("pad_collision"):
-            geom.contype, geom.conaffinity = _PAD_BIT, _PAD_BIT
-        elif geom.name == "hand_collision":  # touches free bodies, not its own fingers (a mocap mount is not their parent)
-            geom.contype, geom.conaffinity = 4, 1
-    spec.attach(gripper, site=spec.site("mount"), prefix="panda_")
+    attach_panda(spec, "base", PAD_DEPTH)
+    for pad in ("panda_finger1_pad_collision", "panda_finger2_pad_collision"):  # touch free bodies through the pad bit
+        spec.geom(pad).contype, spec.geom(pad).conaffinity = _PAD_BIT, _PAD_BIT  # (a held body clears it)
+    hand = spec.geom("panda_hand_collision")  # touches free bodies and the links, not a held body
+    hand.contype, hand.conaffinity = 4, 1
     return spec.compile()
 
 
 class Scene:
-    """A compiled layout with its data: one control step at a time, grasp constraints managed here."""
+    """A compiled layout with its data: one control step at a time, the arm driven and the grasp constraints
+    managed here."""
 
     def __init__(self, layout: Layout):
         import mujoco
@@ -190,33 +189,39 @@ class Scene:
         self.model = build_model(layout)
         self.data = mujoco.MjData(self.model)
         m = self.model
+        self.arm = Arm(m)
         self._fingers = [m.joint("panda_finger_joint1").qposadr[0], m.joint("panda_finger_joint2").qposadr[0]]
+        self._grip = [m.actuator("panda_gripper_finger_joint1").id, m.actuator("panda_gripper_finger_joint2").id]
         self._pads = {m.geom("panda_finger1_pad_collision").id, m.geom("panda_finger2_pad_collision").id}
         self._bodies = {b.name: m.body(b.name).id for b in layout.bodies}
+        self._home_q = self.arm.ik.solve(HOME, 0.0, np.array(REST_Q), iterations=200)
+        if self._home_q is None:
+            raise RuntimeError(f"the arm at {layout.base} cannot reach HOME {HOME}")
         self.held: tuple[str, str] | None = None  # (body, "firm" | "pinch")
-        self.yaw = 0.0
         self.reset()
 
     def reset(self) -> None:
         mj, d = self._mj, self.data
         mj.mj_resetData(self.model, d)
-        d.mocap_pos[0] = HOME
-        self.yaw = 0.0
-        self._set_yaw(0.0)
-        d.ctrl[:] = (0.04, -0.04)
+        d.qpos[self.arm.qpos] = self._home_q
+        self.target, self.yaw, self._q = np.array(HOME, float), 0.0, self._home_q.copy()
+        self.arm.reset(self._home_q)
+        d.ctrl[self._grip] = (0.04, -0.04)
         d.eq_active[:] = 0
         self.held = None
         mj.mj_forward(self.model, d)
-
-    def _set_yaw(self, yaw: float) -> None:
-        self.data.mocap_quat[0] = (math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
 
     # --- readings -------------------------------------------------------------------------------
 
     @property
     def hand(self) -> tuple[float, float, float, float]:
-        x, y, z = self.data.mocap_pos[0]
+        """The tool-centre point's set point (x, y, z, yaw): where the controller holds the hand."""
+        x, y, z = self.target
         return float(x), float(y), float(z), self.yaw
+
+    def tcp_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """The tool-centre point's measured position and quaternion (the trusted side's: tests, figures)."""
+        return self.data.xpos[self.arm.tcp].copy(), self.data.xquat[self.arm.tcp].copy()
 
     @property
     def finger_gap(self) -> float:
@@ -236,31 +241,37 @@ class Scene:
     # --- one control step -----------------------------------------------------------------------
 
     def step(self, dx: float, dy: float, dz: float, dyaw: float, grip: float) -> None:
-        """Move the tool-centre point by (dx, dy, dz) and its yaw by dyaw over one control step, with the grip
-        command (0 open, < FIRM pinch, >= FIRM firm)."""
-        mj, m, d = self._mj, self.model, self.data
+        """Move the tool-centre point's set point by (dx, dy, dz) and its yaw by dyaw over one control step (held
+        where the arm cannot reach the new one), with the grip command (0 open, < FIRM pinch, >= FIRM firm)."""
+        d = self.data
         closing = grip > OPEN and self.held is None
         if grip <= OPEN:
             self._release()
-            d.ctrl[:] = (0.04, -0.04)
+            d.ctrl[self._grip] = (0.04, -0.04)
         elif closing:
-            d.ctrl[:] = (0.0, 0.0)
-        start = d.mocap_pos[0].copy()
-        target = [float(np.clip(s + v, lo, hi)) for s, v, (lo, hi) in zip(start, (dx, dy, dz), REACH)]
-        yaw0, yaw1 = self.yaw, float(np.clip(self.yaw + dyaw, -math.pi, math.pi))
+            d.ctrl[self._grip] = (0.0, 0.0)
+        target = np.array([float(np.clip(s + v, lo, hi)) for s, v, (lo, hi) in zip(self.target, (dx, dy, dz), REACH)])
+        yaw = float(np.clip(self.yaw + dyaw, -math.pi, math.pi))
+        q0 = self._q
+        q1 = q0 if (target == self.target).all() and yaw == self.yaw else self.arm.ik.solve(target, yaw, q0)
+        if q1 is None:  # out of the arm's reach: the hand holds
+            q1, target, yaw = q0, self.target, self.yaw
         for k in range(1, FRAME_STEPS + 1):
-            f = k / FRAME_STEPS
-            d.mocap_pos[0] = start + f * (np.asarray(target) - start)
-            self._set_yaw(yaw0 + f * (yaw1 - yaw0))
-            mj.mj_step(m, d)
+            self._physics_step(q0 + k / FRAME_STEPS * (q1 - q0))
             if closing and self.held is None:  # the grasp takes hold at the first substep both pads touch
                 self._grasp("firm" if grip >= FIRM else "pinch")
-        self.yaw = yaw1
+        self.target, self.yaw, self._q = target, yaw, q1
+
+    def _physics_step(self, goal: np.ndarray) -> None:
+        mj, m, d = self._mj, self.model, self.data
+        mj.mj_step1(m, d)
+        self.arm.drive(d, goal)
+        mj.mj_step2(m, d)
 
     def settle(self, seconds: float) -> None:
-        """Simulate ``seconds`` with the hand where it is (the structure on its own)."""
+        """Simulate ``seconds`` with the arm holding the hand where it is (the structure on its own)."""
         for _ in range(round(seconds / TIMESTEP)):
-            self._mj.mj_step(self.model, self.data)
+            self._physics_step(self._q)
 
     def _touching_both_pads(self) -> str | None:
         """The free body both finger pads touch now, if any."""
@@ -279,7 +290,7 @@ class Scene:
             return
         mj, m, d = self._mj, self.model, self.data
         body = self._bodies[name]
-        hand_pos, hand_quat = d.xpos[m.body("hand").id], d.xquat[m.body("hand").id]
+        hand_pos, hand_quat = d.xpos[self.arm.tcp], d.xquat[self.arm.tcp]
         if mode == "firm":
             eq = m.equality(f"{name}.firm").id
             inv = np.zeros(4)
@@ -306,7 +317,7 @@ class Scene:
                 d.eq_active[eq] = 1
         self._set_bits(body, *_HELD_BITS)
         q1, q2 = (float(d.qpos[a]) for a in self._fingers)
-        d.ctrl[:] = (q1, q2)  # the fingers hold where they closed (the constraint carries the body)
+        d.ctrl[self._grip] = (q1, q2)  # the fingers hold where they closed (the constraint carries the body)
         self.held = (name, mode)
 
     def _set_bits(self, body: int, contype: int, conaffinity: int) -> None:

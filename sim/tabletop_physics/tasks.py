@@ -7,6 +7,8 @@ is in each task's instruction (configs/tasks/rle/tabletop-*.toml) and ``public_g
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from .scene import Beam, FreeBody, Geom, Layout
@@ -15,6 +17,12 @@ COLOURS = ("0.80 0.20 0.20 1", "0.20 0.60 0.25 1", "0.20 0.35 0.80 1", "0.85 0.7
            "0.60 0.25 0.70 1", "0.15 0.70 0.70 1", "0.90 0.50 0.20 1", "0.50 0.50 0.55 1")
 _OVERVIEW = ("overview", (0.0, -0.75, 0.65), (0.0, 0.0, 0.08))
 _SIDE = ("side", (0.75, 0.0, 0.35), (0.0, 0.0, 0.1))
+# The arm's base per task (x, y, yaw; scene.Layout.base): a Panda reaches a top-down tool-centre point at table
+# height between about 0.3 and 0.75 m from its base, so each task's base faces its own workspace.
+TOWER_BASE = (0.0, 0.3, -math.pi / 2)
+CANTILEVER_BASE = (-0.3, 0.35, -math.pi / 4)
+BALANCE_BASE = (-0.45, -0.05, math.radians(10))
+COM_BASE = (-0.4, 0.35, -math.radians(41))
 
 # Tower: cubes in a row of slots; edges drawn per instance.
 TOWER_SLOTS_X0, TOWER_SLOT_PITCH, TOWER_SLOT_Y = -0.28, 0.08, -0.2
@@ -74,16 +82,16 @@ def tower_layout(inst: TowerInstance) -> Layout:
         FreeBody(name=f"block{i}", pos=(TOWER_SLOTS_X0 + TOWER_SLOT_PITCH * i, TOWER_SLOT_Y, e / 2),
                  geoms=(Geom(half=(e / 2,) * 3, mass=round(TOWER_DENSITY * e ** 3, 6), rgba=COLOURS[i % len(COLOURS)]),))
         for i, e in enumerate(inst.edges))
-    return Layout(bodies=bodies, cameras=(_OVERVIEW, _SIDE))
+    return Layout(bodies=bodies, base=TOWER_BASE, cameras=(_OVERVIEW, _SIDE))
 
 
 def cantilever_layout(inst: CantileverInstance) -> Layout:
     length, width, height = CANTILEVER_BLOCK
     bodies = tuple(
-        FreeBody(name=f"block{i}", pos=(*CANTILEVER_PILE, height / 2 + (height + 0.0005) * i),  # settles onto the one below
+        FreeBody(name=f"block{i}", pos=(*CANTILEVER_PILE, height / 2 + height * i),  # touching: a drop kicks a stiff pile
                  geoms=(Geom(half=(length / 2, width / 2, height / 2), mass=CANTILEVER_MASS, rgba=COLOURS[i % len(COLOURS)]),))
         for i in range(inst.count))
-    return Layout(table_x=(-0.5, CANTILEVER_EDGE_X), bodies=bodies, cameras=(_OVERVIEW, _SIDE))
+    return Layout(table_x=(-0.5, CANTILEVER_EDGE_X), bodies=bodies, base=CANTILEVER_BASE, cameras=(_OVERVIEW, _SIDE))
 
 
 def balance_layout(inst: BalanceInstance) -> Layout:
@@ -93,7 +101,7 @@ def balance_layout(inst: BalanceInstance) -> Layout:
     beam = Beam(pivot=BALANCE_PIVOT, half_length=BALANCE_HALF_LENGTH, half_width=BALANCE_HALF_WIDTH,
                 keel_mass=BALANCE_KEEL[0], keel_depth=BALANCE_KEEL[1], load_x=BALANCE_LOAD_X, load_half=BALANCE_LOAD_HALF,
                 load_mass=inst.load_mass)
-    return Layout(bodies=bodies, beam=beam, cameras=(_OVERVIEW, _SIDE))
+    return Layout(bodies=bodies, beam=beam, base=BALANCE_BASE, cameras=(_OVERVIEW, _SIDE))
 
 
 def com_layout(inst: ComInstance, box: int) -> Layout:
@@ -105,7 +113,7 @@ def com_layout(inst: ComInstance, box: int) -> Layout:
     geoms = (Geom(half=(hx, hy, hz), mass=COM_SHELL_MASS, rgba="0.92 0.45 0.08 1"),
              Geom(half=(r, r, r), pos=(bx, by, -hz + 0.002 + r), mass=COM_BALLAST_MASS, hidden=True))
     body = FreeBody(name="box", pos=(COM_BOX_POS[0], COM_BOX_POS[1], hz), geoms=geoms, damping=0.004)
-    return Layout(bodies=(body,), cameras=COM_CAMERAS)
+    return Layout(bodies=(body,), base=COM_BASE, cameras=COM_CAMERAS)
 
 
 def com_offset(inst: ComInstance, box: int) -> tuple[float, float]:

@@ -9,13 +9,14 @@ import sys
 
 import msgspec
 import pytest
+from roboswe.sim.tabletop_physics.scene import build_model
 
 from roboswe.rle.ledger import decode_rows, encode_rows
 from roboswe.rle.manifest import load_task
 from roboswe.rle.scene import DevelopmentSim
 from roboswe.rle.seeds import Salt, public_salt
 from roboswe.rle.tabletop import participants, scoring
-from roboswe.rle.tabletop.attempt import AttemptRecord, TabletopScene
+from roboswe.rle.tabletop.attempt import AttemptRecord, TabletopScene, layouts
 from roboswe.rle.tabletop.plan import make_plan
 from roboswe.rle.tabletop.runner import ATTEMPT, replay_run, run_attempt
 
@@ -95,7 +96,8 @@ def test_replay_names_an_edited_record_or_ledger(tmp_path):
     assert replay_run(tmp_path) == []
     original = (tmp_path / ATTEMPT).read_bytes()
     record = msgspec.json.decode(original, type=AttemptRecord)
-    record.settled.qpos[-1] += 1e-6  # the beam's recorded final angle nudged
+    beam = build_model(layouts(record.plan)[0]).joint("beam").qposadr[0]
+    record.settled.qpos[beam] += 1e-6  # the beam's recorded final angle nudged
     (tmp_path / ATTEMPT).write_bytes(msgspec.json.encode(record))
     diffs = replay_run(tmp_path)
     assert any("settled" in d for d in diffs) and any("ledger" in d for d in diffs)  # the seal binds the record

@@ -211,9 +211,13 @@ class TabletopScene:
 
 
 def release(scene: Scene, rules: Tabletop) -> None:
-    """Open the fingers for half a second, then lift the hand straight up out of the way."""
+    """Open the fingers for half a second, then lift the hand straight up out of the way: to WITHDRAW_Z, or as
+    high as the arm reaches there (a row the arm cannot make holds the hand)."""
     for _ in range(CONTROL_HZ // 2):
         scene.step(0.0, 0.0, 0.0, 0.0, 0.0)
     while scene.hand[2] < WITHDRAW_Z - 1e-9:
-        scene.step(0.0, 0.0, min(MAX_MOVE_M, WITHDRAW_Z - scene.hand[2]), 0.0, 0.0)
+        z = scene.hand[2]
+        scene.step(0.0, 0.0, min(MAX_MOVE_M, WITHDRAW_Z - z), 0.0, 0.0)
+        if scene.hand[2] <= z:
+            break
 

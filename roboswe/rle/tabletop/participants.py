@@ -16,10 +16,12 @@ from roboswe.sim.tabletop_physics.scene import MAX_MOVE_M, MAX_TURN_RAD
 
 SAFE_Z = 0.2
 FIRM, PINCH, OPEN = 1.0, 0.3, 0.0
+SETTLE_ROWS = 5  # still rows after a move: the arm's reference lags a moving set point by up to 1 cm
 
 
 class Hand:
-    """Straight-line moves at the controller's step limit; every row goes through the robot client."""
+    """Straight-line moves at the controller's step limit, each followed by SETTLE_ROWS still rows (the arm
+    arrives where it was sent before the fingers act); every row goes through the robot client."""
 
     def __init__(self, robot, width: int):
         self.robot, self.width = robot, width
@@ -36,7 +38,7 @@ class Hand:
         yaw = hyaw if yaw is None else yaw
         delta = np.array([x - hx, y - hy, z - hz, yaw - hyaw])
         n = max(1, math.ceil(max(np.abs(delta[:3]).max() / MAX_MOVE_M, abs(delta[3]) / MAX_TURN_RAD) / 0.999))
-        self.rows([list(delta / n) + [self.grip]] * n)
+        self.rows([list(delta / n) + [self.grip]] * n + [[0.0, 0.0, 0.0, 0.0, self.grip]] * SETTLE_ROWS)
 
     def hold(self, grip: float, steps: int) -> None:
         self.grip = grip
@@ -207,24 +209,36 @@ def tilt_from_image(rgb: np.ndarray) -> float | None:
 def probe_com(robot) -> dict:
     """For each box: pinch it at its centre with the fingers along y, lift, let it swing to rest, read its tilt
     on the x camera; put it down; the same with the fingers along x for y. The centre of mass hangs below the
-    pinch line: offset = depth · tan(tilt), the depth from the public masses and ballast height."""
+    pinch line: offset = depth · tan(tilt), the depth from the public masses and ballast height. A box put
+    down tilted lands on its low corner and tips flat about it, so the second pinch goes where it tipped to
+    (``tipped_x``): where the fingers along x clear its sides."""
     hand = Hand(robot, 8)
     depth = t.com_depth_below(PINCH_Z - t.COM_BOX_HALF[2])
     estimates = []
     for _ in range(t.COM_BOXES):
-        est = []
-        for yaw, camera, sign in ((0.0, "tilt_x", 1.0), (math.pi / 2, "tilt_y", 1.0)):
-            hand.move(*t.COM_BOX_POS, SAFE_Z, yaw)
-            hand.move(*t.COM_BOX_POS, PINCH_Z)
+        est, x = [], t.COM_BOX_POS[0]
+        for yaw, camera in ((0.0, "tilt_x"), (math.pi / 2, "tilt_y")):
+            hand.move(x, t.COM_BOX_POS[1], SAFE_Z, yaw)
+            hand.move(x, t.COM_BOX_POS[1], PINCH_Z)
             hand.hold(PINCH, 8)
-            hand.move(*t.COM_BOX_POS, LIFT_Z)
+            hand.move(x, t.COM_BOX_POS[1], LIFT_Z)
             hand.hold(PINCH, 40)
             tilt = tilt_from_image(robot.observe()[camera])
-            est.append(sign * depth * math.tan(tilt) if tilt is not None else 0.0)
-            hand.move(*t.COM_BOX_POS, PINCH_Z + 0.004)
+            est.append(depth * math.tan(tilt) if tilt is not None else 0.0)
+            hand.move(x, t.COM_BOX_POS[1], PINCH_Z + 0.004)
             hand.hold(OPEN, 10)
-            hand.move(*t.COM_BOX_POS, SAFE_Z)
+            hand.move(x, t.COM_BOX_POS[1], SAFE_Z)
+            x = t.COM_BOX_POS[0] + tipped_x(est[0], depth)
         hand.move(*t.COM_BOX_POS, SAFE_Z, 0.0)
         robot.step([[0.0] * 5 + [1.0, *est]])
         estimates.append([round(v, 5) for v in est])
     return {"estimates": estimates}
+
+
+def tipped_x(offset: float, depth: float) -> float:
+    """Where a box pinched at its centre and hanging with its centre of mass ``offset`` along x comes to rest
+    after it is put down and let go: its low corner (PINCH_Z below the pinch, half a box out) lands and
+    stays, the box tips flat about it, its centre ending up on the side away from the offset."""
+    tilt = math.atan2(abs(offset), depth)
+    half = t.COM_BOX_HALF[0]
+    return -math.copysign(PINCH_Z * math.sin(tilt) + half * (1 - math.cos(tilt)), offset)
