@@ -84,14 +84,13 @@ def run_transfer_demo(out: Path | None, *, agents: int | None = None, practice: 
 
 
 def render_transfer(report, record=None) -> str:
-    """The reward, then each fresh agent beside its control (same kitchen), with how each trial ended."""
-    from ..commands import render_report
-
+    """The reward beside the control's, then each fresh agent beside its control (same kitchen), with how each
+    trial ended (after the report itself, which run.print_rle_outcome prints)."""
     parts = {c.name: c.value for c in report.components}
     trials = {t.agent: t for t in record.trials} if record is not None else {}
-    lines = [render_report(report).splitlines()[0] + ("  placeholder" if report.placeholder else ""),
-             f"  reward {report.reward:.4f} (mean over the fresh agents with the harness); control {parts['control']:.4f} "
-             f"(empty workspace); success rate {parts['success_rate']:.2f} vs control {parts['control_success_rate']:.2f}"]
+    lines = [f"harness transfer{' (placeholder assets)' if report.placeholder else ''}: reward {report.reward:.4f} "
+             f"(mean over the fresh agents with the harness); control {parts['control']:.4f} (empty workspace); "
+             f"success rate {parts['success_rate']:.2f} vs control {parts['control_success_rate']:.2f}"]
     lines += [f"  gate {g.name}: {g.reason}" for g in report.gates]
     for k in range(sum(n.startswith("agent_") for n in parts)):
         a, c = f"agent_{k + 1}", f"control_{k + 1}"
