@@ -98,8 +98,11 @@ async def run_attempt(run: Any, links: Any, task: RleTask, development: Any, run
     finally:
         remove_tree(workspace)  # what the attempt wrote goes with it: nothing passes to the next
     record = msgspec.json.decode(bytes(reply.blobs[reply.message.files[STAGE_RECORD]]), type=StageRecord)
-    await links.recorder.event("rle_transfer_attempt", ended.trial_id, attempt=name, ended=record.ended,
-                               actions=len(record.rows), success=record.success)
+    # the stage record in the run database too (its rows are in transfer.json): how the trusted side graded the trial
+    await links.recorder.event("rle_transfer_attempt", ended.trial_id, attempt=name, arm=record.arm, ended=record.ended,
+                               actions=len(record.rows), success=record.success, stages=list(record.stages),
+                               reset=list(record.reset), changes=msgspec.to_builtins(record.changes),
+                               handoff_digest=record.handoff_digest)
     run.progress.say(f"{plan.series_id}: {record.ended} after {len(record.rows)} actions ({ended.reason})")
     return record, reply.message.data["plan_commitment"]
 

@@ -110,6 +110,12 @@ def test_a_fresh_agent_with_the_sealed_harness_beats_the_control_through_the_act
     # each fresh agent's workspace went with its attempt; the developer's stays for the record
     assert [p.name for p in (run / "workspaces").iterdir()] == ["run_transfer-kit-countertodrawer-close"]
     check_requests(run, ["agent_1", "control_1"])
+    from roboswe.records.reader import RunReader
+
+    with RunReader(run) as reader:  # the recorder holds each stage record as well
+        events = [e.data for _, e in reader.events(event="rle_transfer_attempt")]
+    assert [(e["attempt"], e["success"], e["changes"]) for e in events] == [
+        (t.agent, t.success, [[c.step, list(c.stages)] for c in t.changes]) for t in record.trials]
     index = json.loads(_roboswe("index", str(run), "--json").stdout)
     (entry,) = [e for e in index["tasks"] if e["task"] == report.task]
     assert entry["reward"] == report.reward and entry["components"]["control"] == parts["control"] and index["placeholder"]
