@@ -132,3 +132,30 @@ def test_a_balance_attempt_through_the_actors_is_scored_by_the_simulator_and_rep
     assert verified.returncode == 0 and "reproduced" in verified.stdout, verified.stderr
     index = json.loads(_roboswe("index", str(run), "--json").stdout)
     assert next(t for t in index["tasks"] if t["task"] == task.id)["reward"] == report["reward"]
+
+
+def test_every_attempt_script_defines_what_its_code_names():
+    """The shipped participant writes participants.py's code for each task as a sandbox script: every global
+    the strategy and its helpers read (nested functions included) is defined there, so no attempt dies on a
+    NameError before its first summary (as Hidden COM's did when a helper was left out)."""
+    import builtins
+    import dis
+    import types
+
+    from roboswe.agents.rle_tabletop_demo._agent import STRATEGIES, script_source
+
+    def globals_read(code: types.CodeType) -> set[str]:
+        read = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+        return read.union(*(globals_read(c) for c in code.co_consts if isinstance(c, types.CodeType)))
+
+    for kind, functions in STRATEGIES.items():
+        body, main = script_source(kind).rsplit("\n\n", 1)
+        assert main.startswith("print(") and functions[0] in main
+        namespace: dict = {}
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setitem(sys.modules, "robot", types.ModuleType("robot"))
+            exec(compile(body, f"attempt-{kind}.py", "exec"), namespace)
+        hand = [f for f in vars(namespace["Hand"]).values() if isinstance(f, types.FunctionType)]
+        for f in [namespace[name] for name in functions] + hand:
+            missing = {n for n in globals_read(f.__code__) if n not in namespace and not hasattr(builtins, n)}
+            assert not missing, f"{kind}: {f.__qualname__} reads {sorted(missing)}, which its script does not define"

@@ -9,5 +9,5 @@ ledger-metered attempt per task on a hidden instance, scored by the trusted side
 - ``participants``: the scripted calibration participants; ``runner``: an attempt end to end, its
   run directory and its replay; ``demo``: `roboswe rle demo tabletop`.
 
-The scene itself (MuJoCo, robosuite's Panda gripper) is sim/tabletop_physics/.
+The scene itself (MuJoCo, robosuite's Panda arm and gripper) is sim/tabletop_physics/.
 """

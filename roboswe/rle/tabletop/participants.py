@@ -214,6 +214,14 @@ def probe_com(robot) -> dict:
     (``tipped_x``): where the fingers along x clear its sides."""
     hand = Hand(robot, 8)
     depth = t.com_depth_below(PINCH_Z - t.COM_BOX_HALF[2])
+
+    def tipped_x(offset: float) -> float:
+        """Where the box, pinched at its centre and hanging with its centre of mass ``offset`` along x, rests
+        once put down and let go: its low corner (PINCH_Z below the pinch, half a box out) lands and stays,
+        the box tips flat about it, its centre ending up on the side away from the offset."""
+        tilt, half = math.atan2(abs(offset), depth), t.COM_BOX_HALF[0]
+        return t.COM_BOX_POS[0] - math.copysign(PINCH_Z * math.sin(tilt) + half * (1 - math.cos(tilt)), offset)
+
     estimates = []
     for _ in range(t.COM_BOXES):
         est, x = [], t.COM_BOX_POS[0]
@@ -228,17 +236,8 @@ def probe_com(robot) -> dict:
             hand.move(x, t.COM_BOX_POS[1], PINCH_Z + 0.004)
             hand.hold(OPEN, 10)
             hand.move(x, t.COM_BOX_POS[1], SAFE_Z)
-            x = t.COM_BOX_POS[0] + tipped_x(est[0], depth)
+            x = tipped_x(est[0])
         hand.move(*t.COM_BOX_POS, SAFE_Z, 0.0)
         robot.step([[0.0] * 5 + [1.0, *est]])
         estimates.append([round(v, 5) for v in est])
     return {"estimates": estimates}
-
-
-def tipped_x(offset: float, depth: float) -> float:
-    """Where a box pinched at its centre and hanging with its centre of mass ``offset`` along x comes to rest
-    after it is put down and let go: its low corner (PINCH_Z below the pinch, half a box out) lands and
-    stays, the box tips flat about it, its centre ending up on the side away from the offset."""
-    tilt = math.atan2(abs(offset), depth)
-    half = t.COM_BOX_HALF[0]
-    return -math.copysign(PINCH_Z * math.sin(tilt) + half * (1 - math.cos(tilt)), offset)
