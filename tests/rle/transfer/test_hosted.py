@@ -4,8 +4,9 @@ fresh conversation of the same model.
 `roboswe run` of a transfer run config whose provider is the Anthropic adapter pointed at the loopback fake
 (tests/providers/fakes.py: it refuses any request the real service documents as invalid), on the task with one
 fresh agent and one control. The model writes a one-line harness manual and finishes; each fresh agent lists
-its workspace, ends its trial and finishes. Every generation request is checked: the first of each fresh agent
-opens a new conversation (no earlier turn of its own, nothing of the developer's), to the same model.
+its workspace, ends its trial and finishes; agent_1 also searches its history for the developer's manual text
+(search_history: nothing archived, its conversation is its own). Every generation request is checked: the first of each fresh agent opens a new
+conversation (no earlier turn of its own, nothing of the developer's), to the same model.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ MANUAL = "# agent_harness\nThe drawer is in front of the robot.\n"
 DEVELOPER = [("write_file", {"path": "agent_harness/MANUAL.md", "content": MANUAL}),
              ("finish", {"reason": "the developer's harness is written"})]
 ATTEMPT = [("list_files", {}), ("finish_trial", {}), ("finish", {"reason": "the attempt is over"})]
+SEARCH = ("search_history", {"query": "drawer is in front"})  # the developer wrote it; agent_1 never read the file
 
 
 @pytest.mark.slow
@@ -42,7 +44,7 @@ def test_each_fresh_agent_is_a_new_conversation_of_the_same_hosted_model(image, 
     task = tmp_path / f"{TASK}.toml"
     task.write_text((TASKS_DIR / f"{TASK}.toml").read_text().replace("[transfer]\nagents = 5\n", "[transfer]\nagents = 1\n"))
     run = runs / "run"
-    plan = [*DEVELOPER, *ATTEMPT, *ATTEMPT]  # the developer, agent_1, control_1
+    plan = [*DEVELOPER, ATTEMPT[0], SEARCH, *ATTEMPT[1:], *ATTEMPT]  # the developer, agent_1, control_1
     with FakeProvider("anthropic") as fake:
         fake.queue(*[REPLY["anthropic"](tool=step, usage=(1200, 80), thinking=False) for step in plan])
         config = tmp_path / "rle-transfer-hosted.toml"
@@ -55,7 +57,7 @@ def test_each_fresh_agent_is_a_new_conversation_of_the_same_hosted_model(image, 
         requests, rejected = [g.json() for g in fake.generations()], list(fake.rejected)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert rejected == [] and len(requests) == len(plan)
-    developer, agent, control = requests[:2], requests[2:5], requests[5:]
+    developer, agent, control = requests[:2], requests[2:6], requests[6:]
     assert {r["model"] for r in requests} == {"fake-anthropic-model"}
     seen_by_developer = json.dumps(developer)
     assert "Practice tasks" in seen_by_developer
@@ -65,6 +67,8 @@ def test_each_fresh_agent_is_a_new_conversation_of_the_same_hosted_model(image, 
         text = json.dumps(attempt)
         assert "Practice tasks" not in text and "the developer's harness is written" not in text, name
     assert "agent_harness/MANUAL.md" in json.dumps(agent[1]) and "agent_harness" not in json.dumps(control[1])
+    # its history is this conversation alone: nothing archived to search (the developer's turns are another series')
+    assert "there has been no slide yet" in json.dumps(agent[2]["messages"][-1])
     record = json.loads((run / "transfer.json").read_text())
     assert [(t["agent"], t["ended"], t["handoff_digest"] != "") for t in record["trials"]] == [
         ("agent_1", "finish_trial", True), ("control_1", "finish_trial", False)]
