@@ -111,7 +111,7 @@ class Ik:
         pose is not reached to IK_TOLERANCE_M and IK_TOLERANCE_RAD within ``iterations``."""
         mj, m, d = self._mj, self.model, self.data
         target_quat, q = yaw_quat(yaw), np.array(q0, float)
-        err_r, neg = np.zeros(3), np.zeros(4)
+        err_r = np.zeros(3)
         for _ in range(iterations + 1):
             x, quat = self.pose(q)
             mj.mju_subQuat(err_r, target_quat, quat)  # in the tcp frame: rotate it to the world's

@@ -15,13 +15,12 @@ The grasp. The fingers are simulated: they close on what is between them under t
 and report their opening (``finger_gap``) as a Panda does. Two grasp rules stay on top of that:
 
 - a firm grip (``grip`` >= 0.5) on a body touched by both finger pads is made rigid by a weld between the
-  ``panda_tcp`` body and the block. Friction alone between the 20 N pads would also lift the blocks, but
-  lets them slip and turn by amounts that depend on the contact solver's compliance; the cubes are placed
-  to a millimetre and the tower's calibration needs a repeatable hold (a stand-in for the Panda's
-  force-controlled grasp);
+  ``panda_tcp`` body and the block: the cubes are placed to a millimetre and the tower's calibration reads
+  heights off where the fingers catch, which needs a hold that neither slips nor turns (a stand-in for the
+  Panda's force-controlled grasp; a hold by the pads' friction alone was not tried with the arm);
 - a light grip (0 < ``grip`` < 0.5) pinches a box so it pivots about the line between the pads (two point
-  constraints): MuJoCo's pad contacts (torsional friction on a patch) resist pivoting, and Hidden COM's
-  probe is a box swinging freely on the pinch line.
+  constraints): Hidden COM's probe is a box swinging freely on the pinch line, which a friction patch
+  between two flat pads does not give.
 
 A held body's contacts with the hand and fingers are switched off while the constraint carries it (the
 fingers stay where they closed); it still touches the arm's links, the table and the other bodies.
