@@ -32,8 +32,11 @@ def demo_inputs(tmp: Path, agents: int | None, practice: bool) -> tuple[Path, st
     participant's ``practice = false`` and the task's ``agents = N``."""
     config, task = DEMO_CONFIG, f"rle/{DEMO_TASK}"
     if not practice:
-        config = tmp / "rle-transfer-demo.toml"
-        config.write_text(DEMO_CONFIG.read_text().replace(AGENT_LINE, AGENT_LINE + "options = { practice = false }\n", 1))
+        text = DEMO_CONFIG.read_text()
+        if AGENT_LINE not in text:
+            raise RuntimeError(f"{DEMO_CONFIG.name} no longer names the participant as {AGENT_LINE.strip()}")
+        config = tmp / DEMO_CONFIG.name
+        config.write_text(text.replace(AGENT_LINE, AGENT_LINE + "options = { practice = false }\n", 1))
     if agents is not None:
         from ..manifest import TASKS_DIR
 
