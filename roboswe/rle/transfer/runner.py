@@ -31,7 +31,7 @@ from roboswe.protocol import sim as simp
 
 from ..kitchen.runner import INTERFACE, EvaluationRunner
 from ..manifest import RleTask
-from .trial import STAGE_RECORD, TRANSFER, StageRecord, TransferRecord
+from .trial import STAGE_RECORD, TRANSFER, StageRecord, TransferRecord, attempt_kitchen
 
 SCRIPT_SECONDS = 600.0
 
@@ -78,8 +78,8 @@ async def run_attempt(run: Any, links: Any, task: RleTask, development: Any, run
     record from the simulator (and the plan commitment it ran on)."""
     from roboswe.evaluation.conversation import Conversation
     from roboswe.evaluation.plan import fresh_dir
-    from roboswe.sandbox.walk import remove_tree
     from roboswe.evaluation.series import series_record
+    from roboswe.sandbox.walk import remove_tree
 
     from ..fresh import restore_sealed
 
@@ -89,7 +89,8 @@ async def run_attempt(run: Any, links: Any, task: RleTask, development: Any, run
     await conversation.reset([], {})  # a fresh context: nothing of the developer's, nor of another agent's
     workspace = fresh_dir(plan.workspace_dir())
     try:
-        handoff = restore_sealed(run_dir, workspace) if name.startswith("agent_") else ""
+        arm, _ = attempt_kitchen(task, name)
+        handoff = await trio.to_thread.run_sync(restore_sealed, run_dir, workspace) if arm == "harness" else ""
         runner = AttemptRunner(links, plan, run.progress, index=1, attempt=0, workspace=workspace, recovers=None,
                                conversation=conversation, task=task, salt_file=run.config.rle.salt_file,
                                fresh_agent=name, handoff_digest=handoff)
