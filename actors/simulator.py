@@ -9,11 +9,13 @@
 ``LoadDevelopment`` puts an RLE-Bench development phase in place of the series scene
 (``roboswe.rle.scene.DevelopmentSim``: the family's development scene and the ledger, on this
 trusted side): both endpoints' robot requests, Reset included, answer from it (``_development``)
-until a Load ends it. ``LoadEvaluation`` does the same for a speed-run's evaluation phase (the hidden
-kitchens drawn from the salt here, family 01's ``EvaluationSim``), whose trials ``FinishTrial`` and
-``NextTrial`` (control endpoint only: the coordinator forwards the participant's operations) move through.
-``EndAttempt`` (control endpoint only) ends a Tabletop Physical Reasoning attempt there (released, settled
-and scored on this side) or a speed-run's evaluation; the run directory's files are in the reply.
+until a Load ends it. ``LoadEvaluation`` does the same for an evaluation phase drawn from the salt here
+(``roboswe.rle.scene.EVALUATIONS``): a speed-run's five hidden kitchens (family 01's ``EvaluationSim``),
+whose trials ``FinishTrial`` and ``NextTrial`` (control endpoint only: the coordinator forwards the
+participant's operations) move through, or one harness-transfer attempt in its hidden kitchen (family 02's
+``TransferTrialSim``, the attempt named in the message). ``EndAttempt`` (control endpoint only) ends a
+Tabletop Physical Reasoning attempt there (released, settled and scored on this side), a speed-run's
+evaluation or a transfer attempt (its stage record); the run directory's files are in the reply.
 
   A bridge on the same host reaches the same door over a plain unix stream beside it
   (actors/_robot_stream.py): fewer wake-ups per step than ZeroMQ's I/O threads.

@@ -40,6 +40,20 @@ def test_the_actions_interface_is_told_its_tools_track_and_bounds_and_no_exec():
         assert f"{c.index}: {c.name} in [{c.low:g}, {c.high:g}]" in text
 
 
+def test_an_rle_session_is_told_it_is_one_session_and_only_of_tools_it_has():
+    """An RLE-Bench phase is one session of a one-trial series: "You get 1 trials" and the success-interval ending
+    would be wrong, and the evaluation phase (no wait) must not be told of wait."""
+    spec = ToyRobot().spec()
+    for interface, track in (("code", "development"), ("evaluation", "evaluation")):
+        budgets = Budgets(trial_steps=5000, trial_seconds=600.0, script_steps=200, script_seconds=60.0,
+                          interface=interface, track=track, identity="rle:speedrun-kit/1")
+        text = system_prompt(spec, budgets, trials=1, retain="retain")
+        assert f"one session of the task's {track} phase" in text and "## Budgets (this session)" in text
+        assert "trials of this task" not in text and "consecutive control steps" not in text
+        assert ("wait" in text) == (interface == "code"), interface
+        assert ("exec and wait both use them" in text) == (interface == "code")
+
+
 def test_trial_opening_reports_the_previous_outcome_and_figures():
     assert "workspace is empty" in trial_opening(1, 5, None)
     text = trial_opening(2, 5, {"index": 1, "outcome": "failure", "reason": "budget",

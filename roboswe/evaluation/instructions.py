@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from roboswe.bridge.apidoc import render_robot_api
-from roboswe.evaluation.series_config import Budgets
+from roboswe.evaluation.series_config import RLE_IDENTITY, Budgets
 from roboswe.protocol.participant import INTERFACES, OPERATIONS
 from roboswe.protocol.sim import TaskSpec
 from roboswe.sim.families import interface_owner
@@ -36,25 +36,35 @@ def system_prompt(spec: TaskSpec, budgets: Budgets, trials: int, retain: str) ->
     if owner is not None:
         return owner.system_prompt(spec, trials=trials, keep=keep, ops=ops, trial_steps=budgets.trial_steps,
                                    trial_seconds=budgets.trial_seconds, protocol=budgets.identity or budgets.track)
+    scripts = ("Write scripts into your workspace with write_file and run them with exec; a script drives the robot\n"
+               "through `import robot`. observe shows you camera images without moving time")
+    if budgets.identity.startswith(RLE_IDENTITY):  # one RLE-Bench session: its task text says what it scores
+        waits = "wait" in INTERFACES[budgets.interface]
+        how = (f"This is one session of the task's {budgets.track} phase, described under Task. It opens with the "
+               "task, the current\ncamera images and the robot's sensor readings. Each reply must be exactly one tool "
+               f"call (one operation).\n{scripts}{'; wait advances time holding the current targets' if waits else ''}."
+               "\nThe session ends when you call finish or when a budget runs out.")
+        per, steps_by = "this session", "exec and wait both use them" if waits else "exec uses them"
+    else:
+        how, per, steps_by = (f"""You get {trials} trials of this task. {keep} Each trial opens with the task, the current
+camera images and the robot's sensor readings. Each reply must be exactly one tool call (one operation).
+{scripts}; wait advances time
+holding the current targets. A trial ends when the task's success condition has held for its
+required number of consecutive control steps, when you call finish, or when a budget runs out.
+Success is judged by the simulator. {told}"""), "per trial", "exec and wait both use them"
     return f"""You control a simulated robot by writing Python programs.
 
 ## Task
 {spec.instruction}
 
 ## How this works
-You get {trials} trials of this task. {keep} Each trial opens with the task, the current
-camera images and the robot's sensor readings. Each reply must be exactly one tool call (one operation).
-Write scripts into your workspace with write_file and run them with exec; a script drives the robot
-through `import robot`. observe shows you camera images without moving time; wait advances time
-holding the current targets. A trial ends when the task's success condition has held for its
-required number of consecutive control steps, when you call finish, or when a budget runs out.
-Success is judged by the simulator. {told}
+{how}
 
 ## Operations
 {ops}
 
-## Budgets (per trial)
-- {budgets.trial_steps} control steps (exec and wait both use them) and {budgets.trial_seconds:g} s of active time.
+## Budgets ({per})
+- {budgets.trial_steps} control steps ({steps_by}) and {budgets.trial_seconds:g} s of active time.
 - Each exec: at most {budgets.script_steps} control steps and {budgets.script_seconds:g} s; the script is stopped at a limit.
 - Scripts run isolated: no network; only the workspace (/workspace) is writable and kept.
 

@@ -67,6 +67,10 @@ class SeriesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     action_prefix: PositiveInt | None = None  # decisions: K
 
 
+RLE_IDENTITY = "rle:"
+"""An RLE-Bench session's budget identity starts so (``rle:<protocol version>``): one session, not trials."""
+
+
 class Budgets(msgspec.Struct, frozen=True, kw_only=True):
     """The budgets a trial runs under (recorded with the series and in each trial_opened event)."""
 

@@ -103,7 +103,7 @@ def development_plan(run: Any, task: RleTask) -> Any:
     """The development session as a one-trial series plan: the task digest is its reference fingerprint."""
     from roboswe.evaluation.admission import AdmittedTask
     from roboswe.evaluation.plan import SeriesPlan
-    from roboswe.evaluation.series_config import Budgets
+    from roboswe.evaluation.series_config import RLE_IDENTITY, Budgets
 
     from .manifest import task_digest
 
@@ -113,7 +113,7 @@ def development_plan(run: Any, task: RleTask) -> Any:
                             privileged=False, fingerprint={"digest": digest, "seed": 0})
     budgets = Budgets(trial_steps=budget.charged_steps, trial_seconds=budget.wall_seconds,
                       script_steps=budget.charged_steps, script_seconds=min(SCRIPT_SECONDS, budget.wall_seconds),
-                      interface="code", track="development", identity=f"rle:{task.protocol.version}")
+                      interface="code", track="development", identity=f"{RLE_IDENTITY}{task.protocol.version}")
     return SeriesPlan(run_id=run.job.run_id, series_id=f"{run.job.run_id}/{task.id}", task=admitted, budgets=budgets,
                       trials=1, retain="retain", backend=run.job.backend, model=run.model, run_dir=str(run.actor.run_dir))
 

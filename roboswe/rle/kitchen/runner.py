@@ -65,12 +65,12 @@ class EvaluationRunner(TrialRunner):
 
 def evaluation_plan(development: Any, task: RleTask) -> Any:
     """The development's plan as the evaluation's: its own series, the evaluation's tools and budgets."""
-    from roboswe.evaluation.series_config import Budgets
+    from roboswe.evaluation.series_config import RLE_IDENTITY, Budgets
 
     k = task.kitchen
     budgets = Budgets(trial_steps=k.trials * k.trial_actions, trial_seconds=k.evaluate_seconds,
                       script_steps=k.trial_actions, script_seconds=min(SCRIPT_SECONDS, k.evaluate_seconds),
-                      interface=INTERFACE, track="evaluation", identity=f"rle:{task.protocol.version}")
+                      interface=INTERFACE, track="evaluation", identity=f"{RLE_IDENTITY}{task.protocol.version}")
     return msgspec.structs.replace(development, series_id=f"{development.series_id}-evaluation", budgets=budgets)
 
 

@@ -63,12 +63,12 @@ def attempt_names(task: RleTask) -> list[str]:
 
 def attempt_plan(development: Any, task: RleTask, name: str) -> Any:
     """The development's plan as one fresh agent's: its own series, retain none, the attempt's tools and caps."""
-    from roboswe.evaluation.series_config import Budgets
+    from roboswe.evaluation.series_config import RLE_IDENTITY, Budgets
 
     r = task.transfer
     budgets = Budgets(trial_steps=r.agent_actions, trial_seconds=r.agent_seconds, script_steps=r.agent_actions,
                       script_seconds=min(SCRIPT_SECONDS, r.agent_seconds), interface=INTERFACE, track="evaluation",
-                      identity=f"rle:{task.protocol.version}")
+                      identity=f"{RLE_IDENTITY}{task.protocol.version}")
     return msgspec.structs.replace(development, series_id=f"{development.series_id}-{name}", budgets=budgets,
                                    retain="none")
 
