@@ -79,6 +79,11 @@ def check_run(run: Path, task_id: str, solved: int) -> dict:
     for kitchen in plan.kitchens:
         assert str(kitchen.seed).encode() not in requests
     assert plan.commitment.encode() not in requests and b"stack_" not in requests
+    # nor the run's own log before the reveal: the evaluation's scene resets say seed=hidden
+    resets = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if '"sim.reset"' in line]
+    hidden = [e for e in resets if e.get("seed") == "hidden"]
+    assert len(hidden) >= task.kitchen.trials, resets
+    assert not {e.get("seed") for e in resets} & {k.seed for k in plan.kitchens}, resets
     # the evaluation's operations, the probe's refusals seen from inside the sandbox
     assert [name for name, _ in ops] == ["write_file", "exec", *(["exec", "finish_trial", "next_trial"] * 5)[:-1], "finish"]
     probe = json.loads(next(line for line in ops[1][1].splitlines() if line.startswith("PROBE "))[6:])
