@@ -67,6 +67,15 @@ def state_sha256(scene: KitchenScene) -> str:
     return hashlib.sha256(fingerprint_bytes(snapshot(scene.backend.data))).hexdigest()
 
 
+def observation(sim, depth: bool) -> tuple[simp.Observation, list[bytes]]:
+    """A free observation in a hidden kitchen (``sim``: a phase's simulator with ``scene`` and ``state()``): the
+    cameras at the current control step, the state beside them."""
+    started, b = time.monotonic(), sim.scene.backend
+    images, blobs = sim.scene.observe(b.control_step, depth)
+    return simp.Observation(control_step=b.control_step, sim_time=b.sim_time, images=images, state=sim.state(),
+                            render_seconds=time.monotonic() - started), blobs
+
+
 def refused_batch(actions: list[list[float]], allowance: int, batch_max: int, action) -> Error | None:
     """The refusal of a batch of actions, whole (nothing applied, nothing charged), or None: its size
     against ``batch_max`` and the ``allowance`` left, then every row against ``action``'s bounds."""
@@ -204,10 +213,7 @@ class EvaluationSim:
         return self._seen(answer_robot(self, message, "the evaluation simulator"))
 
     def observe(self, depth: bool) -> tuple[simp.Observation, list[bytes]]:
-        started, b = time.monotonic(), self.scene.backend
-        images, blobs = self.scene.observe(b.control_step, depth)
-        return simp.Observation(control_step=b.control_step, sim_time=b.sim_time, images=images, state=self.state(),
-                                render_seconds=time.monotonic() - started), blobs
+        return observation(self, depth)
 
     def reset(self) -> Error:
         return Error(code="reset", detail="there is no reset in the evaluation phase")

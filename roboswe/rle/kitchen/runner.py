@@ -74,12 +74,24 @@ def evaluation_plan(development: Any, task: RleTask) -> Any:
     return msgspec.structs.replace(development, series_id=f"{development.series_id}-evaluation", budgets=budgets)
 
 
+async def run_verifier(module: str, label: str, run_dir: Path, salt: str | None) -> Any:
+    """A kitchen family's verifier as its own process (``python -m MODULE``, PYTHONHASHSEED=0 as the live trials);
+    returns the RewardReport it wrote (raises RuntimeError when it could not verify)."""
+    from ..rundir import read_report
+
+    command = [sys.executable, "-m", module, str(run_dir), *(["--salt-file", salt] if salt else [])]
+    env = {**os.environ, "PYTHONHASHSEED": "0", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    proc = await trio.run_process(command, check=False, capture_stdout=True, capture_stderr=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the {label} verifier failed (exit {proc.returncode}): "
+                           f"{proc.stderr.decode(errors='replace')[-2000:]}")
+    return await trio.to_thread.run_sync(read_report, run_dir)
+
+
 async def evaluate(run: Any, links: Any, task: RleTask, development: Any, workspace: Path, run_dir: Path) -> None:
     """The evaluation session in the hidden kitchens, its record from the simulator, the verifier's report."""
     from roboswe.evaluation.conversation import Conversation
     from roboswe.evaluation.series import series_record
-
-    from ..rundir import read_report
 
     plan = evaluation_plan(development, task)
     await links.recorder.durable(series_record(plan))
@@ -95,12 +107,6 @@ async def evaluate(run: Any, links: Any, task: RleTask, development: Any, worksp
     # The session's own end (the participant finished, a budget ran out), not its score: the trials' results
     # are in evaluation.json, and the reward comes from the verifier's replay of them.
     run.progress.say(f"{plan.series_id}: evaluation session ended ({ended.reason}); replaying every trial")
-    command = [sys.executable, "-m", "roboswe.rle.kitchen.verify", str(run_dir), *(["--salt-file", salt] if salt else [])]
-    env = {**os.environ, "PYTHONHASHSEED": "0", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-    proc = await trio.run_process(command, check=False, capture_stdout=True, capture_stderr=True, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the speed-run verifier failed (exit {proc.returncode}): "
-                           f"{proc.stderr.decode(errors='replace')[-2000:]}")
-    report = await trio.to_thread.run_sync(read_report, run_dir)
+    report = await run_verifier("roboswe.rle.kitchen.verify", "speed-run", run_dir, salt)
     await links.recorder.event("rle_report", ended.trial_id, **msgspec.to_builtins(report))
     run.progress.say(f"{report.task}: reward {report.reward:.4f} ({report.status})")

@@ -17,6 +17,7 @@ into the report after verification.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -157,31 +158,39 @@ def reproduce(run_dir: Path, plan_from_seeds, verify_plan, fields: tuple[str, ..
     return 1 if diffs else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m roboswe.rle.kitchen.verify RUN_DIR [--salt-file FILE]``: the verifier process of an RLE run
-    through the actors (roboswe/rle/kitchen/runner.py). Only this process and the simulator read the salt; the
-    report (seeds revealed) is written to RUN_DIR. Exit 0 written, 2 it could not verify."""
+def verifier_main(argv: list[str] | None, *, module: str, label: str, doc: str,
+                  verify: Callable[[Path, Salt], RewardReport]) -> int:
+    """A kitchen family's verifier process (``python -m MODULE RUN_DIR [--salt-file FILE]``): ``verify(run_dir,
+    salt)`` gives the report (seeds revealed), written to RUN_DIR. Exit 0 written, 2 it could not verify."""
     import argparse
     import os
     import sys
 
     from ..seeds import SaltError, load_salt
 
-    p = argparse.ArgumentParser(prog="python -m roboswe.rle.kitchen.verify", description=main.__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
     p.add_argument("run_dir", type=Path)
     p.add_argument("--salt-file", type=Path, default=None, help="the hidden salt (default: the public CI salt)")
     args = p.parse_args(argv)
     if os.environ.get("PYTHONHASHSEED") != "0":  # as the live trials: RoboCasa's scene follows set order
-        sys.stderr.write("speed-run verifier: run with PYTHONHASHSEED=0 (the live trials were)\n")
+        sys.stderr.write(f"{label} verifier: run with PYTHONHASHSEED=0 (the live trials were)\n")
         return 2
     try:
-        report, _ = verify_run(args.run_dir.resolve(), load_salt(args.salt_file))
+        report = verify(args.run_dir.resolve(), load_salt(args.salt_file))
     except (SaltError, OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as e:
-        sys.stderr.write(f"speed-run verifier: could not verify {args.run_dir}: {e}\n")
+        sys.stderr.write(f"{label} verifier: could not verify {args.run_dir}: {e}\n")
         return 2
     rundir.write_report(args.run_dir.resolve(), report)
     sys.stdout.write(f"{report.task}: {report.status} reward {report.reward:.4f}\n")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m roboswe.rle.kitchen.verify RUN_DIR [--salt-file FILE]``: the verifier process of an RLE run
+    through the actors (roboswe/rle/kitchen/runner.py). Only this process and the simulator read the salt; the
+    report (seeds revealed) is written to RUN_DIR. Exit 0 written, 2 it could not verify."""
+    return verifier_main(argv, module="roboswe.rle.kitchen.verify", label="speed-run", doc=main.__doc__,
+                         verify=lambda run_dir, salt: verify_run(run_dir, salt)[0])
 
 
 if __name__ == "__main__":

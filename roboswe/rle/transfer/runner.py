@@ -17,8 +17,6 @@ operations, turns and provider messages like any trial's.
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ from roboswe.evaluation.ends import TrialIncomplete
 from roboswe.evaluation.peers import INFRA_ERRORS, LOAD_DEADLINE
 from roboswe.protocol import sim as simp
 
-from ..kitchen.runner import INTERFACE, EvaluationRunner
+from ..kitchen.runner import INTERFACE, EvaluationRunner, run_verifier
 from ..manifest import RleTask
 from .trial import STAGE_RECORD, TRANSFER, StageRecord, TransferRecord, attempt_kitchen
 
@@ -111,8 +109,6 @@ async def run_attempt(run: Any, links: Any, task: RleTask, development: Any, run
 async def transfer(run: Any, links: Any, task: RleTask, development: Any, run_dir: Path, trial_id: str) -> None:
     """Every fresh agent's attempt, transfer.json from their stage records, the verifier's report (also an
     ``rle_report`` event of the development trial ``trial_id``)."""
-    from ..rundir import read_report
-
     trials, commitments = [], set()
     for name in attempt_names(task):
         record, commitment = await run_attempt(run, links, task, development, run_dir, name)
@@ -123,14 +119,7 @@ async def transfer(run: Any, links: Any, task: RleTask, development: Any, run_di
     record = TransferRecord(task=task.id, heldout=task.transfer.heldout.name, plan_commitment=commitments.pop(),
                             trials=tuple(trials))
     (run_dir / TRANSFER).write_bytes(msgspec.json.encode(record))
-    salt = run.config.rle.salt_file
-    command = [sys.executable, "-m", "roboswe.rle.transfer.verify", str(run_dir), *(["--salt-file", salt] if salt else [])]
-    env = {**os.environ, "PYTHONHASHSEED": "0", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-    proc = await trio.run_process(command, check=False, capture_stdout=True, capture_stderr=True, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the transfer verifier failed (exit {proc.returncode}): "
-                           f"{proc.stderr.decode(errors='replace')[-2000:]}")
-    report = await trio.to_thread.run_sync(read_report, run_dir)
+    report = await run_verifier("roboswe.rle.transfer.verify", "transfer", run_dir, run.config.rle.salt_file)
     await links.recorder.event("rle_report", trial_id, **msgspec.to_builtins(report))
     control = next(c.value for c in report.components if c.name == "control")
     run.progress.say(f"{report.task}: reward {report.reward:.4f}, control {control:.4f} ({report.status})")

@@ -24,7 +24,7 @@ from roboswe.protocol import Message
 from roboswe.protocol import sim as simp
 from roboswe.protocol.control import Error
 
-from ..kitchen.evaluation import refused_batch, state_sha256
+from ..kitchen.evaluation import observation, refused_batch, state_sha256
 from ..kitchen.plan import HiddenKitchen
 from ..manifest import RleTask, task_digest
 from ..scene import answer_robot, phase_loaded
@@ -139,10 +139,7 @@ class TransferTrialSim:
         return answer_robot(self, message, "the transfer trial")
 
     def observe(self, depth: bool) -> tuple[simp.Observation, list[bytes]]:
-        started, b = time.monotonic(), self.scene.backend
-        images, blobs = self.scene.observe(b.control_step, depth)
-        return simp.Observation(control_step=b.control_step, sim_time=b.sim_time, images=images, state=self.state(),
-                                render_seconds=time.monotonic() - started), blobs
+        return observation(self, depth)
 
     def reset(self) -> Error:
         return Error(code="reset", detail="there is no reset in a transfer trial")

@@ -27,7 +27,7 @@ from .. import rundir
 from ..kitchen.evaluation import state_sha256
 from ..kitchen.plan import HiddenKitchen, HiddenPlan
 from ..kitchen.verify import _ledger as ledger_verdict
-from ..kitchen.verify import reproduce, sealed_digest
+from ..kitchen.verify import reproduce, sealed_digest, verifier_main
 from ..manifest import RleTask, task_digest
 from ..report import Component, Gate, RewardReport
 from ..seeds import Salt, protocol_id
@@ -169,27 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m roboswe.rle.transfer.verify RUN_DIR [--salt-file FILE]``: the verifier process of a transfer run
     through the actors (runner.py). Only this process and the simulator read the salt; the report (seeds revealed)
     is written to RUN_DIR. Exit 0 written, 2 it could not verify."""
-    import argparse
-    import os
-    import sys
-
-    from ..seeds import SaltError, load_salt
-
-    p = argparse.ArgumentParser(prog="python -m roboswe.rle.transfer.verify", description=main.__doc__.splitlines()[0])
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("--salt-file", type=Path, default=None, help="the hidden salt (default: the public CI salt)")
-    args = p.parse_args(argv)
-    if os.environ.get("PYTHONHASHSEED") != "0":  # as the live trials: RoboCasa's scene follows set order
-        sys.stderr.write("transfer verifier: run with PYTHONHASHSEED=0 (the live trials were)\n")
-        return 2
-    try:
-        report = verify_run(args.run_dir.resolve(), load_salt(args.salt_file))
-    except (SaltError, OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as e:
-        sys.stderr.write(f"transfer verifier: could not verify {args.run_dir}: {e}\n")
-        return 2
-    rundir.write_report(args.run_dir.resolve(), report)
-    sys.stdout.write(f"{report.task}: {report.status} reward {report.reward:.4f}\n")
-    return 0
+    return verifier_main(argv, module="roboswe.rle.transfer.verify", label="transfer", doc=main.__doc__,
+                         verify=verify_run)
 
 
 if __name__ == "__main__":
