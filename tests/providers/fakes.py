@@ -453,8 +453,10 @@ def wire_calls(wire: str, body: dict[str, Any]) -> list[tuple[str, str, dict[str
                 texts(m.get("content"))
             for tc in m.get("tool_calls") or []:
                 call(tc["id"], tc["function"]["name"], tc["function"]["arguments"])
-            if m.get("role") == "tool":
-                result(m["tool_call_id"], m.get("content") or "")
+            if m.get("role") == "tool":  # a string, or text parts (the newest message carries cache_control)
+                content = m.get("content") or ""
+                result(m["tool_call_id"], content if isinstance(content, str) else
+                       "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"))
     return [tuple(c) for c in calls]  # type: ignore[misc]
 
 
