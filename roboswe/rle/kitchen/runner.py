@@ -45,12 +45,16 @@ class EvaluationRunner(TrialRunner):
         super().__init__(*args, **kwargs)
         self.task, self.salt_file = task, salt_file
 
+    opens = "the evaluation phase"  # what the simulator opens, as an infrastructure failure names it
+
+    def evaluation_load(self) -> simp.LoadEvaluation:
+        return simp.LoadEvaluation(task=simp.encode_manifest(self.task), salt_file=self.salt_file)
+
     async def _load(self) -> simp.Loaded:
-        load = simp.LoadEvaluation(task=simp.encode_manifest(self.task), salt_file=self.salt_file)
         try:
-            loaded = (await self.links.sim.ask(load, simp.Loaded, LOAD_DEADLINE)).message
+            loaded = (await self.links.sim.ask(self.evaluation_load(), simp.Loaded, LOAD_DEADLINE)).message
         except INFRA_ERRORS as e:
-            raise TrialIncomplete("infrastructure", f"the simulator could not open the evaluation phase: "
+            raise TrialIncomplete("infrastructure", f"the simulator could not open {self.opens}: "
                                                     f"{type(e).__name__}: {e}") from None
         self._sim_compute = await self.links.sim.compute_seconds()
         return loaded

@@ -23,8 +23,7 @@ from typing import Any
 import msgspec
 import trio
 
-from roboswe.evaluation.ends import TrialIncomplete
-from roboswe.evaluation.peers import INFRA_ERRORS, LOAD_DEADLINE
+from roboswe.evaluation.peers import LOAD_DEADLINE
 from roboswe.protocol import sim as simp
 
 from ..kitchen.runner import INTERFACE, EvaluationRunner, run_verifier
@@ -40,17 +39,11 @@ class AttemptRunner(EvaluationRunner):
     def __init__(self, *args: Any, fresh_agent: str, handoff_digest: str, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.fresh_agent, self.handoff_digest = fresh_agent, handoff_digest
+        self.opens = f"{fresh_agent}'s trial"
 
-    async def _load(self) -> simp.Loaded:
-        load = simp.LoadEvaluation(task=simp.encode_manifest(self.task), salt_file=self.salt_file,
-                                   attempt=self.fresh_agent, handoff_digest=self.handoff_digest)
-        try:
-            loaded = (await self.links.sim.ask(load, simp.Loaded, LOAD_DEADLINE)).message
-        except INFRA_ERRORS as e:
-            raise TrialIncomplete("infrastructure", f"the simulator could not open {self.fresh_agent}'s trial: "
-                                                    f"{type(e).__name__}: {e}") from None
-        self._sim_compute = await self.links.sim.compute_seconds()
-        return loaded
+    def evaluation_load(self) -> simp.LoadEvaluation:
+        return msgspec.structs.replace(super().evaluation_load(), attempt=self.fresh_agent,
+                                       handoff_digest=self.handoff_digest)
 
 
 def attempt_names(task: RleTask) -> list[str]:

@@ -13,21 +13,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from roboswe.rle.manifest import TASKS_DIR
 
 from ...commands.test_preflight import runs  # noqa: F401 - run dirs the sandbox user reaches, used by name
-from ...providers.fakes import REPLY, FakeProvider
 from ...sandbox.conftest import image  # noqa: F401 - the sandbox image fixture (refused when stale), used by name
+from ..test_demo_hosted import KEY_ENV, _hosted_run  # the strict Anthropic fake behind `roboswe run`
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("robocasa") is None, reason="robocasa is not installed here")
 
-KEY_ENV = "ROBOSWE_RLE_FAKE_KEY"
 TASK = "transfer-kit-countertodrawer-close"
 MANUAL = "# agent_harness\nThe drawer is in front of the robot.\n"
 DEVELOPER = [("write_file", {"path": "agent_harness/MANUAL.md", "content": MANUAL}),
@@ -45,18 +41,9 @@ def test_each_fresh_agent_is_a_new_conversation_of_the_same_hosted_model(image, 
     task.write_text((TASKS_DIR / f"{TASK}.toml").read_text().replace("[transfer]\nagents = 5\n", "[transfer]\nagents = 1\n"))
     run = runs / "run"
     plan = [*DEVELOPER, ATTEMPT[0], SEARCH, *ATTEMPT[1:], *ATTEMPT]  # the developer, agent_1, control_1
-    with FakeProvider("anthropic") as fake:
-        fake.queue(*[REPLY["anthropic"](tool=step, usage=(1200, 80), thinking=False) for step in plan])
-        config = tmp_path / "rle-transfer-hosted.toml"
-        config.write_text(f'[rle]\ntasks = ["{task}"]\n\n[provider]\nkind = "anthropic"\nmodel = "fake-anthropic-model"\n'
-                          f'api_key_env = "{KEY_ENV}"\nbase_url = "{fake.base_url}"\nattempts = 1\n\n'
-                          "[supervisor]\nheartbeat_liveness = 5\n\n[transport]\nheartbeat_liveness = 5\n")
-        proc = subprocess.run([sys.executable, "-m", "roboswe.cli", "run", "--config", str(config), "--out", str(run),
-                               "--no-preflight", "-e", "bwrap"], env=dict(os.environ), capture_output=True, text=True,
-                              check=False, timeout=800)
-        requests, rejected = [g.json() for g in fake.generations()], list(fake.rejected)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert rejected == [] and len(requests) == len(plan)
+    _, generations = _hosted_run(run, task, plan, tmp_path)  # exit 0, every request one the real API accepts
+    requests = [g.json() for g in generations]
+    assert len(requests) == len(plan)
     developer, agent, control = requests[:2], requests[2:6], requests[6:]
     assert {r["model"] for r in requests} == {"fake-anthropic-model"}
     seen_by_developer = json.dumps(developer)
